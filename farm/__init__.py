@@ -1,0 +1,1 @@
+"""optfarm's runtime: the run loop, CLI, sweeps on Ray, results store, MLflow, reports."""

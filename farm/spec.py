@@ -1,0 +1,53 @@
+"""A run specification: which optimizer, with which parameters, on which dataset and problem,
+with which seed and limits. Its ``run_key`` is a hash of the fully resolved spec, stable across
+machines and sessions (it keys resumable sweeps and MLflow runs)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from oracle.dataset import Dataset
+from oracle.problem import Constraint, Objective, Problem
+
+__all__ = ["RunSpec"]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    dataset: str
+    optimizer: str
+    seed: int = 0
+    params: dict[str, Any] = field(default_factory=dict)
+    budget: float | None = None          # exploration budget; None: the dataset's (inf)
+    iterations: int | None = None        # max evaluations, bootstrap included
+    objective: str | None = None         # e.g. "min cost"; None: the dataset's
+    constraints: tuple[str, ...] | None = None  # e.g. ("time<=300",); None: the dataset's
+    aggregate: str = "sample"            # repeated measurements: "sample" or "mean"
+
+    def problem(self, dataset: Dataset) -> Problem:
+        """The dataset's default problem with this spec's overrides."""
+        return dataset.meta.problem.with_overrides(
+            objective=None if self.objective is None else Objective.parse(self.objective),
+            constraints=None if self.constraints is None else
+            [Constraint.parse(c) for c in self.constraints],
+            budget=self.budget)
+
+    def resolved(self) -> "RunSpec":
+        """The same spec with every optimizer parameter made explicit (defaults filled in)."""
+        from optimizers.registry import get
+
+        return RunSpec(**{**asdict(self),
+                          "params": get(self.optimizer).resolve_params(self.params),
+                          "constraints": None if self.constraints is None
+                          else tuple(self.constraints)})
+
+    @property
+    def run_key(self) -> str:
+        d = asdict(self.resolved())
+        d["budget"] = None if d["budget"] is None or math.isinf(d["budget"]) else d["budget"]
+        text = json.dumps(d, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,213 @@
+"""The ask/tell optimizer interface shared by every algorithm.
+
+    opt = make_optimizer("lynceus", space, problem, seed=0, la=2)
+    while (s := opt.suggest()) is not None:
+        obs = run_the_job(s.config_id, s.fidelity, time_cap=s.time_cap)
+        opt.observe(s, obs)
+    best = opt.recommend()
+
+The benchmark loop of ``farm`` and a user tuning a real job use the same calls. Each optimizer
+owns a ``numpy.random.Generator`` made from its seed, so a seed fixes the whole run.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Mapping, Sequence
+
+import numpy as np
+
+from oracle.oracle import Observation
+from oracle.problem import Problem
+from oracle.space import SearchSpace
+
+from .executor import Executor, SerialExecutor
+
+__all__ = ["Param", "Suggestion", "Optimizer", "ParameterError"]
+
+
+class ParameterError(ValueError):
+    """An optimizer parameter is unknown or out of its allowed range."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One optimizer parameter: default, type, and allowed values or range."""
+
+    name: str
+    default: Any
+    doc: str = ""
+    choices: tuple | None = None
+    low: float | None = None
+    high: float | None = None
+
+    def validate(self, optimizer: str, value: Any) -> Any:
+        kind = type(self.default)
+        if self.default is not None and kind is not str and isinstance(value, str):
+            value = _parse_scalar(value, kind, optimizer, self.name)
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if self.default is not None and not isinstance(value, kind):
+            raise ParameterError(f"{optimizer}: parameter {self.name!r} must be "
+                                 f"{kind.__name__}, got {value!r}")
+        if self.choices is not None and value not in self.choices:
+            raise ParameterError(f"{optimizer}: parameter {self.name!r} = {value!r} is not one "
+                                 f"of {list(self.choices)}")
+        if self.low is not None and value < self.low or self.high is not None and value > self.high:
+            raise ParameterError(f"{optimizer}: parameter {self.name!r} = {value!r} is outside "
+                                 f"[{self.low}, {self.high}]")
+        return value
+
+    def allowed(self) -> str:
+        if self.choices is not None:
+            return "|".join(map(str, self.choices))
+        if self.low is not None or self.high is not None:
+            return f"[{'' if self.low is None else self.low}, {'' if self.high is None else self.high}]"
+        return type(self.default).__name__
+
+
+def _parse_scalar(text: str, kind: type, optimizer: str, name: str):
+    try:
+        if kind is bool:
+            if text.lower() in ("true", "1", "yes"):
+                return True
+            if text.lower() in ("false", "0", "no"):
+                return False
+            raise ValueError
+        if kind is float and text.lower() in ("inf", "infinity"):
+            return math.inf
+        return kind(text)
+    except ValueError:
+        raise ParameterError(f"{optimizer}: parameter {name!r} must be {kind.__name__}, "
+                             f"got {text!r}") from None
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """What to run next: a configuration at a dataset size, an optional time cap (timeout
+    policies), the phase, and why (acquisition values and the like)."""
+
+    config_id: int
+    fidelity: float = 1.0
+    time_cap: float | None = None
+    phase: Literal["init", "search"] = "search"
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Optimizer(ABC):
+    """Base class: stores the space, problem, seed, executor and validated parameters.
+
+    Subclasses declare ``name`` and ``params`` and implement ``suggest``, ``observe`` and
+    ``recommend``. ``self.rng`` is the optimizer's only source of randomness.
+    """
+
+    name: ClassVar[str]
+    summary: ClassVar[str] = ""
+    params: ClassVar[tuple[Param, ...]] = ()
+    uses_fidelity: ClassVar[bool] = False
+
+    def __init__(self, space: SearchSpace, problem: Problem, seed: int = 0,
+                 executor: Executor | None = None, **params: Any):
+        self.space = space
+        self.problem = problem
+        self.seed = int(seed)
+        self.rng = np.random.default_rng(self.seed)
+        self.executor = executor or SerialExecutor()
+        self.config = self.resolve_params(params)
+        self.history: list[tuple[Suggestion, Observation]] = []
+
+    @classmethod
+    def resolve_params(cls, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Defaults overridden by ``params``, each validated; unknown names are errors."""
+        known = {p.name: p for p in cls.params}
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            raise ParameterError(f"{cls.name}: unknown parameter {unknown[0]!r} (parameters: "
+                                 f"{', '.join(known) or 'none'})")
+        return {n: (p.validate(cls.name, params[n]) if n in params else p.default)
+                for n, p in known.items()}
+
+    @abstractmethod
+    def suggest(self) -> Suggestion | None:
+        """The next (configuration, fidelity) to run, or None when the optimizer stops."""
+
+    def observe(self, suggestion: Suggestion, observation: Observation) -> None:
+        """Record the outcome of running ``suggestion``."""
+        for name in ("time", "cost"):
+            value = getattr(observation, name)
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{self.name}: observation {name} = {value!r} is not a "
+                                 "finite non-negative number")
+        self.history.append((suggestion, observation))
+        self._observe(suggestion, observation)
+
+    def _observe(self, suggestion: Suggestion, observation: Observation) -> None:
+        """Hook for subclasses that update models as observations arrive."""
+
+    @abstractmethod
+    def recommend(self) -> int | None:
+        """The config_id the optimizer would deploy now (None if it has none yet)."""
+
+    # -- helpers shared by the algorithms ---------------------------------------------------
+    @property
+    def spent(self) -> float:
+        """Exploration cost charged so far."""
+        return float(sum(o.cost for _, o in self.history))
+
+    def tested(self, fidelity: float | None = 1.0) -> np.ndarray:
+        """Boolean mask (n_configs,) of configurations already run at ``fidelity``
+        (any fidelity if None)."""
+        mask = np.zeros(self.space.n_configs, dtype=bool)
+        for s, _ in self.history:
+            if fidelity is None or math.isclose(s.fidelity, fidelity):
+                mask[s.config_id] = True
+        return mask
+
+    def observed_feasible(self, observation: Observation) -> bool:
+        """The observed run met every constraint (a timed-out run never does)."""
+        if observation.timed_out:
+            return False
+        values = {"time": observation.time, "cost": observation.cost,
+                  "accuracy": observation.accuracy}
+        return all(bool(c.holds(values[c.metric])) for c in self.problem.constraints)
+
+    def best_observed(self, fidelity: float = 1.0) -> int | None:
+        """The best configuration run at ``fidelity`` that was observed feasible."""
+        obj = self.problem.objective
+        best, best_value = None, math.inf
+        for s, o in self.history:
+            if not math.isclose(s.fidelity, fidelity) or not self.observed_feasible(o):
+                continue
+            value = getattr(o, obj.metric)
+            value = value if obj.direction == "min" else -value
+            if value < best_value:
+                best, best_value = s.config_id, value
+        return best
+
+    def lhs_configs(self, n: int, candidates: np.ndarray | None = None) -> list[int]:
+        """``n`` distinct configurations by Latin hypercube sampling (scipy.stats.qmc) over
+        the feature space, each mapped to the nearest not-yet-chosen candidate."""
+        from scipy.stats import qmc
+
+        ids = np.arange(self.space.n_configs) if candidates is None else np.asarray(candidates)
+        n = min(n, len(ids))
+        feats = self.space.features[ids]
+        lo, hi = feats.min(axis=0), feats.max(axis=0)
+        span = np.where(hi > lo, hi - lo, 1.0)
+        points = qmc.LatinHypercube(d=feats.shape[1], seed=self.rng).random(n)
+        free = np.ones(len(ids), dtype=bool)
+        chosen = []
+        for p in points:
+            dist = np.where(free, (((feats - lo) / span - p) ** 2).sum(axis=1), np.inf)
+            j = int(np.argmin(dist))
+            free[j] = False
+            chosen.append(int(ids[j]))
+        return chosen
+
+
+def describe(cls: type[Optimizer]) -> list[dict[str, Any]]:
+    """Rows of ``farm optimizers``: each parameter, its default, allowed values and meaning."""
+    return [{"name": p.name, "default": p.default, "allowed": p.allowed(), "doc": p.doc}
+            for p in cls.params]

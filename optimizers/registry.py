@@ -1,0 +1,37 @@
+"""Optimizer names -> classes. Modules are imported on first use, so that listing the
+optimizers stays cheap and an optimizer's heavy dependencies load only when it runs."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from oracle.problem import Problem
+from oracle.space import SearchSpace
+
+from .base import Optimizer, ParameterError
+from .executor import Executor
+
+__all__ = ["OPTIMIZERS", "available", "get", "make_optimizer"]
+
+# name -> "module:Class" (module relative to the optimizers package)
+OPTIMIZERS: dict[str, str] = {
+    "random": "random_search:RandomSearch",
+}
+
+
+def available() -> list[str]:
+    return sorted(OPTIMIZERS)
+
+
+def get(name: str) -> type[Optimizer]:
+    if name not in OPTIMIZERS:
+        raise ParameterError(f"unknown optimizer {name!r} (optimizers: {', '.join(available())})")
+    module, cls = OPTIMIZERS[name].split(":")
+    return getattr(importlib.import_module(f"optimizers.{module}"), cls)
+
+
+def make_optimizer(name: str, space: SearchSpace, problem: Problem, seed: int = 0,
+                   executor: Executor | None = None, **params: Any) -> Optimizer:
+    """Build the optimizer ``name`` for ``space`` and ``problem`` (ask/tell API)."""
+    return get(name)(space, problem, seed=seed, executor=executor, **params)

@@ -1,0 +1,211 @@
+"""The oracle: replays a dataset's measurements to optimizers and keeps the ground truth.
+
+Modelled on a tabular blackbox: the index (config_id, fidelity) -> rows is built once into
+dense arrays; ``run`` is a lookup. The true values used by the metrics (feasible optimum,
+CNO, Accuracy_C) are per-configuration means over repeated measurements.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from .dataset import Dataset
+from .problem import Problem
+
+__all__ = ["Observation", "Oracle"]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What running a configuration revealed.
+
+    ``time`` and ``cost`` are what was spent (for a run stopped by a time cap: the cap and
+    the cost of running until it). ``accuracy`` is NaN where not measured (or not yet known
+    when stopped). ``extra`` carries what else was known, e.g. ``acc_curve`` (the accuracy
+    points measured before the stop).
+    """
+
+    time: float
+    cost: float
+    accuracy: float = math.nan
+    timed_out: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+class Oracle:
+    """Lookup-table oracle over one dataset (immutable, cheap to share).
+
+    Args:
+        dataset: the measurements.
+        problem: objective and constraints for the ground truth (default: the dataset's).
+        aggregate: ``"sample"`` draws one of the repeated measurements with the run's
+            generator; ``"mean"`` returns their mean.
+    """
+
+    def __init__(self, dataset: Dataset, problem: Problem | None = None,
+                 aggregate: Literal["sample", "mean"] = "sample"):
+        if aggregate not in ("sample", "mean"):
+            raise ValueError(f"aggregate {aggregate!r} is not 'sample' or 'mean'")
+        self.dataset = dataset
+        self.problem = problem or dataset.meta.problem
+        self.aggregate = aggregate
+        self.space = dataset.space()
+        self._build_index()
+
+    # -- index ---------------------------------------------------------------------------
+    def _build_index(self) -> None:
+        t = self.dataset.table
+        names = self.space.names
+        ids = {key: i for i, key in enumerate(zip(*(self.space.configs[n].tolist()
+                                                    for n in names)))}
+        cols = [t.column(n).to_pylist() for n in names]
+        row_cid = np.array([ids.get(key, -1) for key in zip(*cols)], dtype=np.int64)
+        fids = self.space.fidelities
+        row_fi = np.searchsorted(fids, t.column("fidelity").to_numpy())
+        keep = row_cid >= 0  # configurations measured only at s < 1 are not in the space
+        order = np.lexsort((row_fi, row_cid))
+        order = order[keep[order]]
+        shape = (self.space.n_configs, len(fids))
+        flat = row_cid[order] * len(fids) + row_fi[order]
+        count = np.bincount(flat, minlength=shape[0] * shape[1])
+        start = np.concatenate([[0], np.cumsum(count)[:-1]])
+        self._order, self._start, self._count = order, start.reshape(shape), count.reshape(shape)
+
+        def col(name):
+            if name not in t.column_names:
+                return np.full(t.num_rows, np.nan)
+            return t.column(name).to_numpy(zero_copy_only=False).astype(float)
+
+        self._time, self._cost = col("time")[order], col("cost")[order]
+        self._acc, self._price = col("accuracy")[order], col("price_per_s")[order]
+        self._timed_out = t.column("timed_out").to_numpy(zero_copy_only=False)[order]
+        self._curves = None
+        if "acc_curve" in t.column_names:
+            curves = t.column("acc_curve").to_pylist()
+            self._curves = [np.asarray(curves[i] or (), dtype=float) for i in order]
+        self.true_time = self._mean(self._time)
+        self.true_cost = self._mean(self._cost)
+        self.true_accuracy = self._mean(self._acc)
+        for a in (self.true_time, self.true_cost, self.true_accuracy, self._count):
+            a.setflags(write=False)
+
+    def _mean(self, values: np.ndarray) -> np.ndarray:
+        sums = np.add.reduceat(values, self._start.ravel().clip(max=len(values) - 1))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(self._count.ravel() > 0, sums / np.maximum(self._count.ravel(), 1),
+                            np.nan)
+        return mean.reshape(self._count.shape)
+
+    def _fidelity_index(self, fidelity: float) -> int:
+        fids = self.space.fidelities
+        i = int(np.argmin(np.abs(np.asarray(fids) - fidelity)))
+        if not math.isclose(fids[i], fidelity, rel_tol=1e-9):
+            raise KeyError(f"{self.dataset.name}: fidelity {fidelity!r} is not measured "
+                           f"(levels: {list(fids)})")
+        return i
+
+    # -- running ---------------------------------------------------------------------------
+    def run(self, config_id: int, fidelity: float = 1.0,
+            rng: np.random.Generator | None = None,
+            time_cap: float | None = None) -> Observation:
+        """Run ``config_id`` at dataset size ``fidelity``.
+
+        With repeated measurements one is drawn with ``rng`` (``aggregate="sample"``; without
+        ``rng`` the mean is used). With ``time_cap`` a run longer than the cap is stopped
+        there: it costs ``time_cap x price`` and reveals only the accuracy measured by then.
+        """
+        if not 0 <= config_id < self.space.n_configs:
+            raise KeyError(f"{self.dataset.name}: config_id {config_id} is outside "
+                           f"0..{self.space.n_configs - 1}")
+        fi = self._fidelity_index(fidelity)
+        start, count = self._start[config_id, fi], self._count[config_id, fi]
+        if count == 0:
+            raise KeyError(f"{self.dataset.name}: configuration {config_id} "
+                           f"({self.space.config(config_id)}) was not measured at s={fidelity}")
+        if self.aggregate == "sample" and rng is not None:
+            row = start + (int(rng.integers(count)) if count > 1 else 0)
+            time, cost, acc = self._time[row], self._cost[row], self._acc[row]
+            timed_out, curve = bool(self._timed_out[row]), self._curve(row)
+        else:
+            sl = slice(start, start + count)
+            time, cost = self._time[sl].mean(), self._cost[sl].mean()
+            acc = self._acc[sl].mean() if count else math.nan
+            timed_out, curve = bool(self._timed_out[sl].mean() >= 0.5), self._curve(start)
+        if time_cap is not None and time > time_cap:
+            return self._stopped(start, float(time_cap), curve)
+        extra = {} if curve is None else {"acc_curve": tuple(curve.tolist())}
+        return Observation(float(time), float(cost), float(acc), timed_out, extra)
+
+    def _curve(self, row: int) -> np.ndarray | None:
+        return None if self._curves is None else self._curves[row]
+
+    def _stopped(self, row: int, cap: float, curve: np.ndarray | None) -> Observation:
+        interval = self.dataset.meta.curve_interval_s
+        known = ()
+        if curve is not None and interval:
+            known = tuple(curve[: int(cap // interval)].tolist())
+        acc = known[-1] if known else math.nan
+        extra = {"acc_curve": known} if curve is not None else {}
+        return Observation(cap, cap * float(self._price[row]), acc, True, extra)
+
+    # -- ground truth (for metrics only) -----------------------------------------------------
+    def true_value(self, config_id: int, fidelity: float = 1.0, metric: str | None = None):
+        """Mean measured ``metric`` (default: the objective's) of a configuration."""
+        metric = metric or self.problem.objective.metric
+        table = {"time": self.true_time, "cost": self.true_cost,
+                 "accuracy": self.true_accuracy}[metric]
+        return float(table[config_id, self._fidelity_index(fidelity)])
+
+    def feasible_mask(self, fidelity: float = 1.0) -> np.ndarray:
+        """(n_configs,) true feasibility under the problem's constraints at ``fidelity``."""
+        fi = self._fidelity_index(fidelity)
+        truth = {"time": self.true_time[:, fi], "cost": self.true_cost[:, fi],
+                 "accuracy": self.true_accuracy[:, fi]}
+        mask = self._count[:, fi] > 0
+        for c in self.problem.constraints:
+            with np.errstate(invalid="ignore"):
+                mask &= c.holds(truth[c.metric])
+        return mask
+
+    def optimum(self, fidelity: float = 1.0) -> int | None:
+        """config_id of the best truly feasible configuration at ``fidelity`` (None if none)."""
+        mask = self.feasible_mask(fidelity)
+        if not mask.any():
+            return None
+        fi = self._fidelity_index(fidelity)
+        obj = self.problem.objective
+        values = {"time": self.true_time, "cost": self.true_cost,
+                  "accuracy": self.true_accuracy}[obj.metric][:, fi]
+        values = np.where(mask, values if obj.direction == "min" else -values, np.inf)
+        return int(np.argmin(values))
+
+    def cno(self, config_id: int | None) -> float:
+        """Cost Normalised to the Optimum (Lynceus Sec. VI): true cost of the recommendation
+        over the true cost of the cheapest feasible configuration; inf without one."""
+        best = self.optimum()
+        if config_id is None or best is None:
+            return math.inf
+        return self.true_value(config_id, metric="cost") / self.true_value(best, metric="cost")
+
+    def accuracy_c(self, config_id: int | None) -> float:
+        """Accuracy_C (TrimTuner Sec. V): true accuracy at s = 1 when the cost constraint
+        holds, else accuracy x C_max / cost; 0 without a recommendation."""
+        if config_id is None:
+            return 0.0
+        acc = self.true_value(config_id, metric="accuracy")
+        cap = self.problem.constraint_on("cost")
+        cost = self.true_value(config_id, metric="cost")
+        if cap is None or cap.holds(cost):
+            return acc
+        return acc * cap.threshold / cost
+
+    def metric(self, config_id: int | None) -> float:
+        """The problem's quality metric of a recommendation (``problem.metric``)."""
+        return self.cno(config_id) if self.problem.metric == "cno" else self.accuracy_c(config_id)
+
+    def is_feasible(self, config_id: int | None) -> bool:
+        return config_id is not None and bool(self.feasible_mask()[config_id])

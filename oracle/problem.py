@@ -1,0 +1,117 @@
+"""What is optimised: objective, constraints and exploration budget.
+
+A ``Problem`` is built from a dataset's defaults plus the user's overrides. Constraints are
+plain data (``time <= 300``); the oracle evaluates them on true values for the metrics, and
+optimizers model them from observations.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Mapping
+
+__all__ = ["Objective", "Constraint", "Problem", "METRICS"]
+
+METRICS = ("time", "cost", "accuracy")
+
+
+@dataclass(frozen=True)
+class Objective:
+    """``minimize cost`` (Lynceus, Nephele, CherryPick, Guindani) or ``maximize accuracy``
+    (TrimTuner, FABOLAS)."""
+
+    metric: Literal["time", "cost", "accuracy"] = "cost"
+    direction: Literal["min", "max"] = "min"
+
+    def __post_init__(self):
+        if self.metric not in METRICS:
+            raise ValueError(f"objective metric {self.metric!r} is not one of {METRICS}")
+        if self.direction not in ("min", "max"):
+            raise ValueError(f"objective direction {self.direction!r} is not 'min' or 'max'")
+
+    def __str__(self) -> str:
+        return f"{self.direction} {self.metric}"
+
+    @classmethod
+    def parse(cls, text: str) -> "Objective":
+        """``'min cost'`` / ``'max accuracy'``."""
+        parts = text.split()
+        if len(parts) != 2:
+            raise ValueError(f"objective {text!r} is not of the form 'min cost' or 'max accuracy'")
+        return cls(metric=parts[1], direction=parts[0])
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """``metric op threshold`` with op ``<=`` or ``>=``, on the true value of a configuration."""
+
+    metric: Literal["time", "cost", "accuracy"]
+    op: Literal["<=", ">="]
+    threshold: float
+
+    def __post_init__(self):
+        if self.metric not in METRICS:
+            raise ValueError(f"constraint metric {self.metric!r} is not one of {METRICS}")
+        if self.op not in ("<=", ">="):
+            raise ValueError(f"constraint operator {self.op!r} is not '<=' or '>='")
+        if not math.isfinite(self.threshold):
+            raise ValueError(f"constraint threshold {self.threshold!r} is not a finite number")
+
+    def __str__(self) -> str:
+        return f"{self.metric}{self.op}{self.threshold:g}"
+
+    def holds(self, value):
+        """Elementwise test (numpy arrays or floats); NaN never holds."""
+        return value <= self.threshold if self.op == "<=" else value >= self.threshold
+
+    @classmethod
+    def parse(cls, text: str) -> "Constraint":
+        """``'time<=300'``, ``'accuracy >= 0.85'``, ``'cost<=0.1'``."""
+        m = re.fullmatch(r"\s*(\w+)\s*(<=|>=)\s*([-+0-9.eE]+)\s*", text)
+        if not m:
+            raise ValueError(f"constraint {text!r} is not of the form 'time<=300'")
+        return cls(m.group(1), m.group(2), float(m.group(3)))
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Objective, constraints and exploration budget (``inf``: unlimited)."""
+
+    objective: Objective = field(default_factory=Objective)
+    constraints: tuple[Constraint, ...] = ()
+    budget: float = math.inf
+
+    def __post_init__(self):
+        if not self.budget > 0:
+            raise ValueError(f"budget must be positive, got {self.budget!r}")
+
+    @property
+    def metric(self) -> str:
+        """The quality metric of a recommendation: ``cno`` for cost minimisation (Lynceus),
+        ``accuracy_c`` for accuracy maximisation under a cost cap (TrimTuner)."""
+        return "accuracy_c" if self.objective.metric == "accuracy" else "cno"
+
+    def constraint_on(self, metric: str) -> Constraint | None:
+        return next((c for c in self.constraints if c.metric == metric), None)
+
+    def with_overrides(self, *, objective=None, constraints=None, budget=None) -> "Problem":
+        return replace(
+            self,
+            objective=self.objective if objective is None else objective,
+            constraints=self.constraints if constraints is None else tuple(constraints),
+            budget=self.budget if budget is None else budget,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"objective": str(self.objective),
+                "constraints": [str(c) for c in self.constraints],
+                "budget": None if math.isinf(self.budget) else self.budget}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Problem":
+        budget = d.get("budget")
+        return cls(Objective.parse(d.get("objective", "min cost")),
+                   tuple(Constraint.parse(c) for c in d.get("constraints", ())),
+                   math.inf if budget is None else float(budget))
