@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from typing import Any, Sequence
@@ -51,9 +52,18 @@ def _fmt(v: Any) -> str:
 
 # -- farm run ---------------------------------------------------------------------------------
 def cmd_run(args) -> int:
+    from oracle.problem import Constraint, Objective
+
     from .loop import run_one
     from .spec import RunSpec
 
+    try:
+        for text in args.constraint or ():
+            Constraint.parse(text)
+        if args.objective:
+            Objective.parse(args.objective)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     spec = RunSpec(dataset=args.dataset, optimizer=args.optimizer, seed=args.seed,
                    params=_params(args.param), budget=args.budget, iterations=args.iterations,
                    objective=args.objective,
@@ -229,6 +239,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("farm: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # a crash: one line, exit 1; FARM_DEBUG=1 shows the traceback
+        if os.environ.get("FARM_DEBUG"):
+            raise
+        print(f"farm: failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

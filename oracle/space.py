@@ -92,6 +92,22 @@ class SearchSpace:
         self.features.setflags(write=False)
         self.price_per_s.setflags(write=False)
 
+    @classmethod
+    def product(cls, dimensions: Sequence[Dimension], price_per_s,
+                fidelities: Sequence[float] = (1.0,)) -> "SearchSpace":
+        """Every combination of the dimensions' values, for tuning a real job with the
+        ask/tell API; ``price_per_s(config) -> float`` is the price list (e.g. the cluster's
+        hourly price / 3600)."""
+        dims = tuple(dimensions)
+        grids = np.meshgrid(*[np.arange(len(d.values)) for d in dims], indexing="ij")
+        codes = [g.ravel() for g in grids]
+        configs = {d.name: np.asarray(d.values, dtype=object if d.kind == "categorical"
+                                      else None)[c] for d, c in zip(dims, codes)}
+        n = len(codes[0]) if codes else 0
+        rows = ({d.name: _plain(configs[d.name][i]) for d in dims} for i in range(n))
+        prices = np.fromiter((float(price_per_s(r)) for r in rows), dtype=float, count=n)
+        return cls(dims, configs, prices, tuple(sorted(fidelities)))
+
     @property
     def n_configs(self) -> int:
         return len(self.price_per_s)

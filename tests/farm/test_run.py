@@ -1,0 +1,114 @@
+"""`farm run` end to end on the built-in synthetic dataset: the run loop, trace and summary."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+from farm.cli import main
+from farm.loop import TRACE_SCHEMA, run_one
+from farm.spec import RunSpec
+
+
+def test_run_json_summary_has_the_documented_fields(capsys):
+    assert main(["run", "--optimizer", "random", "--seed", "4", "--iterations", "25",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("dataset", "optimizer", "seed", "n_evaluations", "exploration_cost",
+                "recommendation", "exploration_cost_to_reach", "recommendation_latency_s"):
+        assert key in out
+    assert out["dataset"] == "synthetic" and out["optimizer"] == "random" and out["seed"] == 4
+    assert out["n_evaluations"] == 25
+    assert set(out["exploration_cost_to_reach"]) == {"cno<=2", "cno<=1.1"}
+    assert out["recommendation_latency_s"]["median"] >= 0
+    if out["recommendation"] is not None:
+        assert out["recommendation"]["cno"] >= 1.0 or not out["recommendation"]["feasible"]
+
+
+def test_trace_rows_add_up(tmp_path):
+    result = run_one(RunSpec("synthetic", "random", seed=2, iterations=30))
+    trace = result.trace
+    assert trace.schema.equals(TRACE_SCHEMA)
+    assert trace.num_rows == 30
+    cost = trace.column("cost").to_pylist()
+    cum = trace.column("cum_exploration_cost").to_pylist()
+    assert cum == pytest.approx([sum(cost[: i + 1]) for i in range(len(cost))])
+    assert trace.column("step").to_pylist() == list(range(30))
+    assert len(set(trace.column("config_id").to_pylist())) == 30  # random never repeats
+    assert result.summary["exploration_cost"] == pytest.approx(cum[-1])
+    # the incumbent's CNO is >= 1 whenever it is truly feasible
+    for cno, feasible in zip(trace.column("incumbent_cno").to_pylist(),
+                             trace.column("incumbent_feasible").to_pylist()):
+        assert not feasible or cno >= 1.0 - 1e-12
+
+
+def test_cost_to_reach_is_the_first_crossing():
+    result = run_one(RunSpec("synthetic", "random", seed=5))  # runs every configuration
+    s = result.summary
+    assert s["stop_reason"] == "optimizer" and s["n_evaluations"] == 360
+    t = result.trace.to_pylist()
+    for label, thr in (("cno<=2", 2.0), ("cno<=1.1", 1.1)):
+        first = next((r for r in t if r["incumbent_feasible"] and r["incumbent_cno"] <= thr),
+                     None)
+        expected = None if first is None else first["cum_exploration_cost"]
+        assert s["exploration_cost_to_reach"][label] == expected
+
+
+def test_budget_stops_the_run():
+    result = run_one(RunSpec("synthetic", "random", seed=1, budget=5.0))
+    s = result.summary
+    assert s["stop_reason"] in ("budget", "optimizer")
+    cum = result.trace.column("cum_exploration_cost").to_pylist()
+    assert cum[-2] < 5.0  # every run but the last started under the budget
+
+
+def test_same_spec_same_trace_and_key():
+    a = run_one(RunSpec("synthetic", "random", seed=9, iterations=12))
+    b = run_one(RunSpec("synthetic", "random", seed=9, iterations=12))
+    drop = ["recommendation_latency_s", "model_fit_s"]
+    assert a.trace.drop_columns(drop).to_pandas().equals(b.trace.drop_columns(drop).to_pandas())
+    assert a.summary["run_key"] == b.summary["run_key"]
+    assert RunSpec("synthetic", "random", seed=9).run_key != RunSpec("synthetic", "random",
+                                                                     seed=10).run_key
+    # defaults made explicit do not change the key
+    assert RunSpec("synthetic", "random", params={"n_init": 1}).run_key == \
+        RunSpec("synthetic", "random").run_key
+
+
+def test_constraint_override_changes_the_problem(capsys):
+    assert main(["run", "--iterations", "5", "--constraint", "time<=100000", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["problem"]["constraints"] == ["time<=100000"]
+
+
+def test_trace_file_is_written(tmp_path, capsys):
+    path = tmp_path / "trace.parquet"
+    assert main(["run", "--iterations", "7", "--trace", str(path)]) == 0
+    assert pq.read_table(path).num_rows == 7
+    assert "recommendation" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "--optimizer", "nope"], "unknown optimizer 'nope'"),
+    (["run", "--dataset", "nope"], "dataset 'nope' is not in"),
+    (["run", "--param", "n_init"], "is not of the form key=value"),
+    (["run", "--param", "n_init=abc"], "parameter 'n_init' must be int"),
+    (["run", "--param", "bogus=1"], "unknown parameter 'bogus'"),
+    (["run", "--constraint", "time<300"], "is not of the form"),
+    (["run", "--objective", "cheapest"], "is not of the form"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_console_script_runs_the_default_job():
+    out = subprocess.run([sys.executable, "-m", "farm", "run", "--iterations", "3"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "random on synthetic" in out and "3 evaluations" in out
