@@ -8,6 +8,7 @@ atomic, so a rejected import leaves the cache as it was.
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 
@@ -64,6 +65,10 @@ def import_datasets(fmt: str, source: str | Path, **options) -> list[Dataset]:
     source = Path(source)
     if not source.exists():
         raise DatasetError(f"{source}: no such file or folder")
+    accepted = inspect.signature(FORMATS[fmt]).parameters
+    for key in options:
+        if key not in accepted:
+            raise DatasetError(f"format {fmt!r} takes no option {key!r}")
     datasets = FORMATS[fmt](source, **options)  # validates all before anything is written
     for d in datasets:
         d.write(_path(d.name))

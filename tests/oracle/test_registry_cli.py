@@ -1,0 +1,108 @@
+"""The registry and `farm datasets list|show|import|fetch` on the real files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import pytest
+
+from farm.cli import main
+from oracle import registry
+from oracle.dataset import Dataset, DatasetError
+from oracle.sources import SOURCES, fetch
+
+
+def test_sources_cover_every_importable_name():
+    scout = [n for n in SOURCES if n.startswith("scout-")]
+    assert len(scout) == 18
+    assert {"trimtuner-cnn", "trimtuner-rnn", "lynceus-cnn", "lynceus-multilayer",
+            "lynceus-rnn", "cherrypick-kmeans", "cherrypick-spark", "cherrypick-terasort",
+            "cherrypick-tpcds", "cherrypick-tpch", "guindani-kmeans", "guindani-query26",
+            "guindani-query26-vm-ram"} | set(scout) == set(SOURCES)
+    for source in SOURCES.values():
+        assert source.repository.startswith("https://github.com/")
+        assert all(url.startswith("https://raw.githubusercontent.com/") for url, _ in source.files)
+    assert len(SOURCES["scout-join_bigdata_spark"].files) == 69
+
+
+def test_fetch_all_from_a_local_copy_then_list_and_time_the_loads(shared_datasets,
+                                                                 isolated_cache, capsys):
+    assert main(["datasets", "fetch", "all", "--from", str(shared_datasets)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("fetched ") == len(SOURCES)
+    assert sorted(p.stem for p in isolated_cache.glob("*.parquet")) == sorted(SOURCES)
+    registry.load("synthetic")  # cached, so every dataset below loads from its Parquet file
+    lines = ["load time from the canonical Parquet file (pytest -s shows it):"]
+    for name in registry.available():
+        t0 = time.perf_counter()
+        d = registry.load(name)
+        lines.append(f"  {name:<38} {time.perf_counter() - t0:.4f} s  ({d.table.num_rows} rows)")
+    assert main(["datasets", "list", "--timing"]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert listing[0].split()[-1] == "load_s" and len(listing) == 2 + len(SOURCES) + 1
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
+
+
+def test_fetch_from_an_upstream_layout(shared_datasets, tmp_path, isolated_cache):
+    """--from also takes a copy laid out like the upstream repository."""
+    upstream = tmp_path / "TrimTuner" / "tests" / "files"
+    upstream.mkdir(parents=True)
+    shutil.copy(shared_datasets / "trimtuner" / "rnn.csv", upstream / "rnn.csv")
+    assert fetch(["trimtuner-rnn"], from_dir=tmp_path / "TrimTuner") == ["trimtuner-rnn"]
+    assert Dataset.read(isolated_cache / "trimtuner-rnn.parquet").table.num_rows == 1440
+
+
+def test_fetch_missing_files_says_what_to_put_where(tmp_path, isolated_cache):
+    with pytest.raises(DatasetError) as e:
+        fetch(["lynceus-rnn"], from_dir=tmp_path)
+    msg = str(e.value)
+    assert "\n" not in msg
+    for part in ("files/t2_rnn.csv", "marialcasimiro/Lynceus-ICDCS",
+                 f"{tmp_path}/lynceus/t2_rnn.csv", "farm datasets fetch lynceus-rnn --from",
+                 "farm datasets import lynceus --from"):
+        assert part in msg
+    assert list(isolated_cache.iterdir()) == []
+
+
+def test_offline_fetch_names_the_files_and_the_commands(monkeypatch, isolated_cache, capsys):
+    monkeypatch.setenv("OPTFARM_OFFLINE", "1")
+    assert main(["datasets", "fetch", "scout-lr_huge_spark"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "69 files" in err
+    assert "data/scout/osr_multiple_nodes_original/lr_huge_spark" in err
+    assert "DIR/scout/lr_huge_spark" in err and "farm datasets import scout" in err
+    assert main(["datasets", "fetch", "no-such-data"]) == 2
+    assert "unknown dataset 'no-such-data'" in capsys.readouterr().err
+    assert list(isolated_cache.iterdir()) == []
+
+
+def test_show_json_has_the_documented_fields(shared_datasets, capsys):
+    path = shared_datasets / "guindani" / "query26_vm_ram.csv"
+    assert main(["datasets", "import", "guindani", "--from", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["datasets", "show", "guindani-query26-vm-ram", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert {"name", "n_rows", "n_configs", "dimensions", "fidelities", "objective",
+            "constraints", "n_feasible", "optimum"} <= set(info)
+    assert (info["n_rows"], info["n_configs"], info["n_feasible"]) == (696, 41, 3)
+    assert [d["name"] for d in info["dimensions"]] == ["n_vm", "ram"]
+    assert info["fidelities"] == [1.0] and info["constraints"] == ["time<=205"]
+    assert info["optimum"]["config"] == {"n_vm": 22, "ram": 0.7}
+    assert info["optimum"]["cost"] == pytest.approx(4377259.33, rel=1e-8)
+
+
+def test_import_with_a_name_and_an_unknown_option(shared_datasets, isolated_cache, capsys):
+    path = shared_datasets / "cherrypick" / "CP_kmeans.csv"
+    assert main(["datasets", "import", "cherrypick", "--from", str(path), "--name", "km"]) == 0
+    assert registry.load("km").space().n_configs == 47
+    assert main(["datasets", "import", "cherrypick", "--from", str(path),
+                 "--description", "x.yaml"]) == 2
+    assert "takes no option 'description'" in capsys.readouterr().err
+
+
+def test_loading_an_unknown_name_says_how_to_get_it():
+    with pytest.raises(DatasetError, match="farm datasets fetch trimtuner-cnn"):
+        registry.load("trimtuner-cnn")
