@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -35,6 +35,7 @@ TRACE_SCHEMA = pa.schema([
     ("incumbent_config_id", pa.int64()), ("incumbent_cno", pa.float64()),
     ("incumbent_accuracy_c", pa.float64()), ("incumbent_feasible", pa.bool_()),
     ("recommendation_latency_s", pa.float64()), ("model_fit_s", pa.float64()),
+    ("incumbent_fidelity", pa.float64()),
 ])
 
 
@@ -73,12 +74,25 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
         if suggestion is None:
             break
         obs = oracle.run(suggestion.config_id, suggestion.fidelity, noise, suggestion.time_cap)
+        if suggestion.info.get("snapshots"):
+            # one training run also measured these smaller dataset sizes (TrimTuner's
+            # bootstrap): uncharged, handed to the optimizer in extra["snapshots"]
+            snapshots = {f: oracle.run(suggestion.config_id, f, noise)
+                         for f in suggestion.info["snapshots"]}
+            obs = replace(obs, extra={**obs.extra, "snapshots": snapshots})
+        if obs.timed_out and suggestion.info.get("reveal_full"):
+            # simulation-only oracle of Lynceus' IDEAL timeout policy: the capped run is
+            # charged as capped, and the optimizer also learns what the full run would cost
+            obs = replace(obs, extra={**obs.extra, "full_cost": oracle.true_value(
+                suggestion.config_id, suggestion.fidelity, "cost")})
         t1 = time.perf_counter()
         opt.observe(suggestion, obs)
         fit = time.perf_counter() - t1
         cum_cost += obs.cost
         cum_time += obs.time
         inc = opt.recommend()
+        # an optimizer over dataset sizes (Nephele) recommends a (config_id, fidelity) pair
+        inc, inc_fid = inc if isinstance(inc, tuple) else (inc, 1.0)
         is_cno = problem.metric == "cno"
         rows.append({
             "run_key": key, "dataset": spec.dataset, "optimizer": spec.optimizer,
@@ -89,9 +103,10 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
             "accuracy": obs.accuracy, "timed_out": obs.timed_out,
             "cum_exploration_cost": cum_cost, "cum_exploration_time": cum_time,
             "incumbent_config_id": inc,
-            "incumbent_cno": oracle.cno(inc) if is_cno else math.nan,
+            "incumbent_cno": oracle.cno(inc, inc_fid) if is_cno else math.nan,
             "incumbent_accuracy_c": math.nan if is_cno else oracle.accuracy_c(inc),
-            "incumbent_feasible": oracle.is_feasible(inc),
+            "incumbent_feasible": oracle.is_feasible(inc, inc_fid),
+            "incumbent_fidelity": inc_fid,
             "recommendation_latency_s": latency, "model_fit_s": fit,
         })
     trace = pa.Table.from_pylist(rows, schema=TRACE_SCHEMA)

@@ -10,6 +10,8 @@ import pyarrow as pa
 
 from oracle.oracle import Oracle
 
+from .guindani_metrics import recurring_job_metrics
+
 __all__ = ["REACH_TARGETS", "cost_to_reach", "summarize"]
 
 # metric -> {label: (threshold kind, value)}: CNO thresholds of Lynceus Fig. 5, and 90% of the
@@ -45,7 +47,12 @@ def summarize(spec, oracle: Oracle, trace: pa.Table, recommendation: int | None,
     optimum_value = oracle.metric(best) if best is not None else math.nan
     latency = trace.column("recommendation_latency_s").to_numpy()
     rec = None
-    if recommendation is not None:
+    if isinstance(recommendation, tuple):  # (config_id, fidelity) of Nephele: CNO at that s
+        cid, fid = recommendation
+        rec = {"config_id": cid, "fidelity": fid, "config": oracle.space.config(cid),
+               metric: oracle.cno(cid, fid) if metric == "cno" else oracle.metric(cid),
+               "feasible": oracle.is_feasible(cid, fid)}
+    elif recommendation is not None:
         rec = {"config_id": recommendation, "config": oracle.space.config(recommendation),
                metric: oracle.metric(recommendation),
                "feasible": oracle.is_feasible(recommendation)}
@@ -72,4 +79,5 @@ def summarize(spec, oracle: Oracle, trace: pa.Table, recommendation: int | None,
             "median": float(np.median(latency)) if n else None,
             "p90": float(np.percentile(latency, 90)) if n else None,
         },
+        "recurring_job": recurring_job_metrics(trace, oracle.problem),
     }

@@ -48,6 +48,7 @@ class RunSpec:
     @property
     def run_key(self) -> str:
         d = asdict(self.resolved())
-        d["budget"] = None if d["budget"] is None or math.isinf(d["budget"]) else d["budget"]
+        budget = d["budget"]
+        d["budget"] = None if budget is None or math.isinf(budget) else float(budget)
         text = json.dumps(d, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -183,13 +183,15 @@ class Oracle:
         values = np.where(mask, values if obj.direction == "min" else -values, np.inf)
         return int(np.argmin(values))
 
-    def cno(self, config_id: int | None) -> float:
+    def cno(self, config_id: int | None, fidelity: float = 1.0) -> float:
         """Cost Normalised to the Optimum (Lynceus Sec. VI): true cost of the recommendation
-        over the true cost of the cheapest feasible configuration; inf without one."""
+        (run at dataset size ``fidelity``, e.g. Nephele's) over the true cost of the cheapest
+        feasible configuration at s = 1; inf without one."""
         best = self.optimum()
         if config_id is None or best is None:
             return math.inf
-        return self.true_value(config_id, metric="cost") / self.true_value(best, metric="cost")
+        return (self.true_value(config_id, fidelity, metric="cost")
+                / self.true_value(best, metric="cost"))
 
     def accuracy_c(self, config_id: int | None) -> float:
         """Accuracy_C (TrimTuner Sec. V): true accuracy at s = 1 when the cost constraint
@@ -207,5 +209,5 @@ class Oracle:
         """The problem's quality metric of a recommendation (``problem.metric``)."""
         return self.cno(config_id) if self.problem.metric == "cno" else self.accuracy_c(config_id)
 
-    def is_feasible(self, config_id: int | None) -> bool:
-        return config_id is not None and bool(self.feasible_mask()[config_id])
+    def is_feasible(self, config_id: int | None, fidelity: float = 1.0) -> bool:
+        return config_id is not None and bool(self.feasible_mask(fidelity)[config_id])
