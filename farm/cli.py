@@ -113,12 +113,16 @@ def cmd_datasets_list(args) -> int:
 
     rows = []
     for name in available():
+        t0 = time.perf_counter()
         d = load(name)
+        load_s = time.perf_counter() - t0
         rows.append({"name": name, "rows": d.table.num_rows, "configs": d.space().n_configs,
                      "fidelities": len(d.fidelities),
                      "objective": str(d.meta.problem.objective),
-                     "constraints": ", ".join(map(str, d.meta.problem.constraints))})
-    _print_table(rows, ["name", "rows", "configs", "fidelities", "objective", "constraints"])
+                     "constraints": ", ".join(map(str, d.meta.problem.constraints)),
+                     "load_s": f"{load_s:.4f}"})
+    columns = ["name", "rows", "configs", "fidelities", "objective", "constraints"]
+    _print_table(rows, columns + (["load_s"] if args.timing else []))
     from oracle.sources import SOURCES
 
     missing = sorted(set(SOURCES) - {r["name"] for r in rows})
@@ -178,6 +182,13 @@ def cmd_optimizers(args) -> int:
     return EXIT_OK
 
 
+# -- farm bench -------------------------------------------------------------------------------
+def cmd_bench(args) -> int:
+    from .latency import run_isolated
+
+    return run_isolated({k: v for k, v in vars(args).items() if k not in ("func", "command")})
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="farm", description="optfarm: a benchmark farm for "
                                 "cloud-configuration optimizers")
@@ -203,6 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("datasets", help="list, show, import and fetch datasets")
     dsub = d.add_subparsers(dest="datasets_command", required=True)
     dl = dsub.add_parser("list", help="datasets available now")
+    dl.add_argument("--timing", action="store_true",
+                    help="also print the time to load each dataset from its Parquet file")
     dl.set_defaults(func=cmd_datasets_list)
     ds = dsub.add_parser("show", help="one dataset's facts")
     ds.add_argument("name")
@@ -223,6 +236,32 @@ def build_parser() -> argparse.ArgumentParser:
 
     o = sub.add_parser("optimizers", help="list optimizers with their parameters")
     o.set_defaults(func=cmd_optimizers)
+
+    b = sub.add_parser("bench", help="recommendation latency: suggest() time at fixed points "
+                       "of a run vs the papers (one pinned core; see farm.latency)")
+    b.add_argument("--optimizers", help="name[:key=value...] list, e.g. lynceus:la=0,lynceus:la=2"
+                   " (default: Lynceus LA 0-3, TrimTuner DT/GP, EIc)")
+    b.add_argument("--datasets", help="comma list (default: each optimizer's paper dataset)")
+    b.add_argument("--at", default="10,30,60", help="observation counts to time suggest() at")
+    b.add_argument("--repeats", type=int, default=5, help="timed copies per point")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--executor", choices=["serial", "ray"], default="serial",
+                   help="ray: also time through the Ray executor and print the speed-up")
+    b.add_argument("--workers", type=int, default=2, help="Ray CPUs (--executor ray)")
+    b.add_argument("--runs", type=int, metavar="K", help="instead: time K whole runs per case "
+                   "(seeds 0..K-1) and extrapolate the sweep's wall time")
+    b.add_argument("--sweep-seeds", type=int, default=100, help="seeds per case (--runs)")
+    b.add_argument("--max-drive-s", type=float, default=1800.0,
+                   help="skip points a case would need longer than this to reach")
+    b.add_argument("--json", action="store_true", help="print one JSON object")
+    b.set_defaults(func=cmd_bench)
+
+    from .sweep_cli import add_sweep_commands
+
+    add_sweep_commands(sub)
+    from .report_cli import add_report_commands
+
+    add_report_commands(sub)
     return p
 
 

@@ -147,8 +147,10 @@ class Optimizer(ABC):
         """Hook for subclasses that update models as observations arrive."""
 
     @abstractmethod
-    def recommend(self) -> int | None:
-        """The config_id the optimizer would deploy now (None if it has none yet)."""
+    def recommend(self) -> int | tuple[int, float] | None:
+        """The config_id the optimizer would deploy now (None if it has none yet); an
+        optimizer that also chooses the dataset size (Nephele) returns (config_id, fidelity)
+        and the run loop scores that pair."""
 
     # -- helpers shared by the algorithms ---------------------------------------------------
     @property

@@ -17,6 +17,18 @@ __all__ = ["OPTIMIZERS", "available", "get", "make_optimizer"]
 # name -> "module:Class" (module relative to the optimizers package)
 OPTIMIZERS: dict[str, str] = {
     "random": "random_search:RandomSearch",
+    "lynceus": "lynceus:Lynceus",
+    "eic-usd": "lynceus:EIcUSD",
+    "obol": "lynceus:Obol",
+    "cherrypick-trees": "lynceus:CherryPickTrees",
+    "nephele": "nephele:Nephele",
+    "trimtuner": "trimtuner:TrimTuner",
+    "fabulinus": "fabulinus:Fabulinus",
+    "fabolas": "fabolas:Fabolas",
+    "eic": "bo:EIc",
+    "eic-usd-gp": "bo:EIcUSDGP",
+    "bo-ei": "bo:BoEI",
+    "guindani": "guindani:Guindani",
 }
 
 

@@ -16,7 +16,12 @@ from oracle.synthetic import make_synthetic
 
 # A few evaluations are enough to exercise each optimizer's whole loop; slow defaults
 # (MCMC chains) are shortened where an optimizer exposes them.
-FAST_PARAMS: dict[str, dict] = {}
+FAST_PARAMS: dict[str, dict] = {
+    "trimtuner": {"hyper": "ml", "n_mc": 200, "n_representers": 20, "beta": 0.03},
+    "fabolas": {"hyper": "ml", "n_mc": 200, "n_representers": 20, "beta": 0.02},
+    "fabulinus": {"hyper": "ml", "n_mc": 200, "n_representers": 20, "beta": 0.03},
+    "eic": {"hyper": "ml"}, "eic-usd-gp": {"hyper": "ml"}, "bo-ei": {"hyper": "ml"},
+}
 STEPS = 8
 
 

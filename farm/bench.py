@@ -1,0 +1,119 @@
+"""The farm benchmark: what Ray, the actors and the results store add to a sweep, and how
+throughput scales with workers.
+
+    farm bench-farm [--runs 200] [--dataset synthetic] [--optimizer random] [--workers 2]
+    python -m farm.bench ...
+
+Cases, each over the same ``--runs`` runs (seeds 0..N-1):
+  loop        the in-process loop: ``run_one`` over a cached oracle, nothing stored
+  farm x1     ``run_sweep`` on a local Ray with one actor in flight (store writes included)
+  farm xW     the same with W actors in flight
+Ray's start-up (``ray.init``) is timed apart: it is paid once per sweep, not per run. Each
+case runs ``--repeats`` times, interleaved with the others; the table keeps the fastest.
+Targets: farm x1 within 10% of the loop; farm x2 at least 1.7x the runs/s of farm x1. The
+machine's load average is printed with the table: the scaling case needs idle CPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+__all__ = ["main"]
+
+
+def _spec(dataset: str, optimizer: str, runs: int, iterations: int | None, in_flight: int):
+    from .sweep import parse_spec
+
+    return parse_spec({"name": f"bench-{in_flight}", "datasets": [dataset],
+                       "optimizers": [optimizer], "seeds": runs,
+                       "limits": {"iterations": iterations},
+                       "runtime": {"max_in_flight": in_flight, "max_retries": 0},
+                       "tracking": {"enabled": False}})
+
+
+def _loop(spec) -> float:
+    from oracle.registry import load
+
+    from .loop import run_one
+    from .ray_runtime import OracleCache
+    from .sweep import expand
+
+    runs = expand(spec)
+    oracles = OracleCache(load)
+    oracles.get(runs[0])  # dataset load and oracle index, as the farm's actors cache them
+    t0 = time.perf_counter()
+    for run in runs:
+        run_one(run, oracles.get(run))
+    return time.perf_counter() - t0
+
+
+def _farm(spec) -> float:
+    from .runner import run_sweep
+
+    with tempfile.TemporaryDirectory(prefix="optfarm-bench-") as out:
+        t0 = time.perf_counter()
+        report = run_sweep(spec, out, progress=False)
+        wall = time.perf_counter() - t0
+    if not report.complete:
+        raise RuntimeError(f"{report.failed} runs failed: {report.failures[0]['error']}")
+    return wall
+
+
+def run(runs: int = 200, dataset: str = "synthetic", optimizer: str = "random",
+        iterations: int | None = None, workers: int = 2, repeats: int = 3) -> dict:
+    """Time the three cases ``repeats`` times, interleaved, and keep each case's fastest wall
+    time (on a shared machine the minimum is the estimate least disturbed by other load);
+    returns the table rows and the two ratios."""
+    import ray
+
+    from .ray_runtime import init_ray
+
+    t0 = time.perf_counter()
+    init_ray(num_cpus=workers)
+    ray_start = time.perf_counter() - t0
+    cases = {"loop (in-process)": lambda: _loop(_spec(dataset, optimizer, runs, iterations, 1)),
+             "farm, 1 worker": lambda: _farm(_spec(dataset, optimizer, runs, iterations, 1)),
+             f"farm, {workers} workers":
+                 lambda: _farm(_spec(dataset, optimizer, runs, iterations, workers))}
+    walls: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(repeats):
+        for name, case in cases.items():
+            walls[name].append(case())
+    ray.shutdown()
+    rows = [{"case": name, "wall_s": min(w), "wall_max_s": max(w)} for name, w in walls.items()]
+    for r in rows:
+        r["runs_per_s"] = runs / r["wall_s"]
+        r["ms_per_run"] = 1000 * r["wall_s"] / runs
+    loop, one, many = (r["wall_s"] for r in rows)
+    return {"rows": rows, "ray_start_s": ray_start, "overhead": one / loop - 1,
+            "speedup": one / many, "workers": workers, "runs": runs, "repeats": repeats,
+            "load_average": os.getloadavg()[1], "cpus": os.cpu_count()}
+
+
+def main(args: argparse.Namespace) -> int:
+    from .cli import _print_table
+
+    res = run(args.runs, args.dataset, args.optimizer, args.iterations, args.workers,
+              args.repeats)
+    print(f"farm benchmark: {res['runs']} runs of {args.optimizer} on {args.dataset}"
+          f" (Ray start-up {res['ray_start_s']:.1f} s, not included; {res['cpus']} CPUs,"
+          f" load average {res['load_average']:.1f} over the last 5 min)")
+    print(f"best of {res['repeats']} interleaved repeats (wall_max_s: the slowest)")
+    _print_table(res["rows"], ["case", "wall_s", "wall_max_s", "runs_per_s", "ms_per_run"])
+    print(f"\nfarm overhead vs the in-process loop (1 worker): {100 * res['overhead']:+.1f}%"
+          f"   (target < +10%)")
+    print(f"throughput {res['workers']} workers / 1 worker: {res['speedup']:.2f}x"
+          f"   (target >= 1.7x)")
+    return 0
+
+
+if __name__ == "__main__":
+    from .sweep_cli import add_sweep_commands
+
+    parser = argparse.ArgumentParser(prog="python -m farm.bench")
+    add_sweep_commands(parser.add_subparsers(dest="command"))
+    sys.exit(main(parser.parse_args(["bench-farm", *sys.argv[1:]])))

@@ -1,0 +1,485 @@
+"""Recommendation latency benchmark (``farm bench``): how long ``suggest()`` takes at fixed
+points of a real run, next to what the papers report.
+
+For each case (optimizer, parameters, dataset) one run is driven with a fixed seed exactly as
+``farm.loop.run_one`` drives it (suggest -> oracle.run -> observe). At point ``n`` the run
+has made ``n - 1`` observations and the oracle has run the ``n``-th suggestion; the optimizer
+is deep-copied ``repeats`` times (after one untimed warm-up copy per case and executor: numba
+compilation, Ray workers) and each copy times ``observe(n-th observation)`` (the model refits
+some optimizers do as data arrive) then ``suggest()`` (the latency the run loop records), so
+the timed suggestion is the one made after ``n`` observations. ``total`` = observe +
+suggest is the papers' "time to recommend the next configuration"; ratio = paper / our
+median total (wall), for model-based (search-phase) suggestions only. CPU seconds of the process are reported beside the wall times: on a
+shared machine they are what a run would take on a core of its own. Copies share nothing
+with the driven run, so timing never changes the run, and every copy must suggest the same
+configuration (a mismatch is reported; with the Ray executor this also checks that the
+executor does not change results). Points a run never reaches (the optimizer stopped, the
+budget ran out, or reaching them would exceed ``max_drive_s``) are reported, not timed;
+suggestions made in a bootstrap phase are flagged.
+
+One core: the measuring process is a fresh interpreter started with
+OMP/OPENBLAS/MKL/NUMBA/... thread counts set to 1 before numpy loads and pinned to one CPU
+with ``os.sched_setaffinity``. With ``--executor ray`` the interpreter is not pinned (its Ray
+workers inherit the affinity of the process that starts them) but every process keeps one
+BLAS/numba thread; each point is then timed serially and through the farm's Ray executor
+with ``workers`` CPUs, and the speed-up is serial / Ray (median suggest).
+
+``--runs K`` times K whole runs per case instead and extrapolates a sweep's CPU hours
+(``sweep_estimate``); by default the Lynceus TF comparison.
+
+References: [Lynceus] seeds/002 Table II; [TrimTuner] seeds/001 Tables III-IV
+(``farm.paper_latency``).
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .paper_latency import paper_latency
+
+__all__ = ["BenchCase", "DEFAULT_CASES", "ONE_THREAD_ENV", "parse_cases", "bench",
+           "bench_case", "format_rows", "run_isolated", "LYNCEUS_TF_SWEEP", "sweep_estimate"]
+
+ONE_THREAD_ENV = {name: "1" for name in (
+    "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS", "BLIS_NUM_THREADS")}
+_CHILD_FLAG = "OPTFARM_BENCH_CHILD"
+
+
+@dataclass(frozen=True)
+class BenchCase:
+    """One optimizer with parameters on one dataset."""
+
+    optimizer: str
+    dataset: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+# The issue's set: Lynceus LA 0-3 on lynceus-rnn (Lynceus Table II), TrimTuner DT and GP with
+# CEA 10% and EIc on trimtuner-rnn (TrimTuner Tables III-IV).
+DEFAULT_CASES: tuple[BenchCase, ...] = (
+    *(BenchCase("lynceus", "lynceus-rnn", {"la": la}) for la in (0, 1, 2, 3)),
+    BenchCase("trimtuner", "trimtuner-rnn", {"model": "dt", "filter": "cea", "beta": 0.1}),
+    BenchCase("trimtuner", "trimtuner-rnn", {"model": "gp", "filter": "cea", "beta": 0.1}),
+    BenchCase("eic", "trimtuner-rnn"),
+)
+_HOME_DATASET = {"lynceus": "lynceus-rnn", "eic-usd": "lynceus-rnn", "obol": "lynceus-rnn",
+                 "cherrypick-trees": "lynceus-rnn", "trimtuner": "trimtuner-rnn",
+                 "eic": "trimtuner-rnn", "fabolas": "trimtuner-rnn", "fabulinus": "trimtuner-rnn",
+                 "nephele": "trimtuner-rnn"}
+
+
+def parse_cases(optimizers: str | None, datasets: str | None) -> list[BenchCase]:
+    """Cases from the command line: ``optimizers`` is ``name[:key=value...]`` separated by
+    commas (``lynceus:la=2,trimtuner:model=dt:beta=0.1``); with ``datasets`` every optimizer
+    runs on every dataset, without it each on its paper dataset (synthetic if none). Neither:
+    ``DEFAULT_CASES``."""
+    dsets = [d.strip() for d in datasets.split(",") if d.strip()] if datasets else []
+    if not optimizers:
+        cases = list(DEFAULT_CASES)
+        return [c for c in cases if c.dataset in dsets] if dsets else cases
+    cases = []
+    for item in (s.strip() for s in optimizers.split(",")):
+        if not item:
+            continue
+        name, *pairs = item.split(":")
+        params = {}
+        for p in pairs:
+            if "=" not in p:
+                raise ValueError(f"--optimizers: {p!r} in {item!r} is not of the form key=value")
+            k, v = p.split("=", 1)
+            params[k.strip()] = v.strip()
+        for d in dsets or [_HOME_DATASET.get(name, "synthetic")]:
+            cases.append(BenchCase(name.strip(), d, params))
+    if not cases:
+        raise ValueError(f"--optimizers {optimizers!r} names no optimizer")
+    return cases
+
+
+def _stats(times: Sequence[float]) -> tuple[float, float]:
+    return float(np.median(times)), float(np.percentile(times, 90))
+
+
+def _timed(fn) -> tuple[float, float, Any]:
+    """(wall seconds, CPU seconds of this process, result) of ``fn()``."""
+    gc.collect()
+    c0, t0 = time.process_time(), time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, time.process_time() - c0, out
+
+
+def _time_point(opt, pending, repeats: int, executor, warm_up: bool) -> dict[str, Any]:
+    """Time observe(pending) + suggest() on ``repeats`` deep copies of ``opt``, after one
+    untimed copy when ``warm_up`` (numba compilation, Ray workers' imports)."""
+    sug, sug_cpu, obs, total, total_cpu, picks, phases = [], [], [], [], [], set(), set()
+    for k in range(repeats + warm_up):
+        c = copy.deepcopy(opt)
+        if executor is not None:
+            c.executor = executor
+        t_obs, c_obs, _ = _timed(lambda: c.observe(*pending))
+        t_sug, c_sug, s = _timed(c.suggest)
+        picks.add(None if s is None else (s.config_id, round(float(s.fidelity), 12)))
+        phases.add("stop" if s is None else s.phase)
+        if k < warm_up:
+            continue
+        sug.append(t_sug)
+        sug_cpu.append(c_sug)
+        obs.append(t_obs)
+        total.append(t_obs + t_sug)
+        total_cpu.append(c_obs + c_sug)
+    med, p90 = _stats(sug)
+    return {"suggest_median_s": med, "suggest_p90_s": p90,
+            "suggest_cpu_median_s": float(np.median(sug_cpu)),
+            "observe_median_s": float(np.median(obs)),
+            "total_median_s": float(np.median(total)), "total_p90_s": _stats(total)[1],
+            "total_cpu_median_s": float(np.median(total_cpu)),
+            "suggestion": next(iter(picks)) if len(picks) == 1 else None,
+            "phase": "/".join(sorted(phases)),
+            "consistent": len(picks) == 1}
+
+
+def bench_case(case: BenchCase, points: Sequence[int], repeats: int, seed: int = 0,
+               executors: Mapping[str, Any] | None = None,
+               max_drive_s: float = math.inf) -> list[dict[str, Any]]:
+    """Rows (one per point and executor) for one case. ``executors`` maps a label to an
+    executor for the timed copies (None: the optimizer's own serial one); the run itself is
+    always driven serially, so every executor sees the same states. A point whose drive would
+    take the case past ``max_drive_s`` seconds (estimated from the last timed step) is
+    reported as skipped."""
+    from optimizers.registry import make_optimizer
+    from oracle.oracle import Oracle
+    from oracle.registry import load
+
+    from .spec import RunSpec
+
+    executors = dict(executors or {"serial": None})
+    spec = RunSpec(case.dataset, case.optimizer, seed=seed, params=dict(case.params)).resolved()
+    dataset = load(spec.dataset)
+    oracle = Oracle(dataset, spec.problem(dataset), aggregate=spec.aggregate)
+    opt = make_optimizer(spec.optimizer, oracle.space, oracle.problem, spec.seed, None,
+                         **spec.params)
+    noise = np.random.default_rng([spec.seed, 7])  # as farm.loop.run_one
+    paper = paper_latency(spec.optimizer, spec.params, spec.dataset)
+    base = {"optimizer": case.optimizer, "params": _params_text(case.params),
+            "dataset": case.dataset, "seed": seed, "repeats": repeats,
+            "paper_s": paper.seconds if paper else None, "paper_ref": paper.ref if paper else None,
+            "paper_machine": paper.machine if paper else None}
+    rows: list[dict[str, Any]] = []
+    drive_s, stopped, step_s, warm = 0.0, None, 0.0, set()
+    for point in sorted(set(points)):
+        ahead = point - 1 - len(opt.history)
+        if stopped is None and drive_s + ahead * step_s > max_drive_s:
+            stopped = f"--max-drive-s {max_drive_s:g} (about {ahead * step_s:.0f} s more needed)"
+        t0 = time.perf_counter()
+        while stopped is None and len(opt.history) < point - 1:
+            stopped = _step(opt, oracle, noise)
+        pending = None
+        if stopped is None:
+            if opt.spent >= oracle.problem.budget:
+                stopped = "budget"
+            else:
+                s = opt.suggest()
+                if s is None:
+                    stopped = "optimizer"
+                else:
+                    pending = (s, oracle.run(s.config_id, s.fidelity, noise, s.time_cap))
+        drive_s += time.perf_counter() - t0
+        if pending is None:
+            rows.append({**base, "at": point, "executor": "-", "status": "skipped",
+                         "note": f"stopped by {stopped} after {len(opt.history)} "
+                                 "observations"})
+            continue
+        serial = None
+        for label, executor in executors.items():
+            timing = _time_point(opt, pending, repeats, executor, warm_up=label not in warm)
+            warm.add(label)
+            compared = paper is not None and timing["phase"] == "search"
+            row = {**base, "at": point, "executor": label, "status": "ok", **timing,
+                   "ratio": paper.seconds / timing["total_median_s"] if compared else None,
+                   "drive_s": drive_s}
+            notes = [] if timing["consistent"] else ["copies suggested different configs"]
+            if timing["phase"] != "search":
+                notes.append(f"{timing['phase']} phase: not a model-based suggestion")
+            if serial is None:
+                serial = timing
+                step_s = timing["total_median_s"]
+            else:
+                row["speedup"] = serial["suggest_median_s"] / timing["suggest_median_s"]
+                row["same_as_serial"] = (timing["suggestion"] == serial["suggestion"]
+                                         and timing["consistent"] and serial["consistent"])
+                if not row["same_as_serial"]:
+                    notes.append("differs from the serial suggestion")
+            row["note"] = "; ".join(notes)
+            rows.append(row)
+        opt.observe(*pending)
+    return rows
+
+
+def _step(opt, oracle, noise) -> str | None:
+    """One suggest -> run -> observe step of the run loop; the stop reason, or None."""
+    if opt.spent >= oracle.problem.budget:
+        return "budget"
+    s = opt.suggest()
+    if s is None:
+        return "optimizer"
+    opt.observe(s, oracle.run(s.config_id, s.fidelity, noise, s.time_cap))
+    return None
+
+
+def _params_text(params: Mapping[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in params.items())
+
+
+def bench(cases: Sequence[BenchCase], points: Sequence[int], repeats: int, seed: int = 0,
+          executor: str = "serial", workers: int = 2, max_drive_s: float = math.inf,
+          progress=None) -> list[dict[str, Any]]:
+    """Every case at every point. Cases whose optimizer is not registered or whose dataset is
+    not in the cache, and default cases whose optimizer lacks one of their parameters, are
+    reported as skipped rows with a note (a bad parameter the user gave is a ParameterError).
+    ``executor="ray"`` also times each point through the farm's Ray executor."""
+    from optimizers.registry import OPTIMIZERS, get
+    from oracle.registry import available
+
+    if repeats < 1:
+        raise ValueError(f"--repeats must be >= 1, got {repeats}")
+    if not points or min(points) < 1:
+        raise ValueError(f"--at points must be positive integers, got {list(points)}")
+    if executor not in ("serial", "ray"):
+        raise ValueError(f"--executor {executor!r} is not serial or ray")
+    executors: dict[str, Any] = {"serial": None}
+    if executor == "ray":
+        executors[f"ray x{workers}"] = _ray_executor(workers)
+    have = set(available())
+    rows = []
+    for case in cases:
+        base = {"optimizer": case.optimizer, "params": _params_text(case.params),
+                "dataset": case.dataset, "status": "skipped"}
+        if case.optimizer not in OPTIMIZERS:
+            rows.append({**base, "note": "optimizer not registered"})
+            continue
+        known = {p.name for p in get(case.optimizer).params}
+        unknown = sorted(set(case.params) - known)
+        if unknown and case in DEFAULT_CASES:
+            rows.append({**base, "note": f"{case.optimizer} has no parameter {unknown[0]!r}"})
+            continue
+        if case.dataset not in have:
+            rows.append({**base, "note": f"dataset not fetched (farm datasets fetch "
+                                         f"{case.dataset})"})
+            continue
+        new = bench_case(case, points, repeats, seed, executors, max_drive_s)
+        rows.extend(new)
+        if progress:
+            for r in new:
+                progress(r)
+    return rows
+
+
+# The Lynceus TF comparison (Lynceus Sec. VI, Fig. 5): 3 TF jobs x Lynceus / EIc-USD / random.
+LYNCEUS_TF_SWEEP: tuple[BenchCase, ...] = tuple(
+    BenchCase(opt, f"lynceus-{job}") for job in ("cnn", "multilayer", "rnn")
+    for opt in ("lynceus", "eic-usd", "random"))
+
+
+def sweep_estimate(cases: Sequence[BenchCase], runs: int, sweep_seeds: int,
+                   progress=None) -> list[dict[str, Any]]:
+    """Whole runs of each case (seeds 0..runs-1, as ``farm run`` runs them) timed on this
+    process, and the case's share of a sweep of ``sweep_seeds`` seeds: mean CPU time of a
+    run x seeds. CPU time, not wall time, because the machine may be shared: on one
+    single-threaded core of its own a run takes its CPU time, and a sweep on W such workers
+    takes about the sum over cases / W, plus the farm's overhead."""
+    from .loop import run_one
+    from .spec import RunSpec
+
+    if runs < 1 or sweep_seeds < 1:
+        raise ValueError(f"--runs and --sweep-seeds must be >= 1, got {runs}, {sweep_seeds}")
+    rows = []
+    for case in cases:
+        walls, cpus, evals, suggest = [], [], [], []
+        for seed in range(runs):
+            c0, t0 = time.process_time(), time.perf_counter()
+            result = run_one(RunSpec(case.dataset, case.optimizer, seed, dict(case.params)))
+            walls.append(time.perf_counter() - t0)
+            cpus.append(time.process_time() - c0)
+            evals.append(result.summary["n_evaluations"])
+            suggest.append(float(np.sum(
+                result.trace.column("recommendation_latency_s").to_numpy())))
+        row = {"optimizer": case.optimizer, "params": _params_text(case.params),
+               "dataset": case.dataset, "runs": runs, "run_mean_s": float(np.mean(walls)),
+               "run_max_s": float(np.max(walls)), "run_cpu_mean_s": float(np.mean(cpus)),
+               "evaluations_mean": float(np.mean(evals)),
+               "suggest_share": float(np.sum(suggest) / np.sum(walls)),
+               "sweep_seeds": sweep_seeds, "sweep_cpu_s": float(np.mean(cpus)) * sweep_seeds}
+        rows.append(row)
+        if progress:
+            progress(row)
+    return rows
+
+
+def _ray_executor(workers: int):
+    """The farm's Ray executor on a local Ray runtime with ``workers`` CPUs (loopback)."""
+    from .ray_runtime import RayExecutor, init_ray
+
+    init_ray(num_cpus=workers)
+    return RayExecutor()
+
+
+def machine_info() -> dict[str, Any]:
+    """What the numbers were measured on: CPU, cores usable, load, thread settings."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
+                       cpu)
+    except OSError:
+        pass
+    return {"cpu": cpu, "cpus": os.cpu_count(), "affinity": sorted(os.sched_getaffinity(0)),
+            "loadavg": list(os.getloadavg()), "python": platform.python_version(),
+            "numpy": np.__version__, "threads": {k: os.environ.get(k) for k in ONE_THREAD_ENV},
+            "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+COLUMNS = ("optimizer", "params", "dataset", "at", "executor", "suggest_med", "suggest_p90",
+           "suggest_cpu", "observe_med", "total_med", "total_cpu", "paper", "ratio", "speedup",
+           "note")
+
+
+def format_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Rows for the printed table: seconds with units, ratio = paper / our total."""
+    def sec(v):
+        return None if v is None else (f"{v * 1e3:.1f} ms" if v < 1 else f"{v:.3g} s")
+
+    out = []
+    for r in rows:
+        paper = r.get("paper_s")
+        out.append({
+            "optimizer": r["optimizer"], "params": r.get("params") or "-",
+            "dataset": r["dataset"], "at": r.get("at"), "executor": r.get("executor"),
+            "suggest_med": sec(r.get("suggest_median_s")),
+            "suggest_p90": sec(r.get("suggest_p90_s")),
+            "suggest_cpu": sec(r.get("suggest_cpu_median_s")),
+            "observe_med": sec(r.get("observe_median_s")),
+            "total_med": sec(r.get("total_median_s")),
+            "total_cpu": sec(r.get("total_cpu_median_s")),
+            "paper": None if paper is None else f"{sec(paper)} ({r['paper_ref']})",
+            "ratio": None if r.get("ratio") is None else f"{r['ratio']:.3g}x",
+            "speedup": None if r.get("speedup") is None else f"{r['speedup']:.2f}x",
+            "note": r.get("note") or None,
+        })
+    return out
+
+
+# -- process isolation ------------------------------------------------------------------------
+def run_isolated(options: Mapping[str, Any]) -> int:
+    """Run the benchmark in a fresh interpreter with one BLAS/numba thread per process, pinned
+    to one CPU unless the Ray executor is used; its output is this command's output."""
+    env = {**os.environ, **ONE_THREAD_ENV, _CHILD_FLAG: "1"}
+    cmd = [sys.executable, "-m", "farm.latency", json.dumps(dict(options))]
+    code = subprocess.run(cmd, env=env).returncode
+    if code < 0:
+        print(f"farm: failed: the benchmark process was killed by signal {-code}",
+              file=sys.stderr)
+        return 1
+    return code
+
+
+def _pin_one_cpu() -> int:
+    cpu = min(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpu})
+    return cpu
+
+
+def _child_main(options: Mapping[str, Any]) -> int:
+    from optimizers.base import ParameterError
+    from oracle.dataset import DatasetError
+
+    executor = options.get("executor") or "serial"
+    if executor == "serial":
+        _pin_one_cpu()
+    runs = options.get("runs")
+    as_json = bool(options.get("json"))
+    before = machine_info()
+
+    def progress(row):
+        if not as_json:
+            print(f"  {row['optimizer']} {row.get('params') or ''} on {row['dataset']}"
+                  f"{' at ' + str(row['at']) if 'at' in row else ''}: "
+                  f"{row.get('status', 'done')}", file=sys.stderr, flush=True)
+
+    try:
+        if runs:
+            cases = (parse_cases(options.get("optimizers"), options.get("datasets"))
+                     if options.get("optimizers") else list(LYNCEUS_TF_SWEEP))
+            rows = sweep_estimate(cases, int(runs), int(options.get("sweep_seeds") or 100),
+                                  progress)
+        else:
+            cases = parse_cases(options.get("optimizers"), options.get("datasets"))
+            points = [int(p) for p in str(options.get("at") or "10,30,60").split(",")
+                      if p.strip()]
+            rows = bench(cases, points, int(options.get("repeats") or 5),
+                         int(options.get("seed") or 0), executor,
+                         int(options.get("workers") or 2),
+                         float(options.get("max_drive_s") or math.inf), progress=progress)
+    except (ValueError, ParameterError, DatasetError) as e:
+        print(f"farm: error: {e}", file=sys.stderr)
+        return 2
+    meta = {"machine": before, "loadavg_after": list(os.getloadavg()),
+            "pinned": executor == "serial", "executor": executor,
+            "workers": int(options.get("workers") or 2)}
+    if not runs:
+        meta.update(seed=int(options.get("seed") or 0), repeats=int(options.get("repeats") or 5))
+    if as_json:
+        print(json.dumps({"meta": meta, "rows": rows}, default=_json_default))
+        return 0
+    _print_report(meta, rows, bool(runs))
+    return 0
+
+
+def _print_report(meta: Mapping[str, Any], rows: list[dict[str, Any]], runs: bool) -> None:
+    from .cli import _print_table
+
+    m = meta["machine"]
+    where = ("1 pinned core" if meta["pinned"] else f"unpinned, Ray with {meta['workers']} CPUs")
+    print(f"{m['cpu']}: {where}, 1 BLAS/numba thread per process, load average "
+          f"{m['loadavg'][0]:.2f} -> {meta['loadavg_after'][0]:.2f}")
+    if runs:
+        _print_table([{**r, "run_mean": f"{r['run_mean_s']:.3g} s",
+                       "run_max": f"{r['run_max_s']:.3g} s",
+                       "run_cpu": f"{r['run_cpu_mean_s']:.3g} s",
+                       "suggest_share": f"{100 * r['suggest_share']:.0f}%",
+                       "sweep_cpu": f"{r['sweep_cpu_s'] / 3600:.3g} h"} for r in rows],
+                     ("optimizer", "params", "dataset", "runs", "evaluations_mean", "run_mean",
+                      "run_max", "run_cpu", "suggest_share", "sweep_seeds", "sweep_cpu"))
+        total = sum(r["sweep_cpu_s"] for r in rows)
+        print(f"\nsweep estimate: {total / 3600:.3g} CPU hours: {total / 3600:.3g} h on 1 "
+              f"worker, {total / 7200:.3g} h on 2 workers (mean CPU time of a run x seeds, "
+              "summed over cases; farm overhead not included)")
+        return
+    print(f"{meta['repeats']} timed copies per point, seed {meta['seed']}; total = observe "
+          "(refit on the newest observation) + suggest; ratio = paper / total\n")
+    _print_table(format_rows(rows), COLUMNS)
+
+
+def _json_default(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, tuple):
+        return list(o)
+    raise TypeError(f"not JSON serialisable: {o!r}")
+
+
+if __name__ == "__main__":
+    if os.environ.get(_CHILD_FLAG) != "1":
+        sys.exit("farm.latency is run by `farm bench`")
+    sys.exit(_child_main(json.loads(sys.argv[1])))

@@ -1,0 +1,112 @@
+"""The papers' figures as PNG files (matplotlib, Agg backend: no display needed).
+
+Each function takes the curves ``farm.report`` computed and writes one figure:
+  - ``plot_cno``: p50 and p90 of CNO against cumulative exploration cost (Lynceus Fig. 4);
+  - ``plot_reach_cdf``: CDFs of the exploration cost needed to reach CNO <= 2 and <= 1.1
+    (Lynceus Fig. 5);
+  - ``plot_accuracy``: mean Accuracy_C against exploration cost and time (TrimTuner Fig. 1-2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+__all__ = ["plot_accuracy", "plot_cno", "plot_reach_cdf"]
+
+_CNO_CEILING = 1e3  # CNO drawn at most this high; no valid recommendation is drawn on top
+
+
+def _colors(labels: Sequence[str]) -> dict[str, tuple]:
+    cmap = plt.get_cmap("tab10")
+    return {label: cmap(i % 10) for i, label in enumerate(labels)}
+
+
+def _save(fig, path: Path, title: str) -> Path:
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_cno(path: Path, dataset: str, grid: np.ndarray,
+             curves: Mapping[str, Mapping[str, np.ndarray]]) -> Path:
+    """Two panels, p50 and p90 of CNO over seeds against exploration cost; ``curves[label]``
+    holds arrays ``p50`` and ``p90`` over ``grid``. CNO = inf (no valid recommendation yet)
+    is drawn at the top edge."""
+    colors = _colors(list(curves))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    for ax, q in zip(axes, ("p50", "p90")):
+        for label, c in curves.items():
+            y = np.minimum(c[q], _CNO_CEILING)
+            ax.step(grid, y, where="post", color=colors[label], label=label, lw=1.6)
+        ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_ylim(0.9, _CNO_CEILING * 1.2)
+        ax.set_xlabel("cumulative exploration cost ($)")
+        ax.set_title(f"{q} of CNO over seeds")
+        ax.grid(True, which="both", alpha=0.25)
+    axes[0].set_ylabel("CNO (top edge: no feasible recommendation)")
+    axes[1].legend(fontsize=8, loc="upper right")
+    return _save(fig, path, dataset)
+
+
+def plot_reach_cdf(path: Path, dataset: str,
+                   reach: Mapping[str, Mapping[str, np.ndarray]]) -> Path:
+    """One panel per target: the empirical CDF over seeds of the exploration cost at which
+    the target was first reached; ``reach[label][target]`` holds per-seed costs, inf when
+    never reached (the CDF then stays below 1)."""
+    targets = list(next(iter(reach.values())))
+    colors = _colors(list(reach))
+    fig, axes = plt.subplots(1, len(targets), figsize=(5.5 * len(targets), 4.2), sharey=True)
+    axes = np.atleast_1d(axes)
+    finite = np.concatenate([v[np.isfinite(v)] for r in reach.values() for v in r.values()])
+    lo, hi = (finite.min() * 0.8, finite.max() * 1.25) if len(finite) else (1e-3, 1.0)
+    for ax, target in zip(axes, targets):
+        for label, r in reach.items():
+            costs = np.sort(r[target])
+            n = len(costs)
+            x = np.concatenate([[lo], costs[np.isfinite(costs)], [hi]])
+            y = np.concatenate([[0.0], np.arange(1, np.isfinite(costs).sum() + 1) / n])
+            y = np.append(y, y[-1])
+            ax.step(x, y, where="post", color=colors[label], label=label, lw=1.6)
+        ax.set_xscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel(f"exploration cost to reach {target} ($)")
+        ax.set_title(f"CDF over seeds, {target}")
+        ax.grid(True, which="both", alpha=0.25)
+    axes[0].set_ylabel("fraction of runs")
+    axes[-1].legend(fontsize=8, loc="lower right")
+    return _save(fig, path, dataset)
+
+
+def plot_accuracy(path: Path, dataset: str, optimum: float,
+                  panels: Mapping[str, tuple[np.ndarray, Mapping[str, np.ndarray]]]) -> Path:
+    """Mean Accuracy_C over seeds against exploration cost and time;
+    ``panels[axis_name] = (grid, {label: mean curve})``; the feasible optimum and 90% of it
+    are drawn as horizontal lines."""
+    labels = list(next(iter(panels.values()))[1])
+    colors = _colors(labels)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), sharey=True)
+    axes = np.atleast_1d(axes)
+    for ax, (axis_name, (grid, curves)) in zip(axes, panels.items()):
+        for label, y in curves.items():
+            ax.step(grid, y, where="post", color=colors[label], label=label, lw=1.6)
+        ax.axhline(optimum, color="black", lw=0.8, ls="--", label="feasible optimum")
+        ax.axhline(0.9 * optimum, color="grey", lw=0.8, ls=":", label="90% of optimum")
+        ax.set_xscale("log")
+        ax.set_xlabel(axis_name)
+        ax.set_title("mean Accuracy_C over seeds")
+        ax.grid(True, which="both", alpha=0.25)
+    axes[0].set_ylabel("Accuracy_C")
+    axes[-1].legend(fontsize=8, loc="lower right")
+    return _save(fig, path, dataset)

@@ -1,0 +1,502 @@
+"""Reports in the papers' form: from a sweep's traces and run summaries, the figures of the
+papers (``farm.plots``), the tables of their metrics, and their published numbers beside ours
+(``farm.paper_numbers``), as PNG files plus one self-contained HTML page.
+
+The core, ``analyse(trace, summaries)``, works on plain inputs: a pyarrow table of trace rows
+(``farm.loop.TRACE_SCHEMA``, concatenated over runs) and the runs' summary dicts
+(``farm.loop.run_one(spec).summary``). ``load_sweep`` reads them from a sweep's results store.
+
+Definitions (DESIGN.md, "Metrics"):
+  - CNO of a recommendation (Lynceus Sec. VI) is inf while the optimizer has no recommendation
+    or recommends a truly infeasible configuration: a run "has" CNO c only with a valid one.
+  - Curves are step functions of the cumulative exploration cost on a common cost grid per
+    dataset (a run that stopped keeps its last recommendation); percentiles are taken over
+    seeds at each grid point (``inverted_cdf``: an actual run's value, inf-safe).
+  - Exploration cost / time to reach a target: at the first step whose incumbent meets it
+    (CNO <= 2, <= 1.1, = 1 with a feasible incumbent; Accuracy_C >= 90% of the feasible
+    optimum's, TrimTuner Fig. 1); inf when never reached.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .paper_numbers import PAPER_NUMBERS, PaperNumber
+
+__all__ = [
+    "GUINDANI_METRICS",
+    "REACH",
+    "DatasetAnalysis",
+    "Group",
+    "analyse",
+    "final_quality",
+    "load_sweep",
+    "paper_rows",
+    "variant_labels",
+    "write_report",
+]
+
+# metric -> {label: threshold}; CNO thresholds of Lynceus Fig. 4-5 (1: the optimum itself),
+# Accuracy_C as a fraction of the feasible optimum's (TrimTuner Fig. 1).
+REACH = {
+    "cno": {"cno<=2": 2.0, "cno<=1.1": 1.1, "cno<=1": 1.0},
+    "accuracy_c": {"acc_c>=0.9opt": 0.9},
+}
+# Guindani et al. Table 1: the per-run metrics guindani runs carry in summary["recurring_job"]
+GUINDANI_METRICS = ("unfeasible_executions", "unfeasible_cost_ratio", "mean_feasible_cost")
+GRID_POINTS = 200
+
+
+@dataclass
+class Group:
+    """The runs of one optimizer variant on one dataset, one entry per seed (sorted)."""
+
+    optimizer: str
+    params: dict
+    seeds: list[int] = field(default_factory=list)
+    summaries: list[dict] = field(default_factory=list)
+    traces: list[dict[str, np.ndarray]] = field(default_factory=list)
+
+
+@dataclass
+class DatasetAnalysis:
+    dataset: str
+    metric: str
+    optimum: float
+    cost_grid: np.ndarray
+    time_grid: np.ndarray
+    groups: dict[str, Group]
+    curves: dict[str, dict[str, np.ndarray]]    # label -> p50/p90 CNO or mean Accuracy_C
+    reach: dict[str, dict[str, np.ndarray]]     # label -> target -> per-seed cost
+    stats: dict[str, dict[str, Any]]            # label -> statistics (``group_stats``)
+
+
+def variant_labels(summaries: Sequence[Mapping]) -> dict[str, str]:
+    """run_key -> a label per optimizer variant: the optimizer name, plus the parameters
+    whose values differ between that optimizer's variants in the sweep (``lynceus[la=1]``)."""
+    variants: dict[str, dict[str, dict]] = {}
+    for s in summaries:
+        variants.setdefault(s["optimizer"], {})[_params_key(s["params"])] = s["params"]
+    labels = {}
+    for s in summaries:
+        params = variants[s["optimizer"]]
+        differing = sorted({k for p in params.values() for k in p
+                            if len({_fmt_value(q.get(k)) for q in params.values()}) > 1})
+        label = s["optimizer"]
+        if differing:
+            label += "[" + ",".join(f"{k}={_fmt_value(s['params'].get(k))}"
+                                    for k in differing) + "]"
+        labels[s["run_key"]] = label
+    return labels
+
+
+def _params_key(params: Mapping) -> str:
+    return json.dumps(params, sort_keys=True, default=str)
+
+
+def _fmt_value(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+# -- analysis ---------------------------------------------------------------------------------
+def analyse(trace: pa.Table, summaries: Sequence[Mapping]) -> dict[str, DatasetAnalysis]:
+    """Curves, reach costs and statistics per report section (a dataset, or a dataset and
+    problem when the sweep poses several) and optimizer variant."""
+    if not summaries:
+        raise ValueError("no runs to report on (the sweep has no finished run)")
+    columns = ("run_key", "cum_exploration_cost", "cum_exploration_time", "incumbent_cno",
+               "incumbent_accuracy_c", "incumbent_feasible", "recommendation_latency_s",
+               "model_fit_s")
+    missing = [c for c in columns if c not in trace.column_names]
+    if missing:
+        raise ValueError(f"trace table lacks column {missing[0]!r}")
+    by_run = _split_runs(trace.select(list(columns)))
+    labels = variant_labels(summaries)
+    problems: dict[str, set[str]] = {}
+    for s in summaries:
+        problems.setdefault(s["dataset"], set()).add(_problem_text(s))
+    sections: dict[tuple[str, str], dict[str, Group]] = {}
+    for s in sorted(summaries, key=lambda s: (s["dataset"], _problem_text(s),
+                                              labels[s["run_key"]], s["seed"])):
+        if s["run_key"] not in by_run and s["n_evaluations"]:
+            raise ValueError(f"trace table has no rows for run {s['run_key']}")
+        section = s["dataset"]
+        if len(problems[s["dataset"]]) > 1:
+            section += f" [{_problem_text(s)}]"
+        g = sections.setdefault((section, s["dataset"]), {}).setdefault(
+            labels[s["run_key"]], Group(s["optimizer"], dict(s["params"])))
+        g.seeds.append(s["seed"])
+        g.summaries.append(s)
+        g.traces.append(by_run.get(s["run_key"], _empty_run()))
+    return {section: _analyse_dataset(dataset, groups)
+            for (section, dataset), groups in sections.items()}
+
+
+def _problem_text(summary: Mapping) -> str:
+    """``min cost s.t. time<=300`` (one report section per dataset and problem)."""
+    p = summary["problem"]
+    text = f"{p['objective']} s.t. {', '.join(p['constraints']) or 'nothing'}"
+    return text if p.get("budget") is None else f"{text}, budget {p['budget']:g}"
+
+
+def _split_runs(trace: pa.Table) -> dict[str, dict[str, np.ndarray]]:
+    keys = trace.column("run_key").to_numpy(zero_copy_only=False)
+    order = np.argsort(keys, kind="stable")
+    cols = {c: trace.column(c).to_numpy(zero_copy_only=False)[order]
+            for c in trace.column_names if c != "run_key"}
+    keys = keys[order]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else []
+    bounds = list(starts) + [len(keys)]
+    return {keys[a]: {c: v[a:b] for c, v in cols.items()} for a, b in pairwise(bounds)}
+
+
+def _empty_run() -> dict[str, np.ndarray]:
+    return {c: np.empty(0) for c in ("cum_exploration_cost", "cum_exploration_time",
+                                     "incumbent_cno", "incumbent_accuracy_c",
+                                     "incumbent_feasible", "recommendation_latency_s",
+                                     "model_fit_s")}
+
+
+def _analyse_dataset(dataset: str, groups: dict[str, Group]) -> DatasetAnalysis:
+    metrics = {s["metric"] for g in groups.values() for s in g.summaries}
+    if len(metrics) != 1:
+        raise ValueError(f"dataset {dataset!r} mixes quality metrics {sorted(metrics)}")
+    metric = metrics.pop()
+    optimum = next((s["optimum"][metric] for g in groups.values() for s in g.summaries
+                    if s.get("optimum")), math.nan)
+    runs = [t for g in groups.values() for t in g.traces]
+    cost_grid = _grid([t["cum_exploration_cost"] for t in runs])
+    time_grid = _grid([t["cum_exploration_time"] for t in runs])
+    curves, reach, stats = {}, {}, {}
+    for label, g in groups.items():
+        values = np.stack([_on_grid(t["cum_exploration_cost"], _quality(t, metric), cost_grid,
+                                    _before(metric)) for t in g.traces])
+        if metric == "cno":
+            p50, p90 = np.quantile(values, [0.5, 0.9], axis=0, method="inverted_cdf")
+            curves[label] = {"p50": p50, "p90": p90}
+        else:
+            by_time = np.stack([_on_grid(t["cum_exploration_time"], _quality(t, metric),
+                                         time_grid, 0.0) for t in g.traces])
+            curves[label] = {"mean": values.mean(axis=0), "mean_by_time": by_time.mean(axis=0)}
+        reached = {target: np.array([_first_reach(t, metric, thr, optimum) for t in g.traces])
+                   for target, thr in REACH[metric].items()}
+        reach[label] = {target: r[:, 0] for target, r in reached.items()}
+        stats[label] = group_stats(g, metric, reached)
+    return DatasetAnalysis(dataset, metric, optimum, cost_grid, time_grid, groups, curves,
+                           reach, stats)
+
+
+def _grid(columns: list[np.ndarray]) -> np.ndarray:
+    """A geometric grid from the cheapest first step to the largest cumulative value."""
+    firsts = [c[0] for c in columns if len(c) and c[0] > 0]
+    lasts = [c[-1] for c in columns if len(c)]
+    if not firsts:
+        return np.array([0.0, 1.0])
+    lo, hi = min(firsts), max(max(lasts), min(firsts) * 1.01)
+    return np.geomspace(lo, hi, GRID_POINTS)
+
+
+def _before(metric: str) -> float:
+    """The quality before any evaluation: no recommendation."""
+    return math.inf if metric == "cno" else 0.0
+
+
+def _quality(run: Mapping[str, np.ndarray], metric: str) -> np.ndarray:
+    """Per-step incumbent quality: CNO (inf unless truly feasible) or Accuracy_C."""
+    if metric == "cno":
+        return np.where(run["incumbent_feasible"].astype(bool), run["incumbent_cno"], math.inf)
+    return np.nan_to_num(run["incumbent_accuracy_c"].astype(float), nan=0.0)
+
+
+def _on_grid(cum: np.ndarray, values: np.ndarray, grid: np.ndarray, before: float) -> np.ndarray:
+    """The step function ``values`` (changing at ``cum``) evaluated at ``grid``."""
+    idx = np.searchsorted(cum, grid, side="right") - 1
+    return np.where(idx >= 0, values[np.maximum(idx, 0)] if len(values) else before, before)
+
+
+def _first_reach(run: Mapping[str, np.ndarray], metric: str, threshold: float,
+                 optimum: float) -> tuple[float, float]:
+    """(cumulative exploration cost, time) at the first step whose incumbent meets the
+    target; (inf, inf) when never reached."""
+    q = _quality(run, metric)
+    hit = q <= threshold + 1e-12 if metric == "cno" else q >= threshold * optimum - 1e-12
+    idx = np.flatnonzero(hit)
+    if not len(idx):
+        return math.inf, math.inf
+    return float(run["cum_exploration_cost"][idx[0]]), float(run["cum_exploration_time"][idx[0]])
+
+
+def _q(values: np.ndarray, q: float) -> float:
+    return float(np.quantile(values, q, method="inverted_cdf")) if len(values) else math.nan
+
+
+def group_stats(g: Group, metric: str, reached: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """The statistics tables and paper comparisons use (keys named in ``paper_numbers``)."""
+    final = np.array([final_quality(s, metric) for s in g.summaries])
+    latency = np.concatenate([t["recommendation_latency_s"] for t in g.traces])
+    fit = np.concatenate([t["model_fit_s"] for t in g.traces])
+    stats: dict[str, Any] = {
+        "runs": len(g.summaries),
+        "nex_median": float(np.median([s["n_evaluations"] for s in g.summaries])),
+        "exploration_cost_median": float(np.median([s["exploration_cost"]
+                                                    for s in g.summaries])),
+        "final_p50": _q(final, 0.5), "final_p90": _q(final, 0.9),
+        "final_mean": float(final.mean()),
+        "latency_median_s": float(np.median(latency)) if len(latency) else math.nan,
+        "latency_p90_s": _q(latency, 0.9),
+        "latency_mean_s": float(latency.mean()) if len(latency) else math.nan,
+        "model_fit_mean_s": float(fit.mean()) if len(fit) else math.nan,
+    }
+    if metric == "cno":
+        stats["dopt_median"] = stats["final_p50"] - 1.0
+    for target, r in reached.items():
+        stats[f"reach_frac:{target}"] = float(np.isfinite(r[:, 0]).mean())
+        for q in (50, 90):
+            stats[f"reach_p{q}:{target}"] = _q(r[:, 0], q / 100)
+            stats[f"reach_time_p{q}:{target}"] = _q(r[:, 1], q / 100)
+    jobs = [s["recurring_job"] for s in g.summaries if s.get("recurring_job")]
+    for key in GUINDANI_METRICS:
+        values = [j[key] for j in jobs if j.get(key) is not None]
+        if values:
+            stats[f"{key}_mean"] = float(np.mean(values))
+    return stats
+
+
+def final_quality(summary: Mapping, metric: str) -> float:
+    """The final recommendation's quality: CNO (inf unless valid) or Accuracy_C (0 if none)."""
+    rec = summary.get("recommendation")
+    if metric == "cno":
+        return float(rec["cno"]) if rec and rec["feasible"] else math.inf
+    return float(rec["accuracy_c"]) if rec else 0.0
+
+
+# -- the papers' numbers beside ours ----------------------------------------------------------
+def paper_rows(analyses: Mapping[str, DatasetAnalysis],
+               numbers: Sequence[PaperNumber] = PAPER_NUMBERS) -> list[dict[str, Any]]:
+    """One row per (published number, dataset, our matching variant) present in the sweep."""
+    rows = []
+    for n in numbers:
+        for name, a in analyses.items():
+            if not n.applies_to(a.dataset):
+                continue
+            bases = [label for label, g in a.groups.items()
+                     if n.baseline is not None and n.baseline.matches(g.optimizer, g.params)]
+            if n.baseline is not None and not bases:
+                continue
+            for label, g in a.groups.items():
+                if not n.selector.matches(g.optimizer, g.params) or n.stat not in a.stats[label]:
+                    continue
+                ours = a.stats[label][n.stat]
+                compared = label
+                if bases:
+                    base = max(bases, key=lambda b: _shared_params(a.groups[b], g))
+                    ours = _ratio(ours, a.stats[base][n.stat])
+                    compared = f"{label} / {base}"
+                rows.append({"paper": n.paper, "where": n.where, "section": name,
+                             "quantity": n.quantity, "paper value": n.published,
+                             "note": n.note, "ours": ours, "our variants": compared})
+    return rows
+
+
+def _shared_params(a: Group, b: Group) -> int:
+    """How many parameters two variants share (a ratio compares the closest variants, e.g.
+    TrimTuner-GP with CMA-ES against TrimTuner-GP with CEA)."""
+    return sum(k in b.params and str(v) == str(b.params[k]) for k, v in a.params.items())
+
+
+def _ratio(num: float, den: float) -> float:
+    """num / den; NaN (shown as "-") when the baseline variant never reached the target
+    (den inf) or spent nothing."""
+    if math.isinf(den) or den == 0:
+        return math.nan
+    return num / den
+
+
+# -- the HTML page ----------------------------------------------------------------------------
+def write_report(analyses: Mapping[str, DatasetAnalysis], out_dir: Path,
+                 title: str = "optfarm report") -> list[Path]:
+    """Write the PNG figures, ``stats.json`` and ``report.html`` (figures inlined as
+    base64, so the page is one file) into ``out_dir``; returns the files written."""
+    from . import plots
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files: list[Path] = []
+    body = [f"<h1>{html.escape(title)}</h1>", _DEFINITIONS]
+    for name, a in analyses.items():
+        slug = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)
+        body.append(f"<h2>{html.escape(name)} ({'CNO' if a.metric == 'cno' else 'Accuracy_C'},"
+                    f" {sum(s['runs'] for s in a.stats.values())} runs)</h2>")
+        body.append(_table(_summary_rows(a)))
+        if a.metric == "cno":
+            figs = [plots.plot_cno(out_dir / f"cno_{slug}.png", name, a.cost_grid, a.curves),
+                    plots.plot_reach_cdf(out_dir / f"reach_{slug}.png", name,
+                                         {k: {t: v for t, v in r.items() if t != "cno<=1"}
+                                          for k, r in a.reach.items()})]
+        else:
+            figs = [plots.plot_accuracy(
+                out_dir / f"accuracy_{slug}.png", name, a.optimum,
+                {"cumulative exploration cost ($)":
+                     (a.cost_grid, {k: c["mean"] for k, c in a.curves.items()}),
+                 "cumulative exploration time (s)":
+                     (a.time_grid, {k: c["mean_by_time"] for k, c in a.curves.items()})})]
+        files += figs
+        body += [_img(f) for f in figs]
+    body += ["<h2>Recommendation latency</h2>", _table(_latency_rows(analyses))]
+    guindani = _guindani_rows(analyses)
+    if guindani:
+        body += ["<h2>Guindani et al. Table 1 metrics (means over seeds)</h2>", _table(guindani)]
+    papers = sorted(paper_rows(analyses), key=lambda r: (r["section"], r["paper"], r["where"]))
+    body.append("<h2>Published numbers beside ours</h2>")
+    body.append(_table(papers) if papers else
+                "<p>No published experiment matches this sweep's datasets and optimizers.</p>")
+    stats_path = out_dir / "stats.json"
+    stats_path.write_text(json.dumps({n: a.stats for n, a in analyses.items()}, indent=1,
+                                     default=_json_float))
+    page = out_dir / "report.html"
+    page.write_text(_PAGE.format(title=html.escape(title), body="\n".join(body)))
+    return files + [stats_path, page]
+
+
+def _summary_rows(a: DatasetAnalysis) -> list[dict[str, Any]]:
+    rows = []
+    for label, s in a.stats.items():
+        row = {"optimizer": label, "runs": s["runs"], "evaluations (median)": s["nex_median"],
+               "exploration cost (median)": s["exploration_cost_median"]}
+        if a.metric == "cno":
+            row.update({"final CNO p50": s["final_p50"], "final CNO p90": s["final_p90"]})
+        else:
+            row.update({"final Accuracy_C mean": s["final_mean"],
+                        "final Accuracy_C p50": s["final_p50"]})
+        for target in REACH[a.metric]:
+            row[f"cost to {target} p50 / p90"] = (f"{_fmt(s[f'reach_p50:{target}'])} / "
+                                                  f"{_fmt(s[f'reach_p90:{target}'])}")
+            row[f"time to {target} p50"] = s[f"reach_time_p50:{target}"]
+            row[f"reached {target}"] = f"{s[f'reach_frac:{target}']:.0%}"
+        rows.append(row)
+    return rows
+
+
+def _latency_rows(analyses: Mapping[str, DatasetAnalysis]) -> list[dict[str, Any]]:
+    """Ours per dataset and variant, with the paper's mean latency where one was published
+    (``farm.paper_latency``: other hardware, Java for Lynceus)."""
+    from .paper_latency import paper_latency
+
+    rows = []
+    for name, a in analyses.items():
+        for label, s in a.stats.items():
+            g = a.groups[label]
+            paper = paper_latency(g.optimizer, g.params, a.dataset)
+            rows.append({"dataset": name, "optimizer": label, "median (s)": s["latency_median_s"],
+                         "p90 (s)": s["latency_p90_s"], "mean (s)": s["latency_mean_s"],
+                         "model update mean (s)": s["model_fit_mean_s"],
+                         "paper mean (s)": paper.seconds if paper else None,
+                         "paper source": f"{paper.ref} ({paper.machine})" if paper else None})
+    return rows
+
+
+def _guindani_rows(analyses: Mapping[str, DatasetAnalysis]) -> list[dict[str, Any]]:
+    """Table 1 (``farm.guindani_metrics.table1``) for each section where the guindani
+    optimizer ran, over every variant there whose runs carry the recurring-job metrics; mean
+    feasible cost normalised to variant A's (else to the first variant's)."""
+    from .guindani_metrics import table1
+
+    rows = []
+    for name, a in analyses.items():
+        if not any(g.optimizer == "guindani" for g in a.groups.values()):
+            continue
+        runs = {label: [s["recurring_job"] for s in g.summaries if s.get("recurring_job")]
+                for label, g in a.groups.items()}
+        runs = {label: jobs for label, jobs in runs.items() if jobs}
+        if not runs:
+            continue
+        reference = next((label for label in runs if a.groups[label].params.get("variant")
+                          == "a"), next(iter(runs)))
+        rows += [{"section": name, "optimizer": r.pop("variant"), **r}
+                 for r in table1(runs, reference)]
+    return rows
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, (float, np.floating)):
+        if math.isnan(v):
+            return "-"
+        return "never" if math.isinf(v) else f"{v:.4g}"
+    return html.escape(str(v))
+
+
+def _json_float(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(f"not JSON serialisable: {o!r}")
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "<p>(none)</p>"
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{_fmt(r.get(c))}</td>" for c in cols) + "</tr>"
+                   for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _img(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<p><img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}"></p>'
+
+
+_DEFINITIONS = """<p>CNO: true cost of the recommended configuration over the cheapest feasible
+one's (Lynceus Sec. VI); a run without a truly feasible recommendation has CNO = inf (drawn at
+the top edge, "never" in tables). Curves are step functions of the cumulative exploration cost
+on a common grid per dataset; p50/p90 are over seeds. Accuracy_C: true accuracy if the
+recommendation meets the cost cap, else accuracy x C_max / cost (TrimTuner Sec. V). Cost/time
+to a target: cumulative exploration cost/time at the first step whose recommendation meets it
+("never" when a run did not; a p90 is "never" when more than 10% of runs did not).</p>"""
+
+_PAGE = """<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>{title}</title>
+<style>body{{font-family:sans-serif;margin:2em;max-width:1300px}}
+table{{border-collapse:collapse;margin:0.5em 0 1.5em}}td,th{{border:1px solid #ccc;
+padding:3px 8px;font-size:13px;text-align:right}}th{{background:#f0f0f0}}img{{max-width:100%}}
+</style></head><body>
+{body}
+</body></html>
+"""
+
+
+# -- a sweep folder ---------------------------------------------------------------------------
+def load_sweep(sweep_dir: Path, current: bool = False) -> tuple[pa.Table, list[dict]]:
+    """The finished runs of a sweep's results store (``farm.store``): their traces
+    concatenated, and their summaries. Failed runs are left out; with ``current``, so are runs
+    the stored spec no longer expands to (e.g. stored before an optimizer gained a
+    parameter, which changes run keys)."""
+    from .store import Store
+    from .sweep import expand, parse_spec
+
+    store = Store(sweep_dir)
+    spec = store.read_spec()
+    if spec is None:
+        raise ValueError(f"{sweep_dir} is not a sweep output folder (no sweep.json)")
+    done = sorted(store.finished())
+    if current:
+        keys = {r.run_key for r in expand(parse_spec(spec, str(sweep_dir)), str(sweep_dir))}
+        done = [key for key in done if key in keys]
+    if not done:
+        raise ValueError(f"{sweep_dir}: no finished run to report on")
+    summaries = [store.record(key)["summary"] for key in done]
+    traces = [store.trace(key) for key in done]  # older runs may lack newer columns
+    return pa.concat_tables(traces, promote_options="default"), summaries

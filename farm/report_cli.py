@@ -1,0 +1,170 @@
+"""``farm report`` and ``farm regress`` (added to the parser of ``farm.cli``).
+
+Exit codes: ``report`` 0 written, 2 bad input (not a sweep folder, no finished run);
+``regress`` 0 no regression (or baseline updated), 1 a quality regression or a failed run,
+2 bad input (spec, baseline file, output folder), each error on one line on stderr.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+__all__ = ["add_report_commands"]
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+DEFAULT_SPECS = ["sweeps/nightly.yaml", "sweeps/nightly-accuracy.yaml",
+                 "sweeps/nightly-guindani.yaml"]
+
+
+def _error(message: str) -> int:
+    print(f"farm: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def cmd_report(args) -> int:
+    from .report import analyse, load_sweep, write_report
+
+    sweep_dir = Path(args.sweep_dir)
+    try:
+        trace, summaries = load_sweep(sweep_dir, current=args.current)
+        analyses = analyse(trace, summaries)
+    except ValueError as e:
+        return _error(str(e))
+    out = Path(args.out) if args.out else sweep_dir / "report"
+    files = write_report(analyses, out, title=f"optfarm report: {sweep_dir.resolve().name}")
+    print(f"report of {len(summaries)} runs: {out / 'report.html'}")
+    for f in files:
+        if f.suffix == ".png":
+            print(f"  {f}")
+    if not args.no_tracking:
+        _log_to_mlflow(sweep_dir, files, args.tracking_uri)
+    return EXIT_OK
+
+
+def _log_to_mlflow(sweep_dir: Path, files: list[Path], uri: str | None) -> None:
+    """The report files become artifacts (folder ``report``) of the sweep's parent run."""
+    from .store import Store
+    from .tracking import Tracker
+
+    spec = Store(sweep_dir).read_spec() or {}
+    tracker = Tracker(sweep_dir, uri, (spec.get("tracking") or {}).get("experiment"),
+                      spec.get("name"))
+    if tracker.log_sweep_artifacts(files, "report"):
+        print(f"MLflow: logged {len(files)} report files to the sweep's run at {tracker.uri}")
+    else:
+        print(f"MLflow: the sweep has no parent run at {tracker.uri}; report not logged")
+
+
+def cmd_regress(args) -> int:
+    from .regress import (
+        BaselineError,
+        compare,
+        format_table,
+        quality_values,
+        read_baseline,
+        write_baseline,
+    )
+    from .sweep import SpecError, load_spec
+
+    try:
+        if not 0 < args.alpha < 1 or args.tolerance < 0:
+            raise BaselineError(f"--alpha must be in (0, 1) and --tolerance >= 0, got "
+                                f"{args.alpha:g} and {args.tolerance:g}")
+        specs = [load_spec(path) for path in args.specs]
+        names = [spec.name for spec in specs]
+        if len(set(names)) < len(names):
+            raise SpecError(f"the specs' names must differ (got {', '.join(names)})")
+        baseline = None if args.update_baseline else read_baseline(args.baseline)
+        out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="farm-regress-"))
+        if args.out and out.exists() and any(out.iterdir()):
+            raise BaselineError(f"--out {out} is not empty (a regression runs every run "
+                                "afresh)")
+    except (SpecError, BaselineError) as e:
+        return _error(str(e))
+    try:
+        summaries, failed = _run_specs(specs, args, out)
+    except SpecError as e:  # an unknown optimizer or parameter, found when expanding
+        return _error(str(e))
+    finally:
+        if not args.out:
+            shutil.rmtree(out, ignore_errors=True)
+    try:
+        current = quality_values(summaries)
+        if args.update_baseline:
+            if failed:
+                print(f"baseline not written: {failed} run(s) failed", file=sys.stderr)
+                return EXIT_FAILED
+            write_baseline(Path(args.baseline), current, " ".join(args.specs))
+            print(f"baseline written: {args.baseline} ({len(current)} entries, "
+                  f"{len(summaries)} runs)")
+            return EXIT_OK
+        rows = compare(baseline, current, alpha=args.alpha, tolerance=args.tolerance)
+    except BaselineError as e:
+        return _error(str(e))
+    print(format_table([r for r in rows if r.verdict != "not run"]))
+    not_run = sorted({r.key for r in rows if r.verdict == "not run"})
+    if not_run:
+        print(f"\nbaseline entries these specs do not run ({len(not_run)}): "
+              f"{', '.join(not_run)}")
+    regressions = [r for r in rows if r.verdict == "REGRESSION"]
+    print(f"\n{len(regressions)} regression(s), {failed} failed run(s) "
+          f"(one-sided Mann-Whitney U at alpha {args.alpha:g} and median change beyond "
+          f"{args.tolerance:.0%})")
+    return EXIT_FAILED if regressions or failed else EXIT_OK
+
+
+def _run_specs(specs, args, out: Path) -> tuple[list[dict], int]:
+    """Run each spec afresh into ``out/<spec name>``; the finished runs' summaries and the
+    number of failed runs (each reported on stderr)."""
+    from .runner import run_sweep
+    from .store import Store
+
+    summaries, failed = [], 0
+    for spec, path in zip(specs, args.specs):
+        result = run_sweep(spec, out / spec.name, source=path,
+                           backend="serial" if args.serial else None, tracking=False,
+                           progress=not args.no_progress)
+        store = Store(out / spec.name)
+        summaries += [store.record(key)["summary"] for key in sorted(store.finished())]
+        failed += result.failed
+        for f in result.failures:
+            s = f["spec"]
+            print(f"failed: {s['optimizer']} on {s['dataset']} seed {s['seed']}: "
+                  f"{f['error']}", file=sys.stderr)
+    return summaries, failed
+
+
+def add_report_commands(sub) -> None:
+    r = sub.add_parser("report", help="plots and one HTML page, in the papers' form, of a sweep")
+    r.add_argument("sweep_dir", help="the sweep's output folder")
+    r.add_argument("--out", help="output folder (default SWEEP_DIR/report)")
+    r.add_argument("--current", action="store_true",
+                   help="only the runs the sweep's spec expands to now (leave out runs stored "
+                   "under older optimizer parameters)")
+    r.add_argument("--tracking-uri", help="MLflow tracking URI (default $MLFLOW_TRACKING_URI, "
+                   "else the folder's sqlite)")
+    r.add_argument("--no-tracking", action="store_true",
+                   help="do not log the report to the sweep's MLflow run")
+    r.set_defaults(func=cmd_report)
+
+    g = sub.add_parser("regress", help="run a sweep and compare optimizer quality over seeds "
+                       "with a baseline; exit 1 on a regression")
+    g.add_argument("specs", nargs="*", default=DEFAULT_SPECS, metavar="SPEC",
+                   help=f"sweep specs, run one after the other (default "
+                   f"{' '.join(DEFAULT_SPECS)})")
+    g.add_argument("--baseline", required=True, metavar="FILE",
+                   help="baseline JSON with per-seed values (sweeps/nightly-baseline.json)")
+    g.add_argument("--update-baseline", action="store_true",
+                   help="write FILE from this run instead of comparing")
+    g.add_argument("--alpha", type=float, default=0.01,
+                   help="significance of the one-sided Mann-Whitney U test (default 0.01)")
+    g.add_argument("--tolerance", type=float, default=0.10,
+                   help="relative change of the median allowed (default 0.10)")
+    g.add_argument("--out", help="keep the sweeps in this (new or empty) folder, one "
+                   "subfolder per spec name, e.g. for `farm report`; default a temporary folder")
+    g.add_argument("--serial", action="store_true", help="run in this process, without Ray")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g.set_defaults(func=cmd_regress)

@@ -1,0 +1,272 @@
+"""Sweep specs: datasets x optimizers (with parameter grids) x seeds, expanded into run specs.
+
+A spec is YAML (``sweeps/*.yaml``) or the same dictionary built from the command line
+(``farm sweep --datasets A,B --optimizers X,Y --seeds N``)::
+
+    name: quickstart
+    datasets:                       # names, or {name, problem, limits} for per-dataset overrides
+      - synthetic
+    optimizers:
+      - name: random
+        params: {n_init: [1, 3]}    # a list sweeps the values (grid); a scalar fixes one
+    seeds: 10                       # N (seeds 0..N-1), a list, or {start: S, count: N}
+    problem: {objective: min cost, constraints: ["time<=300"]}
+    limits: {iterations: 30, budget: 50.0}
+    aggregate: sample
+    runtime: {max_in_flight: 4, max_retries: 2, executor: serial, chunk_size: 0, backend: ray}
+    tracking: {enabled: true, uri: null, experiment: null}
+
+The schema is validated with pydantic; every error is one line naming the offending key
+(``optimizers[1].params.la: ...``). Optimizer names and parameters are checked against the
+optimizer registry when the sweep is expanded (``expand``), so a spec may name optimizers that
+another module registers later. Each run's key is ``farm.spec.RunSpec.run_key`` (a hash of the
+fully resolved run), so expansion is stable and de-duplicated.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from optimizers.base import ParameterError
+from oracle.problem import Constraint, Objective
+
+from .spec import RunSpec
+
+__all__ = ["SpecError", "SweepSpec", "expand", "inline_spec", "load_spec", "parse_spec"]
+
+Scalar = bool | int | float | str
+
+
+class SpecError(ValueError):
+    """A sweep spec is malformed; the message is one line naming the key."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ProblemOverrides(_Model):
+    objective: str | None = None
+    constraints: list[str] | None = None
+
+    @field_validator("objective")
+    @classmethod
+    def _objective(cls, v):
+        if v is not None:
+            Objective.parse(v)
+        return v
+
+    @field_validator("constraints")
+    @classmethod
+    def _constraints(cls, v):
+        for c in v or ():
+            Constraint.parse(c)
+        return v
+
+
+class Limits(_Model):
+    iterations: int | None = Field(None, ge=1)
+    budget: float | None = Field(None, gt=0)
+
+
+class DatasetEntry(_Model):
+    name: str = Field(min_length=1)
+    problem: ProblemOverrides | None = None
+    limits: Limits | None = None
+
+
+class OptimizerEntry(_Model):
+    name: str = Field(min_length=1)
+    params: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
+
+    @field_validator("params")
+    @classmethod
+    def _grids_not_empty(cls, v):
+        for k, values in v.items():
+            if isinstance(values, list) and not values:
+                raise ValueError(f"parameter {k!r} has an empty list of values")
+        return v
+
+    def grid(self) -> list[dict[str, Scalar]]:
+        """Every combination of the listed parameter values (the Cartesian product)."""
+        names = sorted(self.params)
+        axes = [v if isinstance(v, list) else [v] for v in (self.params[n] for n in names)]
+        return [dict(zip(names, combo)) for combo in itertools.product(*axes)]
+
+
+class SeedRange(_Model):
+    start: int = Field(0, ge=0)
+    count: int = Field(ge=1)
+
+
+class Runtime(_Model):
+    max_in_flight: int = Field(0, ge=0)   # 0: the cluster's CPU count
+    max_retries: int = Field(2, ge=0)     # re-runs of a run whose actor died
+    executor: Literal["serial", "ray"] = "serial"   # the optimizers' inner work
+    chunk_size: int = Field(0, ge=0)      # items per Ray task (0: spread over the cluster)
+    backend: Literal["ray", "serial"] = "ray"       # serial: in-process, no Ray
+
+
+class Tracking(_Model):
+    enabled: bool = True
+    uri: str | None = None                # None: $MLFLOW_TRACKING_URI or sqlite in the out dir
+    experiment: str | None = None         # None: the sweep's name
+
+
+class SweepSpec(_Model):
+    name: str = Field(min_length=1)
+    datasets: list[str | DatasetEntry] = Field(min_length=1)
+    optimizers: list[str | OptimizerEntry] = Field(min_length=1)
+    seeds: int | list[int] | SeedRange = 1
+    problem: ProblemOverrides = Field(default_factory=ProblemOverrides)
+    limits: Limits = Field(default_factory=Limits)
+    aggregate: Literal["sample", "mean"] = "sample"
+    runtime: Runtime = Field(default_factory=Runtime)
+    tracking: Tracking = Field(default_factory=Tracking)
+    description: str = ""
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v):
+        if isinstance(v, int) and v < 1:
+            raise ValueError("must be a positive number of seeds, a list or {start, count}")
+        if isinstance(v, list) and (not v or min(v) < 0 or len(set(v)) != len(v)):
+            raise ValueError("must list distinct non-negative seeds")
+        return v
+
+    def seed_list(self) -> list[int]:
+        if isinstance(self.seeds, int):
+            return list(range(self.seeds))
+        if isinstance(self.seeds, SeedRange):
+            return list(range(self.seeds.start, self.seeds.start + self.seeds.count))
+        return list(self.seeds)
+
+    def dataset_entries(self) -> list[DatasetEntry]:
+        return [DatasetEntry(name=d) if isinstance(d, str) else d for d in self.datasets]
+
+    def optimizer_entries(self) -> list[OptimizerEntry]:
+        return [OptimizerEntry(name=o) if isinstance(o, str) else o for o in self.optimizers]
+
+
+def _key_path(loc: tuple) -> str:
+    """pydantic's error location as the user wrote it: ``optimizers[1].params.la``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not _is_branch(part):
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def parse_spec(data: Any, source: str = "spec") -> SweepSpec:
+    """Validate a spec dictionary; raises SpecError naming the first offending key."""
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}: a sweep spec is a mapping of keys, got {type(data).__name__}")
+    try:
+        return SweepSpec.model_validate(data)
+    except ValidationError as e:
+        err = _most_specific(e.errors())
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif err["type"] == "missing":
+            msg = "required key is missing"
+        raise SpecError(f"{source}: {_key_path(err['loc'])}: {msg}") from None
+
+
+def _most_specific(errors: list[dict]) -> dict:
+    """The error to report: an unknown key first (usually a typo of a missing one), else the
+    one that went deepest into the data (of a union, the branch the user meant). When every
+    branch of a union failed at the same key, say so instead of quoting one branch."""
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    if unknown:
+        return unknown[0]
+    def depth(err):
+        return sum(1 for p in err["loc"] if not _is_branch(p))
+    best = max(errors, key=depth)
+    same = [e for e in errors if _key_path(e["loc"]) == _key_path(best["loc"])]
+    if len(same) > 1:
+        return {**best, "type": "union", "msg": f"{best['input']!r} is not an allowed value"}
+    return best
+
+
+def _is_branch(part) -> bool:
+    return isinstance(part, str) and (part in ("str", "int", "float", "bool", "SeedRange",
+                                               "DatasetEntry", "OptimizerEntry")
+                                      or part.startswith(("list[", "union[", "function-")))
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    """Read and validate a YAML sweep spec."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"{path}: no such sweep spec")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise SpecError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+    return parse_spec(data, str(path))
+
+
+def inline_spec(datasets: str, optimizers: str, seeds: int, *, name: str = "inline",
+                iterations: int | None = None, budget: float | None = None,
+                params: dict[str, dict[str, Scalar]] | None = None) -> SweepSpec:
+    """The spec of ``farm sweep --datasets A,B --optimizers X,Y --seeds N``."""
+    params = params or {}
+    opts = [{"name": o, "params": params.get(o, {})} for o in _split(optimizers)]
+    unknown = sorted(set(params) - {o["name"] for o in opts})
+    if unknown:
+        raise SpecError(f"--param {unknown[0]}.*: optimizer {unknown[0]!r} is not in --optimizers")
+    return parse_spec({"name": name, "datasets": _split(datasets), "optimizers": opts,
+                       "seeds": seeds, "limits": {"iterations": iterations, "budget": budget}},
+                      "inline sweep")
+
+
+def _split(text: str) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def expand(spec: SweepSpec, source: str = "spec") -> list[RunSpec]:
+    """The runs of a sweep in a stable order (dataset, optimizer, grid point, seed), each
+    resolved (optimizer defaults filled in) and de-duplicated by run key. Unknown optimizers
+    or parameters raise SpecError naming the entry."""
+    from optimizers.registry import get
+
+    runs: dict[str, RunSpec] = {}
+    for oi, opt in enumerate(spec.optimizer_entries()):
+        try:
+            get(opt.name)
+        except ParameterError as e:
+            raise SpecError(f"{source}: optimizers[{oi}].name: {e}") from None
+    for d in spec.dataset_entries():
+        # a dataset's own problem / limits keys override the sweep's, key by key
+        problem = d.problem or spec.problem
+        limits = Limits(**{**spec.limits.model_dump(),
+                           **(d.limits.model_dump(exclude_none=True) if d.limits else {})})
+        for oi, opt in enumerate(spec.optimizer_entries()):
+            for point in opt.grid():
+                for seed in spec.seed_list():
+                    run = RunSpec(dataset=d.name, optimizer=opt.name, seed=seed, params=point,
+                                  budget=limits.budget, iterations=limits.iterations,
+                                  objective=problem.objective or spec.problem.objective,
+                                  constraints=_constraints(problem, spec.problem),
+                                  aggregate=spec.aggregate)
+                    try:
+                        run = run.resolved()
+                    except ParameterError as e:
+                        raise SpecError(f"{source}: optimizers[{oi}].params: {e}") from None
+                    runs.setdefault(run.run_key, run)
+    return list(runs.values())
+
+
+def _constraints(own: ProblemOverrides, sweep: ProblemOverrides) -> tuple[str, ...] | None:
+    chosen = own.constraints if own.constraints is not None else sweep.constraints
+    return None if chosen is None else tuple(chosen)

@@ -1,0 +1,140 @@
+"""``farm sweep``, ``farm sync`` and ``farm bench-farm`` (added to the parser of ``farm.cli``).
+
+Exit codes: 0 every run of the sweep is done; 1 some runs failed (recorded in the index with
+their error, retried on the next invocation); 2 bad input (spec, dataset, optimizer or
+parameter), on one line on stderr; 130 interrupted (finished runs are kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["add_sweep_commands"]
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _param_overrides(pairs) -> dict[str, dict[str, str]]:
+    from .sweep import SpecError
+
+    out: dict[str, dict[str, str]] = {}
+    for p in pairs or ():
+        name, _, value = p.partition("=")
+        optimizer, dot, key = name.partition(".")
+        if not (dot and key and _):
+            raise SpecError(f"--param {p!r} is not of the form optimizer.key=value")
+        out.setdefault(optimizer.strip(), {})[key.strip()] = value.strip()
+    return out
+
+
+def cmd_sweep(args) -> int:
+    from .sweep import SpecError, inline_spec, load_spec
+
+    try:
+        if args.spec:
+            if args.datasets or args.optimizers:
+                raise SpecError("give a SPEC file or --datasets/--optimizers, not both")
+            spec, source = load_spec(args.spec), args.spec
+        else:
+            if not (args.datasets and args.optimizers):
+                raise SpecError("give a SPEC file, or --datasets and --optimizers")
+            spec = inline_spec(args.datasets, args.optimizers, args.seeds or 1,
+                               name=args.name or "inline", iterations=args.iterations,
+                               budget=args.budget, params=_param_overrides(args.param))
+            source = "inline sweep"
+        out = Path(args.out or Path("sweeps-out") / spec.name)
+        return _run(spec, source, out, args)
+    except SpecError as e:
+        print(f"farm: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def _run(spec, source, out, args) -> int:
+    if args.address:  # before Ray is imported (see farm.ray_runtime)
+        os.environ["RAY_ADDRESS"] = args.address
+    from .cli import _print_table
+    from .runner import SUMMARY_COLUMNS, run_sweep, summary_rows
+    from .store import Store
+
+    report = run_sweep(spec, out, source=source, address=args.address,
+                       backend="serial" if args.serial else None,
+                       max_in_flight=args.max_in_flight,
+                       tracking=False if args.no_tracking else None,
+                       tracking_uri=args.tracking_uri, progress=not args.no_progress)
+    print(f"\nsweep {spec.name}: {len(report.runs)} runs, {report.skipped} already done, "
+          f"{report.done} run now, {report.failed} failed ({report.wall_s:.1f} s) -> {out}")
+    _print_table(summary_rows(Store(out), report.runs), SUMMARY_COLUMNS)
+    for f in report.failures[:10]:
+        s = f["spec"]
+        print(f"failed: {s['optimizer']} on {s['dataset']} seed {s['seed']} "
+              f"({f['run_key']}): {f['error']}", file=sys.stderr)
+    if report.tracking_uri:
+        state = "offline, run `farm sync` later" if report.tracking_offline else "ok"
+        print(f"MLflow: {report.tracking_uri} ({state})")
+    return EXIT_OK if report.complete else EXIT_FAILED
+
+
+def cmd_sync(args) -> int:
+    from .store import Store
+    from .tracking import sweep_uri, sync
+
+    if Store(args.dir).read_spec() is None:
+        print(f"farm: error: {args.dir}: not a sweep output folder (no sweep.json)",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    uploaded, missing = sync(args.dir, args.tracking_uri, args.experiment)
+    print(f"synced {uploaded} runs to {sweep_uri(args.dir, args.tracking_uri)}"
+          + (f"; {missing} could not be uploaded" if missing else ""))
+    return EXIT_FAILED if missing else EXIT_OK
+
+
+def cmd_bench_farm(args) -> int:
+    from .bench import main as bench_main
+
+    return bench_main(args)
+
+
+def add_sweep_commands(sub) -> None:
+    s = sub.add_parser("sweep", help="run a sweep (a YAML spec, or inline) on Ray; resumable",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Run every (dataset, optimizer, parameters, seed) of a sweep."
+                       "\nRe-running skips the runs already finished in --out.")
+    s.add_argument("spec", nargs="?", help="sweep spec (sweeps/*.yaml)")
+    s.add_argument("--datasets", help="inline sweep: comma list of datasets")
+    s.add_argument("--optimizers", help="inline sweep: comma list of optimizers")
+    s.add_argument("--seeds", type=int, help="inline sweep: seeds 0..N-1 (default 1)")
+    s.add_argument("--iterations", type=int, help="inline sweep: max evaluations per run")
+    s.add_argument("--budget", type=float, help="inline sweep: exploration budget per run")
+    s.add_argument("--param", action="append", metavar="OPT.KEY=VALUE",
+                   help="inline sweep: optimizer parameter (repeatable)")
+    s.add_argument("--name", help="inline sweep: its name (default 'inline')")
+    s.add_argument("--out", help="output folder (default sweeps-out/NAME)")
+    s.add_argument("--address", help="Ray cluster to join, or 'auto' for the one started on "
+                   "this machine by `ray start` (default $RAY_ADDRESS, else a local Ray)")
+    s.add_argument("--max-in-flight", type=int, help="runs at once (default: cluster CPUs)")
+    s.add_argument("--serial", action="store_true", help="run in this process, without Ray")
+    s.add_argument("--tracking-uri", help="MLflow tracking URI (default $MLFLOW_TRACKING_URI, "
+                   "else sqlite:///OUT/mlflow.db)")
+    s.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_sweep)
+
+    y = sub.add_parser("sync", help="upload a sweep's stored runs to MLflow (those not there)")
+    y.add_argument("dir", help="the sweep's output folder")
+    y.add_argument("--tracking-uri", help="default the spec's, else $MLFLOW_TRACKING_URI, else "
+                   "the folder's sqlite")
+    y.add_argument("--experiment", help="default the sweep's")
+    y.set_defaults(func=cmd_sync)
+
+    b = sub.add_parser("bench-farm", help="farm overhead vs the in-process loop, and 1 vs 2 "
+                       "workers throughput (see farm.bench)")
+    b.add_argument("--runs", type=int, default=200, help="runs in the sweep (default 200)")
+    b.add_argument("--dataset", default="synthetic")
+    b.add_argument("--optimizer", default="random")
+    b.add_argument("--iterations", type=int, help="max evaluations per run (default: all)")
+    b.add_argument("--workers", type=int, default=2, help="workers of the throughput case")
+    b.add_argument("--repeats", type=int, default=3, help="interleaved repeats (best kept)")
+    b.set_defaults(func=cmd_bench_farm)

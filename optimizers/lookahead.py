@@ -1,0 +1,110 @@
+"""Budget-aware look-ahead over exploration paths (Lynceus Algorithm 2, OBOL, Nephele).
+
+``ExplorePaths(state, x, l)``: the reward R of a path starting with x is EIc(x) and its cost C
+the predicted mean cost of x; if l > 0, x's cost distribution is discretised by K
+Gauss-Hermite nodes (c_i, w_i); each node gives a simulated state (x added with cost c_i,
+budget - c_i, x no longer untested) on which the model is refitted, the next step x' is the
+greedy argmax of EIc over the budget-feasible untested set, and the sub-path rooted at x'
+adds ``w_i c`` to C (``gamma w_i c`` for OBOL) and ``gamma w_i r`` to R [Lynceus Alg. 2].
+With an accuracy model (Nephele) each cost node is crossed with ``k_acc`` nodes on accuracy
+(bivariate quadrature) [Mendes19 ch. 3]: the accuracy nodes set the simulated run's
+feasibility (hence the simulated incumbent); the accuracy model itself is not refitted along
+a path (with the default single node, the predicted mean, a refit would barely move it).
+
+The recursion and every refit run inside one numba kernel per chunk of first-step candidates:
+``explore_chunk(context, chunk)`` is the module-level function the optimizer hands to its
+executor. The refits of a given depth share one random key (common random numbers), so the
+rewards of different first steps differ only through the simulated points, and a chunk's
+result does not depend on which other candidates share its chunk.
+
+References:
+    [Lynceus] Casimiro et al. Lynceus, ICDCS 2020, Sec. V-A and V-C (Algorithms 1-2).
+    [OBOL] Casimiro et al., seed 004 (path cost discounted too).
+    [Mendes19] P. Mendes, MSc thesis, IST 2019, ch. 3 (Nephele).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .models._kernels import BUDGET_CONFIDENCE, explore_many, root_level
+
+__all__ = ["BUDGET_CONFIDENCE", "PathContext", "explore_chunk", "level_predictions"]
+
+
+
+@dataclass(frozen=True)
+class PathContext:
+    """Everything a worker needs to score exploration paths (shipped once per step).
+
+    Training rows of the cost model are ``Xc[:nc], yc[:nc]``, of the accuracy model
+    ``Xa[:na], ya[:na]`` (``na = 0``: no accuracy model; it is not refitted along paths). Candidates are the rows of ``F``
+    with their price per second; ``untested`` marks the ones that may be explored.
+    Constraints: cost <= time_max x price, cost <= cost_max, accuracy >= acc_min (inf / -inf
+    when absent). ``best`` is the incumbent's cost (inf: no feasible observation yet) and
+    ``worst`` the largest cost in the training set (the incumbent rule of Lynceus).
+    """
+
+    Xc: np.ndarray
+    yc: np.ndarray
+    nc: int
+    Xa: np.ndarray
+    ya: np.ndarray
+    na: int
+    F: np.ndarray
+    price: np.ndarray
+    untested: np.ndarray
+    budget: float
+    time_max: float
+    cost_max: float
+    acc_min: float
+    best: float
+    worst: float
+    gh_t: np.ndarray
+    gh_w: np.ndarray
+    gha_t: np.ndarray
+    gha_w: np.ndarray
+    la: int
+    gamma: float
+    discount_cost: bool
+    key: int
+    n_trees: int
+    n_trees_acc: int
+    max_features: int
+    floor_rel: float
+
+
+def _buffers(ctx: PathContext):
+    """Private copies of the training arrays with room for the simulated points."""
+    Xc = np.zeros((ctx.nc + ctx.la + 1, ctx.F.shape[1]))
+    Xc[:ctx.nc] = ctx.Xc[:ctx.nc]
+    yc = np.zeros(ctx.nc + ctx.la + 1)
+    yc[:ctx.nc] = ctx.yc[:ctx.nc]
+    return Xc, yc, np.ascontiguousarray(ctx.Xa, dtype=float), np.ascontiguousarray(ctx.ya,
+                                                                                   dtype=float)
+
+
+def explore_chunk(ctx: PathContext, first) -> np.ndarray:
+    """(len(first), 2) array of (R_x, C_x) = ExplorePaths(state, x, LA) for the candidate
+    indices ``first`` (rows of ``ctx.F``). A pure function of (ctx, x) per row."""
+    Xc, yc, Xa, ya = _buffers(ctx)
+    return explore_many(np.asarray(first, dtype=np.int64), ctx.la, Xc, yc, ctx.nc, Xa, ya,
+                         ctx.na, ctx.F, ctx.price, ctx.untested.copy(), ctx.budget,
+                         ctx.time_max, ctx.cost_max, ctx.acc_min, ctx.best, ctx.worst,
+                         ctx.gh_t, ctx.gh_w, ctx.gha_t, ctx.gha_w, ctx.gamma, ctx.discount_cost,
+                         np.uint64(ctx.key), ctx.n_trees, ctx.n_trees_acc, ctx.max_features,
+                         ctx.floor_rel)
+
+
+def level_predictions(ctx: PathContext):
+    """The current state's model at every candidate: (mu_c, sd_c, mu_a, sd_a, eic, argmax),
+    with eic = -1 outside the budget filter. The same numbers the paths start from."""
+    Xc, yc, Xa, ya = _buffers(ctx)
+    out = root_level(0, Xc, yc, ctx.nc, Xa, ya, ctx.na, ctx.F, ctx.price, ctx.untested, ctx.budget,
+                ctx.time_max, ctx.cost_max, ctx.acc_min, ctx.best, ctx.worst,
+                np.uint64(ctx.key), ctx.n_trees, ctx.n_trees_acc, ctx.max_features,
+                ctx.floor_rel)
+    mu_c, sd_c, mu_a, sd_a, eic, arg = out[5:]
+    return mu_c[0], sd_c[0], mu_a, sd_a, eic[0], int(arg)

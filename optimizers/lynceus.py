@@ -1,0 +1,327 @@
+"""Lynceus: budget-aware, long-sighted constrained BO with timeouts, and its relatives.
+
+``Lynceus`` follows Algorithms 1-2 of [Lynceus]: an LHS bootstrap of N = max(3% of |space|,
+#dimensions) configurations; then at each step the budget filter Gamma (configurations whose
+cost stays within the remaining budget with probability >= 0.99), the exploration paths of
+every x in Gamma with look-ahead LA (``optimizers.lookahead``), the argmax of R_x / C_x, and
+the stops: Gamma empty, or marginal reward (the largest EIc in Gamma below 1% of the
+incumbent cost, "EIc below 1% for all unexplored configurations", Sec. IV-A). Runs of
+configurations are timed out once they cost more than the incumbent (Sec. V-B); what the model
+is fed for a timed-out run is the ``timeout`` policy of Sec. VI-E:
+
+- ``none``: no time cap, the full run is observed;
+- ``tg``: cap at C(x*)/U(x), feed E[C(x) | C(x) > C(x*)] of the cost model (truncated Gaussian);
+- ``ideal``: the same cap (so the same charge) but feed the run's true full cost: the
+  suggestion carries ``info["reveal_full"] = True`` and the loop adds the full cost to the
+  observation as ``extra["full_cost"]`` (a simulation-only oracle, as in the paper);
+- ``no-info``: cap at 2 C(x*)/U(x) (iTuned), feed nothing;
+- ``max-cost``: cap at C(x*)/U(x), feed the largest cost seen so far;
+- ``linear``: cap at C(x*)/U(x), extrapolate the accuracy curve seen so far
+  (``extra["acc_curve"]``, one point every ``curve_interval_s``) linearly to
+  ``target_accuracy`` and feed (that time) x U(x).
+
+The recommendation is the cheapest *fully run* configuration observed to meet the constraints.
+
+Variants in this module: ``EIcUSD`` (LA = 0, no timeout: BO with EIc per predicted dollar),
+``Obol`` (seed 004: no timeout, finite budget, 5 random initial samples, path cost discounted
+by gamma too, LA up to 5) and ``CherryPickTrees`` (argmax EIc with the same trees, budget
+filter and initial samples, the baseline of seed 004).
+
+References:
+    [Lynceus] Casimiro et al. Lynceus: Cost-efficient tuning and provisioning of data analytic
+        jobs. ICDCS 2020. Sec. IV-V, Algorithms 1-2, Sec. VI.
+    [OBOL] Casimiro et al., seed 004 (Portuguese), the budget-limited precursor.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from oracle.oracle import Observation
+
+from .acquisition.analytic import gauss_hermite, truncated_gaussian_mean
+from .acquisition.cost_aware import timeout_cap
+from .base import Optimizer, Param, Suggestion
+from .lookahead import PathContext, explore_chunk, level_predictions
+from .models.trees import default_max_features
+
+__all__ = ["TIMEOUT_POLICIES", "CherryPickTrees", "EIcUSD", "Lynceus", "Obol"]
+
+TIMEOUT_POLICIES = ("none", "tg", "ideal", "no-info", "max-cost", "linear")
+
+_COMMON = (
+    Param("k", 3, "Gauss-Hermite nodes per simulated cost", low=1, high=10),
+    Param("gamma", 0.9, "discount of future rewards along a path", low=0.0, high=1.0),
+    Param("n_trees", 10, "trees in the bagging ensemble", low=1, high=200),
+    Param("max_features", 0, "features tried per split (0: floor(log2 d) + 1)", low=0),
+    Param("std_floor", 1e-3, "predictive std floor, relative to the targets' std", low=0.0),
+    Param("stop_threshold", 0.01, "stop when every EIc is below this x incumbent cost",
+          low=0.0),
+    Param("path_chunks", 4, "chunks of first-step candidates handed to the executor", low=1),
+)
+
+
+class Lynceus(Optimizer):
+    """Lynceus [Lynceus Alg. 1-2]: see the module docstring."""
+
+    name = "lynceus"
+    summary = "budget-aware look-ahead BO on bagged trees with timeouts (Lynceus, ICDCS'20)"
+    params = (
+        Param("la", 2, "look-ahead window (extra steps after the first)", low=0, high=3),
+        Param("timeout", "tg", "timeout policy for sub-optimal runs", choices=TIMEOUT_POLICIES),
+        *_COMMON,
+        Param("n_init", 0, "bootstrap size (0: max(3% of the space, #dimensions))", low=0),
+        Param("init", "lhs", "bootstrap design", choices=("lhs", "random")),
+        Param("target_accuracy", 0.85, "accuracy the linear policy extrapolates to",
+              low=0.0, high=1.0),
+        Param("curve_interval_s", 30.0, "seconds between accuracy-curve points (linear)",
+              low=0.0),
+    )
+    discount_cost = False          # OBOL also discounts the cost of future steps
+    select_by = "reward_per_cost"  # argmax R/C; CherryPick-style baselines: argmax R
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._setup_candidates()
+        self._untested = np.ones(len(self._cand_config), dtype=bool)
+        self._cost_rows: list[int] = []
+        self._cost_y: list[float] = []
+        self._acc_rows: list[int] = []
+        self._acc_y: list[float] = []
+        self._init_queue: list[int] | None = None
+        c = self.problem
+        t, cost, acc = (c.constraint_on(m) for m in ("time", "cost", "accuracy"))
+        if c.objective.metric != "cost" or c.objective.direction != "min":
+            raise ValueError(f"{self.name}: the objective must be 'min cost', got "
+                             f"{c.objective}")
+        for con, op in ((t, "<="), (cost, "<="), (acc, ">=")):
+            if con is not None and con.op != op:
+                raise ValueError(f"{self.name}: constraint {con} is not supported (expected "
+                                 f"{con.metric}{op}threshold)")
+        self._time_max = t.threshold if t else math.inf
+        self._cost_max = cost.threshold if cost else math.inf
+        self._acc_min = acc.threshold if acc else -math.inf
+        self._gh = gauss_hermite(self.config.get("k", 1))
+        self._gha = gauss_hermite(self._k_acc())
+
+    # -- candidates --------------------------------------------------------------------------
+    def _setup_candidates(self) -> None:
+        """Candidates are the configurations at full data size (s = 1)."""
+        n = self.space.n_configs
+        self._cand_config = np.arange(n)
+        self._cand_fid = np.ones(n)
+        self._features = np.ascontiguousarray(self.space.features, dtype=float)
+        self._price = np.ascontiguousarray(self.space.price_per_s, dtype=float)
+
+    def _k_acc(self) -> int:
+        return 1
+
+    def _n_trees_acc(self) -> int:
+        return self.config["n_trees"]
+
+    def _candidate(self, config_id: int, fidelity: float) -> int:
+        return int(config_id)
+
+    def _suggestion(self, cand: int, **kwargs) -> Suggestion:
+        return Suggestion(int(self._cand_config[cand]), float(self._cand_fid[cand]), **kwargs)
+
+    # -- Algorithm 1 ------------------------------------------------------------------------
+    def _bootstrap(self) -> list[int]:
+        """N = max(3% of |space|, #dimensions) configurations by LHS [Lynceus Sec. VI-B]."""
+        n = self.config["n_init"] or max(math.ceil(0.03 * self.space.n_configs),
+                                         len(self.space.dimensions))
+        if self.config["init"] == "random":
+            return [int(c) for c in self.rng.permutation(len(self._cand_config))[:n]]
+        return self.lhs_configs(n)
+
+    def suggest(self) -> Suggestion | None:
+        remaining = self.problem.budget - self.spent
+        if remaining <= 0:
+            return None
+        if self._init_queue is None:
+            self._init_queue = self._bootstrap()
+        while self._init_queue:
+            cand = self._init_queue.pop(0)
+            if self._untested[cand]:
+                return self._suggestion(cand, phase="init")
+        if not self._untested.any() or not self._cost_y:
+            return None
+        return self.next_config(remaining)
+
+    def next_config(self, remaining: float) -> Suggestion | None:
+        """NextConfig [Lynceus Alg. 1 l. 22-31]."""
+        ctx = self._context(remaining)
+        mu, sd, _, _, eic, _ = level_predictions(ctx)
+        gamma_set = np.flatnonzero(eic >= 0)
+        if len(gamma_set) == 0:
+            return None
+        ystar = self._ei_reference(ctx, sd)
+        if eic[gamma_set].max() < self.config["stop_threshold"] * ystar:
+            return None
+        if ctx.la == 0:
+            reward, cost = eic[gamma_set], mu[gamma_set]
+        else:
+            chunks = [c for c in np.array_split(gamma_set, self.config.get("path_chunks", 1)) if len(c)]
+            rc = np.vstack(self.executor.map(explore_chunk, chunks, ctx))
+            reward, cost = rc[:, 0], rc[:, 1]
+        score = reward / np.maximum(cost, 1e-300) if self.select_by == "reward_per_cost" \
+            else reward
+        j = int(np.argmax(score))
+        cand = int(gamma_set[j])
+        info = {"reward": float(reward[j]), "path_cost": float(cost[j]),
+                "eic": float(eic[cand]), "mu_cost": float(mu[cand]), "sd_cost": float(sd[cand]),
+                "incumbent_cost": ctx.best}
+        return self._with_timeout(cand, mu[cand], sd[cand], ctx.best, info)
+
+    def _ei_reference(self, ctx: PathContext, sd: np.ndarray) -> float:
+        """y*: the incumbent's cost, or the worst observed cost + 3 max sigma over the
+        untested candidates when no feasible run is known [Lynceus Sec. IV-A]."""
+        if math.isfinite(ctx.best):
+            return ctx.best
+        return ctx.worst + 3.0 * float(sd[self._untested].max())
+
+    def _context(self, remaining: float) -> PathContext:
+        rows = np.asarray(self._cost_rows, dtype=np.int64)
+        acc_rows = np.asarray(self._acc_rows, dtype=np.int64)
+        has_acc = math.isfinite(self._acc_min) and len(acc_rows) > 0
+        d = self._features.shape[1]
+        return PathContext(
+            Xc=self._features[rows], yc=np.asarray(self._cost_y, dtype=float), nc=len(rows),
+            Xa=self._features[acc_rows] if has_acc else np.zeros((0, d)),
+            ya=np.asarray(self._acc_y, dtype=float) if has_acc else np.zeros(0),
+            na=len(acc_rows) if has_acc else 0,
+            F=self._features, price=self._price, untested=self._untested.copy(),
+            budget=float(remaining), time_max=self._time_max, cost_max=self._cost_max,
+            acc_min=self._acc_min, best=self._incumbent_cost(),
+            worst=float(max(self._cost_y)), gh_t=self._gh[0], gh_w=self._gh[1],
+            gha_t=self._gha[0], gha_w=self._gha[1], la=self._la(), gamma=self.config.get("gamma", 0.0),
+            discount_cost=self.discount_cost, key=int(self.rng.integers(2**63)),
+            n_trees=self.config["n_trees"], n_trees_acc=self._n_trees_acc(),
+            max_features=default_max_features(d, self.config["max_features"] or None),
+            floor_rel=self.config["std_floor"])
+
+    def _la(self) -> int:
+        return self.config["la"]
+
+    # -- timeouts (Sec. V-B, VI-E) ---------------------------------------------------------
+    def _policy(self) -> str:
+        return self.config.get("timeout", "none")
+
+    def _with_timeout(self, cand: int, mu: float, sd: float, best: float,
+                      info: dict) -> Suggestion:
+        policy = self._policy()
+        cap = None
+        if policy != "none":
+            factor = 2.0 if policy == "no-info" else 1.0
+            cap = timeout_cap(best, float(self._price[cand]), factor)
+        if cap is not None:
+            info = {**info, "timeout": policy, "tg_mu": mu, "tg_sigma": sd}
+            if policy == "ideal":
+                info["reveal_full"] = True
+        return self._suggestion(cand, time_cap=cap, phase="search", info=info)
+
+    def _observe(self, suggestion: Suggestion, observation: Observation) -> None:
+        cand = self._candidate(suggestion.config_id, suggestion.fidelity)
+        self._untested[cand] = False
+        capped = (suggestion.time_cap is not None and observation.timed_out
+                  and observation.time >= suggestion.time_cap * (1 - 1e-9))
+        fed = self._fed_cost(suggestion, observation, cand) if capped else observation.cost
+        if fed is not None:
+            self._cost_rows.append(cand)
+            self._cost_y.append(float(fed))
+        if not capped and math.isfinite(observation.accuracy):
+            self._acc_rows.append(cand)
+            self._acc_y.append(float(observation.accuracy))
+
+    def _fed_cost(self, suggestion: Suggestion, obs: Observation, cand: int) -> float | None:
+        """The cost the model learns for a run stopped by its time cap (policy table above)."""
+        policy, info = suggestion.info.get("timeout"), suggestion.info
+        best = info["incumbent_cost"]
+        tg = float(truncated_gaussian_mean(info["tg_mu"], info["tg_sigma"], best))
+        if policy == "tg":
+            return tg
+        if policy == "ideal":
+            if "full_cost" not in obs.extra:
+                raise ValueError(f"{self.name}: timeout 'ideal' needs the loop to reveal "
+                                 "extra['full_cost'] of a timed-out run")
+            return float(obs.extra["full_cost"])
+        if policy == "no-info":
+            return None
+        if policy == "max-cost":
+            return float(max(self._cost_y))
+        return self._linear_cost(obs, cand, tg)
+
+    def _linear_cost(self, obs: Observation, cand: int, fallback: float) -> float:
+        """LINEAR: extend the accuracy curve linearly to the target accuracy [Lynceus VI-E];
+        a least-squares line over the points seen (or the line through the origin and the
+        last point); the truncated-Gaussian value when the curve gives no usable slope."""
+        target = self.config["target_accuracy"]
+        curve = np.asarray(obs.extra.get("acc_curve", ()), dtype=float)
+        curve = curve[np.isfinite(curve)]
+        times = self.config["curve_interval_s"] * np.arange(1, len(curve) + 1)
+        t_full = math.nan
+        if len(curve) >= 2 and np.ptp(curve) > 0:
+            slope, icpt = np.polyfit(times, curve, 1)
+            if slope > 0:
+                t_full = (target - icpt) / slope
+        if not math.isfinite(t_full) and len(curve) and curve[-1] > 0:
+            t_full = obs.time * target / curve[-1]
+        if not math.isfinite(t_full):
+            return fallback
+        return max(t_full, obs.time) * float(self._price[cand])
+
+    # -- recommendation ---------------------------------------------------------------------
+    def _incumbent_cost(self) -> float:
+        best = self.best_observed()
+        if best is None:
+            return math.inf
+        return min(o.cost for s, o in self.history
+                   if s.config_id == best and math.isclose(s.fidelity, 1.0))
+
+    def recommend(self) -> int | None:
+        """The cheapest fully run configuration observed to meet the constraints."""
+        return self.best_observed()
+
+
+class EIcUSD(Lynceus):
+    """EIc/USD: Lynceus with LA = 0 and no timeout, i.e. BO maximising EIc per predicted
+    dollar on the same trees [Lynceus Sec. VI]."""
+
+    name = "eic-usd"
+    summary = "BO with EIc per predicted cost on bagged trees (Lynceus with LA=0, no timeout)"
+    params = tuple(Param(p.name, 0, p.doc, low=0, high=0) if p.name == "la" else
+                   Param(p.name, "none", p.doc, choices=TIMEOUT_POLICIES) if p.name == "timeout"
+                   else p for p in Lynceus.params)
+
+
+class Obol(Lynceus):
+    """OBOL [OBOL]: budget-limited look-ahead (depth 0..5), no timeout, 5 random initial
+    samples, future rewards *and* costs discounted by gamma."""
+
+    name = "obol"
+    summary = "budget-limited look-ahead BO on bagged trees (OBOL, seed 004)"
+    params = (
+        Param("la", 2, "look-ahead depth", low=0, high=5),
+        *_COMMON,
+        Param("n_init", 5, "random initial samples", low=1),
+    )
+    discount_cost = True
+
+    def _bootstrap(self) -> list[int]:
+        n = self.config["n_init"]
+        return [int(c) for c in self.rng.permutation(len(self._cand_config))[:n]]
+
+
+class CherryPickTrees(Obol):
+    """The baseline of seed 004: argmax EIc (CherryPick-style, greedy) with the same trees,
+    budget filter and random initial samples as OBOL."""
+
+    name = "cherrypick-trees"
+    summary = "greedy argmax EIc on bagged trees with the budget filter (OBOL's baseline)"
+    params = tuple(p for p in Obol.params if p.name not in ("la", "k", "gamma", "path_chunks"))
+    select_by = "reward"
+
+    def _la(self) -> int:
+        return 0

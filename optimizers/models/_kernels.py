@@ -1,0 +1,464 @@
+"""numba kernels of the tree ensemble (``trees``) and of the look-ahead (``lookahead``).
+
+They live in one module because numba's on-disk cache of a function is invalidated only when
+its own file changes, not when a function it calls (and inlines) in another file does.
+
+References:
+    [Geurts06] Geurts, Ernst, Wehenkel. Extremely randomized trees. Machine Learning 2006.
+    [Lynceus] Casimiro et al. Lynceus, ICDCS 2020, Sec. V-A and V-C (Algorithms 1-2).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+BUDGET_CONFIDENCE = 0.99  # Gamma = {x : P(C(x) <= budget) >= 0.99} [Lynceus Alg. 1 l. 23]
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+# -- trees ---------------------------------------------------------------------------------
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+@nb.njit(cache=True)
+def _mix(z):
+    """splitmix64 finaliser: a bijective 64-bit hash."""
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+@nb.njit(cache=True)
+def _uniform(state):
+    """Next U[0, 1) draw of the splitmix64 stream held in ``state`` (a 1-element uint64)."""
+    state[0] += _GOLDEN
+    return (_mix(state[0]) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@nb.njit(cache=True)
+def mix_key(key, value):
+    """A child key: hash of (key, value); used to derive independent streams."""
+    return _mix(np.uint64(key) ^ _mix(np.uint64(value) + _GOLDEN))
+
+
+@nb.njit(cache=True)
+def _grow(X, y, rows, state, max_features, Q, cand, out, cleaf, rleaf, next_leaf, stack):
+    """Grow one extra-tree on the training rows ``rows`` (bootstrap copies, permuted in
+    place), routing the query rows ``cand`` of Q down the tree as it grows (no node is
+    stored): each leaf gets a fresh id from ``next_leaf``, written to ``cleaf`` (queries) and
+    ``rleaf`` (training rows), and its mean target is written to ``out`` for its queries.
+
+    At each node, up to ``max_features`` randomly drawn features with a spread each get one
+    uniform threshold between their min and max; the split with the largest variance
+    reduction wins [Geurts06]. A node with fewer than 2 rows, constant targets or constant
+    features is a leaf.
+    """
+    n = rows.shape[0]
+    d = X.shape[1]
+    work_f = np.empty(d, np.int64)
+    stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, n, 0, cand.shape[0]
+    top = 1
+    while top > 0:
+        top -= 1
+        lo, hi, qlo, qhi = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3]
+        total = 0.0
+        ymin = math.inf
+        ymax = -math.inf
+        for k in range(lo, hi):
+            v = y[rows[k]]
+            total += v
+            ymin = min(ymin, v)
+            ymax = max(ymax, v)
+        cnt = hi - lo
+        best_f = -1
+        best_t = 0.0
+        if cnt >= 2 and ymax - ymin > 1e-12 * (abs(ymax) + abs(ymin)):
+            for j in range(d):
+                work_f[j] = j
+            best_score = -math.inf
+            tried = 0
+            remaining = d
+            while remaining > 0 and tried < max_features:
+                pick = int(_uniform(state) * remaining)
+                f = work_f[pick]
+                remaining -= 1
+                work_f[pick] = work_f[remaining]
+                xmin = math.inf
+                xmax = -math.inf
+                for k in range(lo, hi):
+                    v = X[rows[k], f]
+                    xmin = min(xmin, v)
+                    xmax = max(xmax, v)
+                if xmax <= xmin:
+                    continue
+                tried += 1
+                t = xmin + _uniform(state) * (xmax - xmin)
+                sl = 0.0
+                nl = 0
+                for k in range(lo, hi):
+                    if X[rows[k], f] <= t:
+                        sl += y[rows[k]]
+                        nl += 1
+                nr = cnt - nl
+                if nl == 0 or nr == 0:
+                    continue
+                score = sl * sl / nl + (total - sl) * (total - sl) / nr
+                if score > best_score:
+                    best_score, best_f, best_t = score, f, t
+        if best_f < 0:  # leaf
+            leaf_id = next_leaf[0]
+            next_leaf[0] += 1
+            leaf = total / cnt
+            for k in range(qlo, qhi):
+                out[cand[k]] = leaf
+                cleaf[cand[k]] = leaf_id
+            for k in range(lo, hi):
+                rleaf[rows[k]] = leaf_id
+            continue
+        i, j = lo, hi - 1
+        while i <= j:  # partition the training rows: left part <= threshold
+            if X[rows[i], best_f] <= best_t:
+                i += 1
+            else:
+                tmp = rows[i]
+                rows[i] = rows[j]
+                rows[j] = tmp
+                j -= 1
+        a, b = qlo, qhi - 1
+        while a <= b:  # the same for the queries
+            if Q[cand[a], best_f] <= best_t:
+                a += 1
+            else:
+                tmp = cand[a]
+                cand[a] = cand[b]
+                cand[b] = tmp
+                b -= 1
+        stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = lo, i, qlo, a
+        stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = i, hi, a, qhi
+        top += 2
+
+
+@nb.njit(cache=True)
+def grow_forest(X, y, n, key, n_trees, max_features, Q, out, cleaf, rleaf, mult, next_leaf):
+    """Fit ``n_trees`` bootstrap extra-trees on the first ``n`` rows of (X, y) with the
+    randomness of ``key``; per tree t: ``out[t]`` predictions at the rows of Q, ``cleaf[t]``
+    their leaf ids, ``rleaf[t]`` the leaf of each training row (-1 out of bag), ``mult[t]``
+    the bootstrap multiplicity of each row, ``next_leaf[t]`` the next free leaf id."""
+    rows = np.empty(n, np.int64)
+    cand = np.arange(Q.shape[0])
+    stack = np.empty((2 * n + 2, 4), np.int64)
+    state = np.empty(1, np.uint64)
+    counter = np.zeros(1, np.int64)
+    for t in range(n_trees):
+        state[0] = mix_key(key, t)
+        for k in range(n):
+            mult[t, k] = 0
+            rleaf[t, k] = -1
+        for k in range(n):
+            r = int(_uniform(state) * n)
+            rows[k] = r
+            mult[t, r] += 1
+        counter[0] = 0
+        _grow(X, y, rows, state, max_features, Q, cand, out[t], cleaf[t], rleaf[t], counter,
+              stack)
+        next_leaf[t] = counter[0]
+
+
+@nb.njit(cache=True)
+def _poisson1(u):
+    """Inverse CDF of Poisson(1) at u: the bootstrap multiplicity of a new point."""
+    k = 0
+    p = math.exp(-1.0)
+    cdf = p
+    while u > cdf and k < 20:
+        k += 1
+        p /= k
+        cdf += p
+    return k
+
+
+@nb.njit(cache=True)
+def insert_point(X, y, r_new, q_new, key, n_trees, max_features, Q, out, cleaf, rleaf, mult,
+                 next_leaf):
+    """Cheap refit with one (fantasised) training row ``r_new`` located at query row
+    ``q_new``: in each tree the row enters the bootstrap with a Poisson(1) multiplicity; if
+    it does, the leaf holding ``q_new`` is regrown on its rows plus the new one (the splits
+    above it are kept) and its queries are re-routed. Updates the forest arrays in place.
+    Rows ``0..r_new - 1`` must be the forest's current training rows."""
+    m = Q.shape[0]
+    size = 0
+    for t in range(n_trees):
+        size = max(size, mult[t, :r_new].sum())
+    size += 21  # the new row's multiplicity is at most 20
+    rows = np.empty(size, np.int64)
+    cand = np.empty(m, np.int64)
+    stack = np.empty((2 * size + 2, 4), np.int64)
+    state = np.empty(1, np.uint64)
+    counter = np.zeros(1, np.int64)
+    for t in range(n_trees):
+        state[0] = mix_key(key, t)
+        k_new = _poisson1(_uniform(state))
+        mult[t, r_new] = k_new
+        rleaf[t, r_new] = -1
+        if k_new == 0:
+            continue
+        leaf = cleaf[t, q_new]
+        nr = 0
+        for r in range(r_new):
+            if rleaf[t, r] == leaf:
+                for _ in range(mult[t, r]):
+                    rows[nr] = r
+                    nr += 1
+        for _ in range(k_new):
+            rows[nr] = r_new
+            nr += 1
+        nq = 0
+        for q in range(m):
+            if cleaf[t, q] == leaf:
+                cand[nq] = q
+                nq += 1
+        counter[0] = next_leaf[t]
+        _grow(X, y, rows[:nr], state, max_features, Q, cand[:nq], out[t], cleaf[t], rleaf[t],
+              counter, stack)
+        next_leaf[t] = counter[0]
+
+
+@nb.njit(cache=True)
+def forest_outputs(X, y, n, key, n_trees, max_features, Q, out):
+    """Per-tree predictions (n_trees x len(Q)) at the rows of Q of the forest fitted on the
+    first ``n`` rows of (X, y) with the randomness of ``key``."""
+    m = Q.shape[0]
+    grow_forest(X, y, n, key, n_trees, max_features, Q, out, np.empty((n_trees, m), np.int64),
+                np.empty((n_trees, n), np.int64), np.empty((n_trees, n), np.int64),
+                np.empty(n_trees, np.int64))
+
+
+@nb.njit(cache=True)
+def gaussian_summary(outputs, floor, mean, std):
+    """Mean and std (ddof 0, at least ``floor``) over the trees (axis 0) of ``outputs``."""
+    n_trees, m = outputs.shape
+    for q in range(m):
+        s = 0.0
+        for t in range(n_trees):
+            s += outputs[t, q]
+        mu = s / n_trees
+        v = 0.0
+        for t in range(n_trees):
+            dv = outputs[t, q] - mu
+            v += dv * dv
+        mean[q] = mu
+        std[q] = max(math.sqrt(v / n_trees), floor)
+
+
+# -- look-ahead -----------------------------------------------------------------------------
+@nb.njit(cache=True)
+def _phi_cdf(z):
+    return 0.5 * math.erfc(-z * _INV_SQRT2)
+
+
+@nb.njit(cache=True)
+def std_floor(y, n, rel):
+    """The predictive std floor: ``rel`` x the spread of the first ``n`` targets (their std,
+    else their mean magnitude, else 1)."""
+    if n < 2:
+        s = abs(y[0]) if n == 1 else 1.0
+    else:
+        m = 0.0
+        for k in range(n):
+            m += y[k]
+        m /= n
+        v = 0.0
+        for k in range(n):
+            v += (y[k] - m) ** 2
+        s = math.sqrt(v / n)
+        if s <= 0.0:
+            s = abs(m)
+    return rel * (s if s > 0.0 else 1.0)
+
+
+@nb.njit(cache=True)
+def _fit_root(Xc, yc, nc, Xa, ya, na, key, n_trees, n_trees_acc, mf, rel, F, f_out, f_cleaf,
+              f_rleaf, f_mult, f_next, mu_c, sd_c, mu_a, sd_a):
+    """Fit the cost (and accuracy) ensembles of the current state, predict every candidate."""
+    grow_forest(Xc, yc, nc, key, n_trees, mf, F, f_out, f_cleaf, f_rleaf, f_mult, f_next)
+    gaussian_summary(f_out, std_floor(yc, nc, rel), mu_c, sd_c)
+    if na > 0:
+        outs_a = np.empty((n_trees_acc, F.shape[0]))
+        forest_outputs(Xa, ya, na, mix_key(key, 99991), n_trees_acc, mf, F, outs_a)
+        gaussian_summary(outs_a, std_floor(ya, na, rel), mu_a, sd_a)
+
+
+@nb.njit(cache=True)
+def _score_level(mu_c, sd_c, mu_a, sd_a, has_acc, price, time_max, cost_max, acc_min,
+                 untested, budget, best, worst, eic):
+    """EIc of every untested candidate inside the budget filter Gamma (-1 outside); returns
+    the argmax (-1 when Gamma is empty) [Lynceus Sec. IV-A, Alg. 1 l. 23]."""
+    m = mu_c.shape[0]
+    ystar = best
+    if not best < math.inf:  # no feasible observation: worst + 3 x max sigma over untested
+        smax = 0.0
+        for q in range(m):
+            if untested[q] and sd_c[q] > smax:
+                smax = sd_c[q]
+        ystar = worst + 3.0 * smax
+    arg = -1
+    top = -1.0
+    for q in range(m):
+        eic[q] = -1.0
+        if not untested[q]:
+            continue
+        mu, sd = mu_c[q], sd_c[q]
+        if budget < math.inf and _phi_cdf((budget - mu) / sd) < BUDGET_CONFIDENCE:
+            continue
+        z = (ystar - mu) / sd
+        ei = (ystar - mu) * _phi_cdf(z) + sd * _INV_SQRT_2PI * math.exp(-0.5 * z * z)
+        ei = max(ei, 0.0)
+        if time_max < math.inf:
+            ei *= _phi_cdf((time_max * price[q] - mu) / sd)
+        if cost_max < math.inf:
+            ei *= _phi_cdf((cost_max - mu) / sd)
+        if has_acc:
+            ei *= _phi_cdf((mu_a[q] - acc_min) / sd_a[q])
+        eic[q] = ei
+        if ei > top:
+            top, arg = ei, q
+    return arg
+
+
+@nb.njit(cache=True)
+def _explore(x0, la, Xc, yc, nc, F, price, untested, budget, time_max, cost_max, acc_min,
+             best, worst, has_acc, gh_t, gh_w, gha_t, gha_w, gamma, discount_cost, key, n_trees,
+             mf, rel, f_out, f_cleaf, f_rleaf, f_mult, f_next, mu_c, sd_c, mu_a, sd_a, eic):
+    """ExplorePaths(state, x0, la) -> (R, C) [Lynceus Alg. 2], as an explicit depth-first
+    walk (numba cannot reload a cached self-recursive function).
+
+    Level ``lev`` holds one state of the path: its forest (``f_*[lev]``), predictions and
+    EIc, the configuration explored from it, its running (R, C), budget and incumbent. Each
+    quadrature node of that configuration's cost builds the simulated state in level
+    ``lev + 1`` by a cheap refit; the next step is the greedy argmax of EIc there (NextStep);
+    a sub-path's (r, c) is folded into its parent as ``R += gamma w r``, ``C += w c``
+    (``gamma w c`` when the path cost is discounted too, OBOL).
+    """
+    R0 = eic[0, x0]
+    C0 = mu_c[0, x0]
+    if la == 0:
+        return R0, C0
+    n_cost = gh_t.shape[0]
+    k_acc = gha_t.shape[0] if has_acc else 1
+    c_scale = gamma if discount_cost else 1.0
+    lx = np.empty(la + 1, np.int64)
+    li = np.zeros(la + 1, np.int64)
+    lj = np.zeros(la + 1, np.int64)
+    lR = np.empty(la + 1)
+    lC = np.empty(la + 1)
+    lw = np.empty(la + 1)
+    lbest = np.empty(la + 1)
+    lworst = np.empty(la + 1)
+    lbudget = np.empty(la + 1)
+    lc = np.empty(la + 1)
+    lx[0], lR[0], lC[0] = x0, R0, C0
+    lbest[0], lworst[0], lbudget[0] = best, worst, budget
+    untested[x0] = False
+    lev = 0
+    while True:
+        if li[lev] >= n_cost:  # every branch of this level done: fold it into its parent
+            untested[lx[lev]] = True
+            if lev == 0:
+                return lR[0], lC[0]
+            r, c = lR[lev], lC[lev]
+            lev -= 1
+            lC[lev] += c_scale * lw[lev] * c
+            lR[lev] += gamma * lw[lev] * r
+            lj[lev] += 1
+            if lj[lev] >= k_acc:
+                lj[lev] = 0
+                li[lev] += 1
+            continue
+        x, i, j, nxt = lx[lev], li[lev], lj[lev], lev + 1
+        if j == 0:  # S' = S + (x, c_i): refit (cheaply) and predict every candidate
+            c_i = max(mu_c[lev, x] + sd_c[lev, x] * gh_t[i], 0.0)
+            lc[lev] = c_i
+            Xc[nc + lev] = F[x]
+            yc[nc + lev] = c_i
+            f_out[nxt] = f_out[lev]
+            f_cleaf[nxt] = f_cleaf[lev]
+            f_rleaf[nxt] = f_rleaf[lev]
+            f_mult[nxt] = f_mult[lev]
+            f_next[nxt] = f_next[lev]
+            insert_point(Xc, yc, nc + lev, x, mix_key(key, nxt), n_trees, mf, F, f_out[nxt],
+                         f_cleaf[nxt], f_rleaf[nxt], f_mult[nxt], f_next[nxt])
+            gaussian_summary(f_out[nxt], std_floor(yc, nc + lev + 1, rel), mu_c[nxt],
+                             sd_c[nxt])
+        c_i = lc[lev]
+        # accuracy node j: the simulated run's feasibility (hence the simulated incumbent)
+        a_j = mu_a[x] + sd_a[x] * gha_t[j] if has_acc else 0.0
+        w = gh_w[i] * (gha_w[j] if has_acc else 1.0)
+        feasible = (c_i <= time_max * price[x] and c_i <= cost_max
+                    and (not has_acc or a_j >= acc_min))
+        best_i = min(lbest[lev], c_i) if feasible else lbest[lev]
+        worst_i = max(lworst[lev], c_i)
+        budget_i = lbudget[lev] - c_i
+        x_next = _score_level(mu_c[nxt], sd_c[nxt], mu_a, sd_a, has_acc, price, time_max,
+                              cost_max, acc_min, untested, budget_i, best_i, worst_i, eic[nxt])
+        if x_next >= 0 and nxt == la:  # the sub-path is the single step x_next
+            lC[lev] += c_scale * w * mu_c[nxt, x_next]
+            lR[lev] += gamma * w * eic[nxt, x_next]
+        elif x_next >= 0:  # descend: the sub-path rooted at x_next
+            lw[lev] = w
+            lx[nxt], li[nxt], lj[nxt] = x_next, 0, 0
+            lR[nxt], lC[nxt] = eic[nxt, x_next], mu_c[nxt, x_next]
+            lbest[nxt], lworst[nxt], lbudget[nxt] = best_i, worst_i, budget_i
+            untested[x_next] = False
+            lev = nxt
+            continue
+        lj[lev] += 1  # next node of this level (none when NextStep found nothing)
+        if lj[lev] >= k_acc:
+            lj[lev] = 0
+            li[lev] += 1
+
+
+@nb.njit(cache=True)
+def root_level(la, Xc, yc, nc, Xa, ya, na, F, price, untested, budget, time_max, cost_max,
+          acc_min, best, worst, key, n_trees, n_trees_acc, mf, rel):
+    """Level 0 (the current state): forest arrays, predictions and EIc for la + 1 levels."""
+    m = F.shape[0]
+    levels = la + 1
+    cap = nc + la + 1
+    f_out = np.empty((levels, n_trees, m))
+    f_cleaf = np.empty((levels, n_trees, m), np.int64)
+    f_rleaf = np.empty((levels, n_trees, cap), np.int64)
+    f_mult = np.zeros((levels, n_trees, cap), np.int64)
+    f_next = np.empty((levels, n_trees), np.int64)
+    mu_c = np.empty((levels, m))
+    sd_c = np.empty((levels, m))
+    mu_a = np.zeros(m)
+    sd_a = np.ones(m)
+    eic = np.empty((levels, m))
+    _fit_root(Xc, yc, nc, Xa, ya, na, mix_key(key, 0), n_trees, n_trees_acc, mf, rel, F,
+              f_out[0], f_cleaf[0], f_rleaf[0], f_mult[0], f_next[0], mu_c[0], sd_c[0], mu_a,
+              sd_a)
+    arg = _score_level(mu_c[0], sd_c[0], mu_a, sd_a, na > 0, price, time_max, cost_max,
+                       acc_min, untested, budget, best, worst, eic[0])
+    return f_out, f_cleaf, f_rleaf, f_mult, f_next, mu_c, sd_c, mu_a, sd_a, eic, arg
+
+
+@nb.njit(cache=True)
+def explore_many(first, la, Xc, yc, nc, Xa, ya, na, F, price, untested, budget, time_max,
+                  cost_max, acc_min, best, worst, gh_t, gh_w, gha_t, gha_w, gamma,
+                  discount_cost, key, n_trees, n_trees_acc, mf, rel):
+    f_out, f_cleaf, f_rleaf, f_mult, f_next, mu_c, sd_c, mu_a, sd_a, eic, _ = root_level(
+        la, Xc, yc, nc, Xa, ya, na, F, price, untested, budget, time_max, cost_max, acc_min,
+        best, worst, key, n_trees, n_trees_acc, mf, rel)
+    result = np.empty((len(first), 2))
+    for k in range(len(first)):
+        r, c = _explore(first[k], la, Xc, yc, nc, F, price, untested, budget, time_max,
+                        cost_max, acc_min, best, worst, na > 0, gh_t, gh_w, gha_t, gha_w,
+                        gamma, discount_cost, key, n_trees, mf, rel, f_out, f_cleaf, f_rleaf,
+                        f_mult, f_next, mu_c, sd_c, mu_a, sd_a, eic)
+        result[k, 0], result[k, 1] = r, c
+    return result

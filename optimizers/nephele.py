@@ -1,0 +1,102 @@
+"""Nephele: Lynceus extended with the dataset-size dimension [Mendes19 ch. 3, 6].
+
+Problem: min C(x, s) s.t. A(x, s) >= A_min, T(x, s) <= T_max (time on the cost model:
+C <= T_max U(x)), exploration spend <= B. Candidates are every untested (configuration, s)
+pair; the model inputs are the configuration features plus s on a normalised log2 scale
+(``SearchSpace.feature_rows``). An initial budget B_init is spent on random pairs; then each
+step runs the look-ahead of Lynceus (``optimizers.lookahead``) with two bagging ensembles of
+5 trees (cost and accuracy), the bivariate Gauss-Hermite quadrature (3 nodes on cost x 1 on
+accuracy), gamma = 0.9 and a default horizon of 0, and picks the argmax of reward per cost.
+No timeouts. The recommendation is the cheapest tested (x, s) observed to meet the
+constraints, returned as a ``(config_id, fidelity)`` pair (the run loop computes its CNO at
+that s).
+
+References:
+    [Mendes19] P. Mendes. Leveraging subsampling techniques to optimize machine learning jobs
+        in the cloud. MSc thesis, IST Lisbon, 2019: ch. 3 (Nephele), ch. 6 (evaluation).
+    [Lynceus] Casimiro et al., ICDCS 2020 (the look-ahead it extends).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .base import Param, Suggestion
+from .lynceus import Lynceus
+
+__all__ = ["Nephele"]
+
+
+class Nephele(Lynceus):
+    """Nephele [Mendes19 ch. 3]: see the module docstring."""
+
+    name = "nephele"
+    summary = "Lynceus over (configuration, dataset size) with accuracy and time constraints"
+    uses_fidelity = True
+    params = (
+        Param("la", 0, "look-ahead horizon (extra steps after the first)", low=0, high=3),
+        Param("k", 3, "Gauss-Hermite nodes on the simulated cost", low=1, high=10),
+        Param("k_acc", 1, "Gauss-Hermite nodes on the simulated accuracy", low=1, high=10),
+        Param("gamma", 0.9, "discount of future rewards along a path", low=0.0, high=1.0),
+        Param("n_trees", 5, "trees in each bagging ensemble (cost, accuracy)", low=1, high=200),
+        Param("max_features", 0, "features tried per split (0: floor(log2 d) + 1)", low=0),
+        Param("std_floor", 1e-3, "predictive std floor, relative to the targets' std", low=0.0),
+        Param("stop_threshold", 0.01, "stop when every EIc is below this x incumbent cost",
+              low=0.0),
+        Param("path_chunks", 4, "chunks of first-step candidates handed to the executor", low=1),
+        Param("b_init", 5.0, "initial budget spent on random (x, s) samples ($5 CNN, $1 RNN, "
+              "$2 MLP in the thesis)", low=0.0),
+    )
+
+    def _setup_candidates(self) -> None:
+        """Every (configuration, dataset size) pair."""
+        fids = np.asarray(self.space.fidelities, dtype=float)
+        n = self.space.n_configs
+        self._cand_config = np.repeat(np.arange(n), len(fids))
+        self._cand_fid = np.tile(fids, n)
+        self._features = np.ascontiguousarray(
+            self.space.feature_rows(self._cand_config, self._cand_fid), dtype=float)
+        self._price = np.ascontiguousarray(self.space.price_per_s[self._cand_config],
+                                           dtype=float)
+
+    def _k_acc(self) -> int:
+        return self.config["k_acc"]
+
+    def _candidate(self, config_id: int, fidelity: float) -> int:
+        fids = self.space.fidelities
+        j = int(np.argmin(np.abs(np.asarray(fids) - fidelity)))
+        if not math.isclose(fids[j], fidelity, rel_tol=1e-9):
+            raise ValueError(f"{self.name}: fidelity {fidelity!r} is not one of {list(fids)}")
+        return int(config_id) * len(fids) + j
+
+    def _policy(self) -> str:
+        return "none"
+
+    def suggest(self) -> Suggestion | None:
+        """Random untested pairs until B_init is spent, then Lynceus' NextConfig."""
+        remaining = self.problem.budget - self.spent
+        if remaining <= 0 or not self._untested.any():
+            return None
+        if self.spent < self.config["b_init"] or not self._cost_y or not self._acc_y:
+            cand = int(self.rng.choice(np.flatnonzero(self._untested)))
+            return self._suggestion(cand, phase="init")
+        return self.next_config(remaining)
+
+    def _best_pair(self) -> tuple[int, float, float] | None:
+        """(config_id, fidelity, cost) of the cheapest run observed to meet the constraints."""
+        best = None
+        for s, o in self.history:
+            if self.observed_feasible(o) and (best is None or o.cost < best[2]):
+                best = (s.config_id, s.fidelity, o.cost)
+        return best
+
+    def _incumbent_cost(self) -> float:
+        best = self._best_pair()
+        return math.inf if best is None else best[2]
+
+    def recommend(self) -> tuple[int, float] | None:
+        """The cheapest tested (config_id, fidelity) observed to meet the constraints."""
+        best = self._best_pair()
+        return None if best is None else (best[0], best[1])

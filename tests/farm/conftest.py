@@ -1,0 +1,130 @@
+"""Ray and process fixtures for the farm tests.
+
+Ray stays on 127.0.0.1: ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (set before Ray is imported)
+makes a local Ray use the loopback address for every server it starts. Ray is started once per
+module (``ray_local``); processes a test starts are stopped by their process group id.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+os.environ.setdefault("RAY_DISABLE_USAGE_STATS", "1")
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+os.environ.setdefault("RAY_AUTH_MODE", "token")  # Ray's default for a local cluster, made explicit
+os.environ.pop("RAY_ADDRESS", None)
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """A local two-CPU Ray on 127.0.0.1 for the whole test module."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             _node_ip_address="127.0.0.1")
+    yield ray
+    ray.shutdown()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, timeout: float, log: Path) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode}: {log.read_text()[-2000:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+def start_group(args: list[str], log: Path, env: dict | None = None) -> subprocess.Popen:
+    """Start ``args`` in a new session (its own process group), output to ``log``."""
+    return subprocess.Popen(args, stdout=log.open("w"), stderr=subprocess.STDOUT,
+                            env={**os.environ, **(env or {})}, start_new_session=True)
+
+
+def stop_groups(procs: list[subprocess.Popen], grace: float = 5.0) -> None:
+    """SIGTERM the process groups we started, then SIGKILL what lingers after ``grace`` s."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        alive = []
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, sig)
+                alive.append(proc)
+            except ProcessLookupError:
+                pass
+        end = time.monotonic() + wait
+        while alive and time.monotonic() < end:
+            time.sleep(0.2)
+            alive = [p for p in alive if _group_alive(p)]
+        if not alive:
+            break
+    for proc in procs:
+        proc.poll()
+
+
+def _group_alive(proc: subprocess.Popen) -> bool:
+    proc.poll()
+    try:
+        os.killpg(proc.pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def descendants(root: int) -> set[int]:
+    """PIDs of every process below ``root`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = set(), [root]
+    while todo:
+        for c in children.get(todo.pop(), ()):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
+LOOPBACK = ("127.0.0.1", "::ffff:127.0.0.1", "::1")
+TIMING = ("recommendation_latency_s", "model_fit_s")
+
+
+def same_trace(a, b) -> bool:
+    """Equal traces (pyarrow tables) but for the wall-clock timing columns; NaN equals NaN."""
+    return a.schema == b.schema and \
+        a.drop_columns(list(TIMING)).to_pandas().equals(b.drop_columns(list(TIMING)).to_pandas())
+
+
+def listeners_of(pids: set[int]) -> list[tuple[str, int]]:
+    """(local address, pid) of every listening TCP socket owned by one of ``pids``."""
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    found = []
+    for line in out.splitlines():
+        parts = line.split()
+        for chunk in line.split("pid=")[1:]:
+            pid = int(chunk.split(",")[0])
+            if pid in pids:
+                found.append((parts[3], pid))
+    return found

@@ -1,0 +1,154 @@
+"""The farm on a real local Ray (started once for the module): traces identical to the
+serial loop, the oracle table shared zero-copy, a killed actor retried, an interrupted sweep
+resumed, the Ray executor, and Ray listening on loopback only."""
+
+from __future__ import annotations
+
+import operator
+import os
+import signal
+
+import pytest
+
+from farm.loop import run_one
+from farm.runner import run_sweep
+from farm.spec import RunSpec
+from farm.store import Store
+from farm.sweep import expand, parse_spec
+
+from .conftest import LOOPBACK, descendants, listeners_of, same_trace
+
+
+def _spec(seeds=3, iterations=40, **extra):
+    return parse_spec({
+        "name": "ray-test",
+        "datasets": ["synthetic", {"name": "synthetic",
+                                   "problem": {"constraints": ["time<=2000"]}}],
+        "optimizers": [{"name": "random", "params": {"n_init": [1, 3]}}],
+        "seeds": seeds, "limits": {"iterations": iterations},
+        "runtime": {"max_in_flight": 2}, "tracking": {"enabled": False}, **extra})
+
+
+def test_sweep_traces_equal_the_serial_loop(ray_local, tmp_path):
+    spec = _spec()
+    report = run_sweep(spec, tmp_path / "out", progress=False)
+    assert report.complete and report.done == 12
+    store = Store(tmp_path / "out")
+    for run in expand(spec):
+        serial = run_one(run).trace
+        stored = store.trace(run.run_key)
+        assert same_trace(stored, serial), run
+    pids = {r["where"]["pid"] for r in store.records()}
+    assert len(pids) == 2 and os.getpid() not in pids  # two actors, not this process
+
+
+def test_oracle_table_is_shared_zero_copy_one_copy(ray_local):
+    from farm.ray_runtime import RunActor, share_dataset, shared_memory_fraction
+
+    ray = ray_local
+    ref = share_dataset("synthetic")
+    actors = [RunActor.remote({"synthetic": ref}) for _ in range(2)]
+    spec = RunSpec(dataset="synthetic", optimizer="random", seed=1, iterations=5)
+    ray.get([a.run.remote(spec) for a in actors])
+    reports = ray.get([a.shared_memory_report.remote("synthetic") for a in actors])
+    for rep in reports:
+        assert rep["fraction"] > 0.99  # the table's buffers are the object store's memory
+    # both actors read the very same bytes of the same shared-memory file: one copy
+    assert reports[0]["locations"] == reports[1]["locations"]
+    here = ray.get(ref)
+    assert shared_memory_fraction(here) > 0.99
+    for a in actors:
+        ray.kill(a)
+
+
+def test_killed_actor_is_retried_and_every_run_done_once(ray_local, tmp_path):
+    spec = _spec(seeds=2, iterations=None)  # whole runs (360 evaluations): long enough to kill
+    killed = []
+
+    def kill_first(run, where):
+        if not killed:
+            killed.append(run.run_key)
+            os.kill(where["pid"], signal.SIGKILL)
+
+    report = run_sweep(spec, tmp_path / "out", progress=False, on_submit=kill_first)
+    store = Store(tmp_path / "out")
+    records = list(store.records())
+    assert report.complete and report.done == len(records) == 8
+    assert len({r["run_key"] for r in records}) == 8
+    retried = store.record(killed[0])
+    assert retried["attempts"] == 2 and retried["where"]["pid"] != killed[0]
+    run = next(r for r in expand(spec) if r.run_key == killed[0])
+    assert same_trace(store.trace(run.run_key), run_one(run).trace)
+
+
+def test_interrupted_sweep_finishes_only_the_missing_runs(ray_local, tmp_path):
+    spec = _spec(seeds=2, iterations=60)
+    submitted = []
+
+    def interrupt(run, where):
+        submitted.append(run.run_key)
+        if len(submitted) == 5:  # by now at least three runs came back
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(spec, tmp_path / "out", progress=False, on_submit=interrupt)
+    store = Store(tmp_path / "out")
+    before = {r["run_key"]: r["finished_at"] for r in store.records()}
+    assert 3 <= len(before) < 8
+    assert not list((tmp_path / "out").rglob("*.tmp"))
+
+    report = run_sweep(spec, tmp_path / "out", progress=False)
+    assert report.skipped == len(before) and report.done == 8 - len(before)
+    records = list(store.records())
+    assert len(records) == 8 and all(r["attempts"] == 1 for r in records)
+    assert all(before[r["run_key"]] == r["finished_at"] for r in records
+               if r["run_key"] in before)  # finished runs were not run again
+    assert store.write_index().num_rows == 8
+
+
+def test_ray_executor_is_the_serial_map_in_chunks(ray_local):
+    from farm.ray_runtime import RayExecutor
+    from optimizers.executor import SerialExecutor
+
+    items = list(range(23))
+    expected = SerialExecutor().map(operator.mul, items, 3)
+    for chunk in (0, 1, 5, 100):
+        assert RayExecutor(chunk).map(operator.mul, items, 3) == expected
+    assert RayExecutor().map(operator.mul, [], 3) == []
+
+
+def test_lynceus_paths_over_ray_tasks_match_serial(ray_local):
+    from farm.ray_runtime import RayExecutor
+    from optimizers.registry import available
+
+    if "lynceus" not in available():
+        pytest.skip("lynceus is not registered yet")
+    spec = RunSpec(dataset="synthetic", optimizer="lynceus", seed=0, iterations=8,
+                   params={"la": 1, "n_trees": 5})
+    serial = run_one(spec).trace
+    parallel = run_one(spec, executor=RayExecutor(chunk_size=2)).trace
+    assert same_trace(parallel, serial)
+
+
+def test_sweep_with_inner_ray_tasks_matches_serial(ray_local, tmp_path):
+    from optimizers.registry import available
+
+    if "lynceus" not in available():
+        pytest.skip("lynceus is not registered yet")
+    spec = parse_spec({"name": "inner", "datasets": ["synthetic"],
+                       "optimizers": [{"name": "lynceus", "params": {"la": 1, "n_trees": 5}}],
+                       "seeds": 2, "limits": {"iterations": 7},
+                       "runtime": {"executor": "ray", "chunk_size": 2},
+                       "tracking": {"enabled": False}})
+    assert run_sweep(spec, tmp_path / "out", progress=False).complete
+    store = Store(tmp_path / "out")
+    for run in expand(spec):
+        assert same_trace(store.trace(run.run_key), run_one(run).trace)
+
+
+def test_ray_listens_on_loopback_only(ray_local):
+    sockets = listeners_of(descendants(os.getpid()) | {os.getpid()})
+    assert sockets, "expected Ray's servers among this process's children"
+    for address, pid in sockets:
+        host = address.rsplit(":", 1)[0].strip("[]")
+        assert host in LOOPBACK, (address, pid)

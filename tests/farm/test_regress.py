@@ -1,0 +1,238 @@
+"""farm.regress: the statistical gate on plain per-seed values, the baseline file, and the
+``farm regress`` command failing on a deliberately degraded optimizer."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from farm.regress import (
+    BaselineError,
+    compare,
+    format_table,
+    quality_values,
+    read_baseline,
+    write_baseline,
+)
+
+
+def entry(metric="cno", **columns):
+    """A baseline/current entry from per-seed columns, e.g. final_cno=[...]."""
+    n = len(next(iter(columns.values())))
+    return {"metric": metric,
+            "seeds": {s: {q: float(v[s]) for q, v in columns.items()} for s in range(n)}}
+
+
+def cno_entry(final, reach11, reach2=None):
+    return entry(final_cno=final, **{"cost_to_cno<=1.1": reach11,
+                                     "cost_to_cno<=2": reach2 or reach11})
+
+
+GOOD = cno_entry([1.0, 1.02, 1.0, 1.05, 1.0, 1.0, 1.1, 1.0, 1.0, 1.03],
+                 [5, 7, 6, 9, 4, 8, 12, 6, 5, 7])
+
+
+def verdicts(rows):
+    return {(r.key, r.quality): r.verdict for r in rows}
+
+
+def test_identical_values_pass():
+    rows = compare({"d / lynceus": GOOD}, {"d / lynceus": GOOD})
+    assert set(verdicts(rows).values()) == {"ok"}
+    assert all(r.p_worse > 0.4 and r.change == 0 for r in rows)
+
+
+def test_a_clearly_worse_optimizer_is_a_regression_and_a_better_one_an_improvement():
+    worse = cno_entry([1.5, 2.0, 1.8, 3.0, 1.2, 2.2, 1.9, 2.5, 1.6, 4.0],
+                      [40, 70, math.inf, 90, 45, 80, math.inf, 60, 55, 75])
+    v = verdicts(compare({"d / lynceus": GOOD}, {"d / lynceus": worse}))
+    assert v[("d / lynceus", "final_cno")] == "REGRESSION"
+    assert v[("d / lynceus", "cost_to_cno<=1.1")] == "REGRESSION"
+    v = verdicts(compare({"d / lynceus": worse}, {"d / lynceus": GOOD}))
+    assert v[("d / lynceus", "cost_to_cno<=1.1")] == "improved"
+
+
+def test_a_significant_shift_within_the_tolerance_passes_and_a_noisy_one_too():
+    # every value 5% worse: the test is certain, but the shift is below the 10% tolerance
+    shifted = cno_entry([v * 1.05 for v in [1.0, 1.02, 1.0, 1.05, 1.0, 1.0, 1.1, 1.0, 1.0, 1.03]],
+                        [v * 1.05 for v in [5, 7, 6, 9, 4, 8, 12, 6, 5, 7]])
+    assert set(verdicts(compare({"k": GOOD}, {"k": shifted})).values()) == {"ok"}
+    # medians 40% worse on two of ten seeds only: not significant at alpha 0.01
+    noisy = cno_entry([1.0, 1.02, 1.0, 1.05, 1.0, 1.0, 1.1, 1.0, 1.0, 1.03],
+                      [5, 7, 6, 9, 4, 8, 12, 6, 30, 40])
+    assert set(verdicts(compare({"k": GOOD}, {"k": noisy})).values()) == {"ok"}
+
+
+def test_accuracy_c_is_higher_better_and_seeds_are_matched():
+    base = entry("accuracy_c", final_accuracy_c=[0.9, 0.92, 0.91, 0.93, 0.9, 0.95],
+                 **{"cost_to_acc_c>=0.9opt": [1, 2, 1, 3, 2, 1]})
+    worse = entry("accuracy_c", final_accuracy_c=[0.5, 0.6, 0.55, 0.52, 0.58, 0.61],
+                  **{"cost_to_acc_c>=0.9opt": [1, 2, 1, 3, 2, 1]})
+    v = verdicts(compare({"t / tt": base}, {"t / tt": worse}))
+    assert v == {("t / tt", "final_accuracy_c"): "REGRESSION",
+                 ("t / tt", "cost_to_acc_c>=0.9opt"): "ok"}
+    # a short run (seeds 0-2 only) is compared on those seeds
+    short = {"metric": "accuracy_c", "seeds": {s: base["seeds"][s] for s in range(3)}}
+    rows = compare({"t / tt": base}, {"t / tt": short})
+    assert all(r.n == 3 and r.verdict == "ok" for r in rows)
+
+
+def test_entries_only_on_one_side_are_reported_not_failed():
+    rows = compare({"a": GOOD}, {"b": GOOD})
+    assert set(verdicts(rows).values()) == {"not run", "no baseline"}
+    table = format_table(rows)
+    assert "not run" in table and "no baseline" in table
+
+
+def test_quality_values_from_run_summaries():
+    summaries = [{"run_key": f"k{s}", "dataset": "d", "optimizer": "random", "params": {},
+                  "seed": s, "metric": "cno",
+                  "recommendation": {"cno": 1.5, "feasible": s == 0},
+                  "exploration_cost_to_reach": {"cno<=2": 3.0, "cno<=1.1": None}}
+                 for s in range(2)]
+    values = quality_values(summaries)
+    assert values == {"d / random": {"metric": "cno", "seeds": {
+        0: {"final_cno": 1.5, "cost_to_cno<=2": 3.0, "cost_to_cno<=1.1": math.inf},
+        1: {"final_cno": math.inf, "cost_to_cno<=2": 3.0, "cost_to_cno<=1.1": math.inf}}}}
+
+
+def test_baseline_round_trip_keeps_inf(tmp_path):
+    values = {"d / lynceus": cno_entry([1.0, math.inf], [3.0, math.inf])}
+    path = tmp_path / "b.json"
+    write_baseline(path, values, "sweeps/nightly.yaml")
+    assert '"inf"' in path.read_text()
+    assert read_baseline(path) == values
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "does not exist"),
+    ("{not json", "not valid JSON"),
+    ('{"version": 9, "entries": {}}', "'version' must be 1"),
+    ('{"version": 1, "entries": []}', "'entries' must be a non-empty mapping"),
+    ('{"version": 1, "entries": {"k": {"metric": "speed", "seeds": {}}}}',
+     "entries.k.metric must be one of"),
+    ('{"version": 1, "entries": {"k": {"metric": "cno", "seeds": {}}}}',
+     "entries.k.seeds must be a non-empty"),
+    ('{"version": 1, "entries": {"k": {"metric": "cno", "seeds": {"x": {}}}}}',
+     "entries.k.seeds.x: seed is not an integer"),
+    ('{"version": 1, "entries": {"k": {"metric": "cno", "seeds": {"0": {"final_cno": 1}}}}}',
+     "entries.k.seeds.0: missing or non-numeric"),
+    (('{"version": 1, "entries": {"k": {"metric": "cno", "seeds": {"0": {"final_cno": "x", '
+      '"cost_to_cno<=1.1": 1, "cost_to_cno<=2": 1}}}}}'), "entries.k.seeds.0: missing or non-num"),
+])
+def test_malformed_baselines_get_one_line_errors(tmp_path, content, message):
+    path = tmp_path / "b.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(BaselineError, match=message) as e:
+        read_baseline(path)
+    assert "\n" not in str(e.value)
+
+
+# -- farm regress end to end ------------------------------------------------------------------
+GATE_SPEC = """\
+name: gate
+datasets: [synthetic]
+optimizers:
+  - name: lynceus
+    params: {la: 0, timeout: none}
+seeds: 6
+limits: {iterations: 30}
+runtime: {backend: serial}
+tracking: {enabled: false}
+"""
+
+
+def degrade_lynceus(monkeypatch):
+    """Register, for this test only, an optimizer under lynceus' name and parameters that
+    picks untested configurations uniformly at random (Lynceus "forced to random choices")."""
+    import sys
+    import types
+
+    from optimizers.lynceus import Lynceus
+    from optimizers.random_search import RandomSearch
+    from optimizers.registry import OPTIMIZERS
+
+    class RandomLynceus(RandomSearch):
+        name = "lynceus"
+        params = Lynceus.params
+
+    module = types.ModuleType("optimizers._degraded_for_test")
+    module.RandomLynceus = RandomLynceus
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setitem(OPTIMIZERS, "lynceus", "_degraded_for_test:RandomLynceus")
+
+
+def test_regress_passes_unchanged_code_and_fails_a_degraded_lynceus(tmp_path, monkeypatch,
+                                                                    capsys):
+    from farm.cli import main
+
+    spec = tmp_path / "gate.yaml"
+    spec.write_text(GATE_SPEC)
+    baseline = tmp_path / "baseline.json"
+    args = [str(spec), "--baseline", str(baseline), "--no-progress"]
+    assert main(["regress", *args, "--update-baseline"]) == 0
+    stored = json.loads(baseline.read_text())["entries"]["synthetic / lynceus"]["seeds"]
+    assert sorted(stored, key=int) == [str(s) for s in range(6)]
+
+    assert main(["regress", *args]) == 0
+    out = capsys.readouterr().out
+    assert "0 regression(s)" in out and "REGRESSION" not in out
+
+    degrade_lynceus(monkeypatch)
+    assert main(["regress", *args]) == 1
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "cost_to_cno<=1.1" in line)
+    assert "REGRESSION" in row and "synthetic / lynceus" in row
+
+
+def test_regress_bad_input_exits_2_with_one_line(tmp_path, capsys):
+    from farm.cli import main
+
+    spec = tmp_path / "gate.yaml"
+    spec.write_text(GATE_SPEC)
+    assert main(["regress", str(spec), "--baseline", str(tmp_path / "none.json")]) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err and err.count("\n") == 1
+    assert main(["regress", str(tmp_path / "no.yaml"), "--baseline", "x.json"]) == 2
+    assert "no such sweep spec" in capsys.readouterr().err
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("")
+    assert main(["regress", str(spec), "--baseline", "b.json", "--update-baseline",
+                 "--out", str(tmp_path / "full")]) == 2
+    assert "is not empty" in capsys.readouterr().err
+    assert main(["regress", str(spec), "--baseline", "b.json", "--alpha", "2"]) == 2
+
+
+def test_the_committed_baseline_covers_the_nightly_specs():
+    from pathlib import Path
+
+    from farm.report_cli import DEFAULT_SPECS
+    from farm.sweep import load_spec
+
+    root = Path(__file__).resolve().parents[2]
+    baseline = read_baseline(root / "sweeps" / "nightly-baseline.json")
+    for path in [*DEFAULT_SPECS, "sweeps/nightly-short.yaml"]:
+        spec = load_spec(root / path)
+        for d in spec.dataset_entries():
+            for o in spec.optimizer_entries():
+                keys = [k for k in baseline if k.split(" / ")[0] == d.name
+                        and k.split(" / ")[1].split("[")[0] == o.name]
+                assert keys, f"{path}: no baseline entry for {d.name} / {o.name}"
+                for k in keys:
+                    assert set(spec.seed_list()) <= set(baseline[k]["seeds"]), (path, k)
+
+
+def test_the_short_spec_runs_a_subset_of_the_nightly_runs():
+    """Same run keys (settings, seeds): the short regression checks against the same baseline."""
+    from pathlib import Path
+
+    from farm.report_cli import DEFAULT_SPECS
+    from farm.sweep import expand, load_spec
+
+    root = Path(__file__).resolve().parents[2]
+    full = {r.run_key for path in DEFAULT_SPECS for r in expand(load_spec(root / path))}
+    short = {r.run_key for r in expand(load_spec(root / "sweeps" / "nightly-short.yaml"))}
+    assert short and short <= full

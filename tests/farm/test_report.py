@@ -1,0 +1,225 @@
+"""farm.report: curves, reach costs and tables on hand-made traces with known answers; the
+figures and the self-contained page from real runs; the papers' numbers shown only where the
+sweep matches their experiment."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from farm.loop import TRACE_SCHEMA, run_one
+from farm.paper_numbers import PAPER_NUMBERS, PaperNumber, Selector
+from farm.report import analyse, paper_rows, variant_labels, write_report
+from farm.spec import RunSpec
+
+
+def make_run(run_key, dataset, optimizer, seed, costs, cnos, feasible, params=None,
+             metric="cno", latency=0.01, optimum=1.0, extra=None):
+    """A trace and summary of a CNO (or Accuracy_C) run with the given per-step values."""
+    params = params or {}
+    n = len(costs)
+    cum = np.cumsum(costs)
+    rows = [{"run_key": run_key, "dataset": dataset, "optimizer": optimizer,
+             "params": json.dumps(params), "seed": seed, "step": i, "phase": "search",
+             "config_id": i, "config": "{}", "fidelity": 1.0, "time": 10.0 * costs[i],
+             "cost": costs[i], "accuracy": 0.9, "timed_out": False,
+             "cum_exploration_cost": float(cum[i]), "cum_exploration_time": 10.0 * cum[i],
+             "incumbent_config_id": i,
+             "incumbent_cno": cnos[i] if metric == "cno" else math.nan,
+             "incumbent_accuracy_c": math.nan if metric == "cno" else cnos[i],
+             "incumbent_feasible": feasible[i], "recommendation_latency_s": latency,
+             "model_fit_s": 0.0} for i in range(n)]
+    trace = pa.Table.from_pylist(rows, schema=TRACE_SCHEMA)
+    value = cnos[-1]
+    summary = {"run_key": run_key, "dataset": dataset, "optimizer": optimizer,
+               "params": params, "seed": seed, "metric": metric,
+               "problem": {"objective": "min cost" if metric == "cno" else "max accuracy",
+                           "constraints": ["time<=100"], "budget": None},
+               "n_evaluations": n, "exploration_cost": float(cum[-1]),
+               "recommendation": {"config_id": n - 1, metric: value, "feasible": feasible[-1]},
+               "optimum": {"config_id": 0, metric: optimum},
+               "exploration_cost_to_reach": {}, **(extra or {})}
+    return trace, summary
+
+
+def sweep(runs):
+    traces, summaries = zip(*runs)
+    return pa.concat_tables(traces), list(summaries)
+
+
+def test_cno_percentiles_are_step_functions_over_seeds_and_reach_costs_are_exact():
+    trace, summaries = sweep([
+        make_run("a", "d", "opt", 0, [1, 1, 2], [5.0, 1.5, 1.0], [True, True, True]),
+        make_run("b", "d", "opt", 1, [1, 3, 4], [3.0, 3.0, 1.05], [True, True, True]),
+        # an infeasible incumbent is no valid recommendation: CNO inf until step 2
+        make_run("c", "d", "opt", 2, [2, 2, 2], [0.5, 0.5, 2.0], [False, False, True]),
+    ])
+    a = analyse(trace, summaries)["d"]
+    grid = a.cost_grid
+    assert grid[0] == pytest.approx(1.0) and grid[-1] == pytest.approx(8.0)
+    at = {x: int(np.argmin(abs(grid - x))) for x in (1.0, 2.0, 4.0, 8.0)}
+    p50, p90 = a.curves["opt"]["p50"], a.curves["opt"]["p90"]
+    # cost 1: runs a, b have 5 and 3, run c nothing yet (inf)
+    assert p50[at[1.0]] == 5.0 and p90[at[1.0]] == math.inf
+    # cost 8: a = 1.0, b = 1.05, c = 2.0
+    assert p50[at[8.0]] == 1.05 and p90[at[8.0]] == 2.0
+    reach = a.reach["opt"]
+    assert reach["cno<=2"].tolist() == [2.0, 8.0, 6.0]
+    assert reach["cno<=1.1"].tolist() == [4.0, 8.0, math.inf]
+    assert reach["cno<=1"].tolist() == [4.0, math.inf, math.inf]
+    s = a.stats["opt"]
+    assert s["reach_p50:cno<=2"] == 6.0 and s["reach_p90:cno<=1.1"] == math.inf
+    assert s["reach_frac:cno<=1.1"] == pytest.approx(2 / 3)
+    assert s["reach_time_p50:cno<=1.1"] == 80.0
+    assert s["final_p50"] == 1.05 and s["final_p90"] == 2.0
+    assert s["dopt_median"] == pytest.approx(0.05)
+    assert s["nex_median"] == 3 and s["latency_median_s"] == 0.01
+
+
+def test_accuracy_c_curves_average_seeds_and_reach_ninety_percent_of_the_optimum():
+    trace, summaries = sweep([
+        make_run("a", "tt", "opt", 0, [1, 1], [0.5, 0.95], [True, True], metric="accuracy_c"),
+        make_run("b", "tt", "opt", 1, [1, 1], [0.8, 0.85], [True, True], metric="accuracy_c"),
+    ])
+    a = analyse(trace, summaries)["tt"]
+    mean = a.curves["opt"]["mean"]
+    assert mean[0] == pytest.approx(0.65) and mean[-1] == pytest.approx(0.9)
+    assert a.reach["opt"]["acc_c>=0.9opt"].tolist() == [2.0, math.inf]
+    assert a.stats["opt"]["final_mean"] == pytest.approx(0.9)
+
+
+def test_variants_of_one_optimizer_are_labelled_by_the_parameters_that_differ():
+    runs = [make_run(k, "d", "lynceus", 0, [1], [1.0], [True], params={"la": la, "gamma": 0.9})
+            for k, la in (("x", 1), ("y", 2))]
+    runs.append(make_run("z", "d", "random", 0, [1], [1.0], [True], params={"n_init": 1}))
+    labels = variant_labels(sweep(runs)[1])
+    assert labels == {"x": "lynceus[la=1]", "y": "lynceus[la=2]", "z": "random"}
+
+
+def test_paper_numbers_appear_only_where_the_sweep_matches_the_experiment():
+    def runs(dataset):
+        return [make_run(f"{dataset}{opt}{s}", dataset, opt, s, [1.0] * 4, cnos, [True] * 4)
+                for s in range(3)
+                for opt, cnos in (("lynceus", [3.0, 1.5, 1.0, 1.0]),
+                                  ("eic-usd", [3.0, 3.0, 1.9, 1.05]))]
+    a = analyse(*sweep(runs("lynceus-cnn") + runs("synthetic")))
+    rows = paper_rows(a)
+    assert rows and all(r["section"] == "lynceus-cnn" for r in rows)
+    cno11 = next(r for r in rows if "CNO<=1.1" in r["quantity"] and r["paper"] == "Lynceus")
+    # BO reaches CNO <= 1.1 at cost 4, Lynceus at 3
+    assert cno11["ours"] == pytest.approx(4 / 3) and cno11["paper value"] == 6.2
+    assert cno11["our variants"] == "eic-usd / lynceus"
+    assert not paper_rows(analyse(*sweep(runs("synthetic"))))
+    # a number needing a baseline variant that is absent is not shown
+    lonely = PaperNumber("P", "Fig. 0", r"lynceus-cnn", "q", "final_p50", Selector("lynceus"),
+                         1.0, baseline=Selector("cherrypick"))
+    assert paper_rows(a, [lonely]) == []
+
+
+def test_every_published_number_names_a_statistic_the_report_computes():
+    trace, summaries = sweep([
+        make_run("a", "d", "o", 0, [1], [1.0], [True],
+                 extra={"recurring_job": {"unfeasible_executions": 3,
+                                          "unfeasible_cost_ratio": 0.1,
+                                          "mean_feasible_cost": 1.2}}),
+        make_run("b", "t", "o", 0, [1], [0.9], [True], metric="accuracy_c")])
+    a = analyse(trace, summaries)
+    known = set(a["d"].stats["o"]) | set(a["t"].stats["o"])
+    assert {n.stat for n in PAPER_NUMBERS} <= known
+    for n in PAPER_NUMBERS:
+        re.compile(n.datasets)
+
+
+def test_report_page_is_self_contained_with_figures_and_tables(tmp_path):
+    results = [run_one(RunSpec("synthetic", "random", seed=s, iterations=25,
+                               params={"n_init": n_init}))
+               for s in range(4) for n_init in (1, 2)]
+    results += [run_one(RunSpec("synthetic", "random", seed=s, iterations=15,
+                                objective="max accuracy", constraints=("cost<=0.5",)))
+                for s in range(3)]
+    trace = pa.concat_tables([r.trace for r in results])
+    files = write_report(analyse(trace, [r.summary for r in results]), tmp_path / "out",
+                         title="test sweep")
+    names = sorted(f.name for f in files)
+    pngs = [n for n in names if n.endswith(".png")]
+    assert len(pngs) == 3 and any(n.startswith("cno_") for n in pngs)
+    assert any(n.startswith("reach_") for n in pngs) and any(n.startswith("accuracy_")
+                                                             for n in pngs)
+    for f in files:
+        if f.suffix == ".png":
+            assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f.stat().st_size > 10_000
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 3
+    assert not re.search(r'src="(?!data:)', page)
+    assert "Recommendation latency" in page and "random[n_init=2]" in page
+    assert "No published experiment matches" in page
+    assert "Guindani" not in page  # no run carries those metrics
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert len(stats) == 2
+
+
+def test_guindani_table_when_summaries_carry_its_metrics(tmp_path):
+    def job(unfeasible, cost):
+        return {"recurring_job": {"unfeasible_executions": unfeasible,
+                                  "unfeasible_cost_ratio": 0.2, "mean_feasible_cost": cost}}
+    trace, summaries = sweep([
+        make_run(f"g{v}{s}", "guindani-query26", "guindani", s, [1, 1], [2.0, 1.0],
+                 [True, True], params={"variant": v}, extra=job(n + s, cost))
+        for v, n, cost in (("a", 10, 2.0), ("b", 4, 1.5)) for s in range(2)])
+    a = analyse(trace, summaries)
+    assert a["guindani-query26"].stats["guindani[variant=b]"]["unfeasible_executions_mean"] == 4.5
+    rows = {(r["quantity"]): r for r in paper_rows(a) if r["paper"] == "Guindani"}
+    assert rows["unfeasible executions, variant B"]["paper value"] == 4.34
+    assert rows["unfeasible executions, variant B"]["ours"] == 4.5
+    normalised = rows["mean feasible cost normalised to variant A, variant B"]
+    assert normalised["ours"] == 0.75 and normalised["paper value"] == 0.87
+    write_report(a, tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    assert "Guindani et al. Table 1" in page and "<td>10.5</td>" in page
+
+
+def test_bad_inputs_are_named():
+    trace, summaries = sweep([make_run("a", "d", "o", 0, [1], [1.0], [True])])
+    with pytest.raises(ValueError, match="no runs"):
+        analyse(trace, [])
+    with pytest.raises(ValueError, match="lacks column 'incumbent_cno'"):
+        analyse(trace.drop_columns(["incumbent_cno"]), summaries)
+    with pytest.raises(ValueError, match="no rows for run b"):
+        analyse(trace, summaries + [{**summaries[0], "run_key": "b"}])
+
+
+def test_farm_report_reads_a_sweep_folder_and_logs_to_its_mlflow_parent_run(tmp_path, capsys):
+    from mlflow.tracking import MlflowClient
+
+    from farm.cli import main
+
+    out = tmp_path / "sweep"
+    assert main(["sweep", "--datasets", "synthetic", "--optimizers", "random", "--seeds", "2",
+                 "--iterations", "10", "--serial", "--out", str(out), "--no-progress"]) == 0
+    assert main(["report", str(out)]) == 0
+    assert "logged 4 report files" in capsys.readouterr().out
+    page = (out / "report" / "report.html").read_text()
+    assert "synthetic" in page and page.count("data:image/png;base64,") == 2
+    (uri, runs), = json.loads((out / "mlflow_runs.json").read_text()).items()
+    logged = {Path(a.path).name for a in MlflowClient(uri).list_artifacts(runs["parent"],
+                                                                          "report")}
+    assert logged == {"report.html", "stats.json", "cno_synthetic.png", "reach_synthetic.png"}
+    # --current: only the runs the stored spec expands to now (here: seed 0 only)
+    spec = json.loads((out / "sweep.json").read_text())
+    (out / "sweep.json").write_text(json.dumps({**spec, "seeds": 1}))
+    assert main(["report", str(out), "--current", "--no-tracking",
+                 "--out", str(tmp_path / "r")]) == 0
+    assert "report of 1 runs" in capsys.readouterr().out
+
+
+def test_farm_report_bad_input_exits_2(tmp_path, capsys):
+    from farm.cli import main
+
+    assert main(["report", str(tmp_path)]) == 2
+    assert "not a sweep output folder" in capsys.readouterr().err

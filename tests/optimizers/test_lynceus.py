@@ -1,0 +1,174 @@
+"""Lynceus, EIc/USD, OBOL and cherrypick-trees: bootstrap, budget, stops, timeout policies,
+the farm CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from farm.cli import main as farm_main
+from farm.loop import run_one
+from farm.spec import RunSpec
+from optimizers.acquisition import truncated_gaussian_mean
+from optimizers.base import ParameterError
+from optimizers.lynceus import Lynceus
+from optimizers.registry import make_optimizer
+from oracle.oracle import Oracle
+from oracle.registry import import_datasets, load
+
+
+@pytest.fixture
+def lynceus_jobs(shared_datasets):
+    import_datasets("lynceus", shared_datasets / "lynceus")
+
+
+def _oracle(name="lynceus-cnn", budget=None):
+    d = load(name)
+    problem = d.meta.problem if budget is None else d.meta.problem.with_overrides(budget=budget)
+    return Oracle(d, problem)
+
+
+def _drive(opt, oracle, steps):
+    """suggest -> run -> observe as farm.loop does; returns [(suggestion, observation)]."""
+    noise = np.random.default_rng(0)
+    out = []
+    for _ in range(steps):
+        s = opt.suggest()
+        if s is None:
+            break
+        obs = oracle.run(s.config_id, s.fidelity, noise, s.time_cap)
+        if obs.timed_out and s.info.get("reveal_full"):
+            from dataclasses import replace
+            obs = replace(obs, extra={**obs.extra, "full_cost": oracle.true_value(
+                s.config_id, s.fidelity, "cost")})
+        opt.observe(s, obs)
+        out.append((s, obs))
+    return out
+
+
+def test_bootstrap_size_is_3_percent_or_dimensions(lynceus_jobs):
+    oracle = _oracle()
+    opt = make_optimizer("lynceus", oracle.space, oracle.problem, seed=0, la=0)
+    steps = _drive(opt, oracle, 14)
+    phases = [s.phase for s, _ in steps]
+    n = max(math.ceil(0.03 * 384), len(oracle.space.dimensions))
+    assert n == 12 and phases[:n] == ["init"] * n and phases[n] == "search"
+    assert len({s.config_id for s, _ in steps}) == len(steps)  # never repeats
+
+
+def test_tg_timeout_caps_at_incumbent_cost_and_feeds_truncated_gaussian(lynceus_jobs):
+    oracle = _oracle("lynceus-rnn")
+    opt = make_optimizer("lynceus", oracle.space, oracle.problem, seed=1, la=0, timeout="tg")
+    steps = _drive(opt, oracle, 40)
+    capped = [(s, o) for s, o in steps if s.time_cap is not None and o.timed_out]
+    assert capped, "expected some runs stopped by the timeout"
+    for s, o in capped:
+        best = s.info["incumbent_cost"]
+        price = oracle.space.price_per_s[s.config_id]
+        assert s.time_cap == pytest.approx(best / price)
+        assert o.cost == pytest.approx(best)            # charged what was actually spent
+        assert oracle.true_cost[s.config_id, -1] > best  # it really was worse
+    # the model learned E[C | C > C(x*)] for the first capped run
+    s, o = capped[0]
+    k = next(i for i, (si, _) in enumerate(steps) if si is s)
+    fed = opt._cost_y[k]
+    want = float(truncated_gaussian_mean(s.info["tg_mu"], s.info["tg_sigma"],
+                                         s.info["incumbent_cost"]))
+    assert fed == pytest.approx(want) and fed > s.info["incumbent_cost"]
+    # a timed-out run is never recommended
+    rec = opt.recommend()
+    assert rec is not None and not any(si.config_id == rec for si, _ in capped)
+
+
+@pytest.mark.parametrize("policy", ["ideal", "no-info", "max-cost", "linear", "none"])
+def test_timeout_policies_feed_what_they_say(lynceus_jobs, policy):
+    oracle = _oracle("lynceus-rnn")
+    opt = make_optimizer("lynceus", oracle.space, oracle.problem, seed=1, la=0, timeout=policy)
+    steps = _drive(opt, oracle, 40)
+    capped = [k for k, (s, o) in enumerate(steps) if s.time_cap is not None and o.timed_out]
+    if policy == "none":
+        assert not capped and all(s.time_cap is None for s, _ in steps)
+        assert opt._cost_y == [o.cost for _, o in steps]
+        return
+    assert capped
+    k = capped[0]
+    s, o = steps[k]
+    price = oracle.space.price_per_s[s.config_id]
+    factor = 2.0 if policy == "no-info" else 1.0
+    assert s.time_cap == pytest.approx(factor * s.info["incumbent_cost"] / price)
+    if policy == "no-info":
+        assert len(opt._cost_y) == len(steps) - len(capped)
+        return
+    fed = opt._cost_y[k]
+    if policy == "ideal":
+        assert fed == pytest.approx(oracle.true_cost[s.config_id, -1])
+    elif policy == "max-cost":
+        assert fed == pytest.approx(max(opt._cost_y[:k]))  # every earlier run was fed
+    else:  # linear: the accuracy curve extended to 0.85, times the price
+        curve = np.asarray(o.extra["acc_curve"])
+        assert len(curve) == int(s.time_cap // 30)
+        assert fed >= o.cost
+
+
+def test_marginal_reward_stop_and_budget_filter(lynceus_jobs):
+    oracle = _oracle()
+    opt = make_optimizer("lynceus", oracle.space, oracle.problem, seed=0, la=1,
+                         stop_threshold=1e6)
+    steps = _drive(opt, oracle, 30)
+    assert len(steps) == 12 and opt.suggest() is None  # stops right after the bootstrap
+    # a budget barely above the bootstrap spend: Gamma empties and the optimizer stops
+    spent = sum(o.cost for _, o in steps)
+    tight = _oracle(budget=spent * 1.001)
+    opt = make_optimizer("lynceus", tight.space, tight.problem, seed=0, la=1)
+    steps = _drive(opt, tight, 30)
+    assert len(steps) == 12 and opt.suggest() is None
+
+
+def test_obol_and_cherrypick_trees_under_budget(lynceus_jobs):
+    oracle = _oracle()
+    budget = 8 * float(np.nanmean(oracle.true_cost[:, -1]))
+    for name in ("obol", "cherrypick-trees"):
+        limited = _oracle(budget=budget)
+        opt = make_optimizer(name, limited.space, limited.problem, seed=2)
+        steps = _drive(opt, limited, 200)
+        assert [s.phase for s, _ in steps[:5]] == ["init"] * 5 and steps[5][0].phase == "search"
+        assert all(s.time_cap is None for s, _ in steps)          # no timeouts
+        spent_before_last = sum(o.cost for _, o in steps[:-1])
+        assert spent_before_last < budget                         # it stops once spent
+    assert Lynceus.discount_cost is False and make_optimizer(
+        "obol", oracle.space, oracle.problem).discount_cost is True
+
+
+def test_parameters_validated():
+    oracle = Oracle(load("synthetic"))
+    with pytest.raises(ParameterError, match="'la' = 4 is outside"):
+        make_optimizer("lynceus", oracle.space, oracle.problem, la=4)
+    with pytest.raises(ParameterError, match="timeout"):
+        make_optimizer("lynceus", oracle.space, oracle.problem, timeout="sometimes")
+    make_optimizer("obol", oracle.space, oracle.problem, la=5)
+    with pytest.raises(ParameterError, match="'la'"):
+        make_optimizer("eic-usd", oracle.space, oracle.problem, la=1)
+    with pytest.raises(ValueError, match="objective must be 'min cost'"):
+        bad = oracle.problem.with_overrides(objective=type(oracle.problem.objective)(
+            "accuracy", "max"))
+        make_optimizer("lynceus", oracle.space, bad)
+
+
+def test_ideal_policy_through_the_run_loop(lynceus_jobs):
+    result = run_one(RunSpec("lynceus-rnn", "lynceus", seed=1, iterations=30,
+                             params={"la": 0, "timeout": "ideal"}))
+    t = result.trace
+    assert any(t.column("timed_out").to_pylist())
+    assert result.summary["recommendation"]["feasible"] in (True, False)
+
+
+def test_farm_run_cli(lynceus_jobs, capsys):
+    code = farm_main(["run", "--optimizer", "lynceus", "--param", "la=1", "--param",
+                      "timeout=tg", "--dataset", "lynceus-cnn", "--iterations", "20", "--json"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["optimizer"] == "lynceus" and summary["params"]["la"] == 1
+    assert summary["n_evaluations"] == 20 and summary["recommendation"] is not None

@@ -1,0 +1,87 @@
+"""Golden traces: speed work must not change what the optimizers suggest.
+
+Each case is a short run (``farm.loop.run_one``, the loop ``farm run`` and sweeps use) whose
+exact sequence of (config_id, fidelity) was recorded with the optimizers as they landed
+(Lynceus family: issue 3; entropy-search family: issue 4). Any optimisation of the models,
+acquisitions, look-ahead or executors must reproduce them bit for bit; a change of the
+algorithms themselves that moves these sequences must say so and re-record them here (print
+the new sequence with ``_sequence``). The sequences are configuration ids, not data.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from farm.loop import run_one
+from farm.spec import RunSpec
+from oracle.formats import FORMATS
+from oracle.oracle import Oracle
+
+# (dataset, optimizer, params, seed, iterations) -> [(config_id, fidelity), ...]
+F60 = round(1 / 60, 6)
+GOLDEN = {
+    # Lynceus LA=2, timeout tg (12 LHS bootstrap runs, then 8 look-ahead steps)
+    ("lynceus-rnn", "lynceus", (("la", 2),), 0, 20): [
+        (181, 1.0), (99, 1.0), (200, 1.0), (376, 1.0), (54, 1.0), (84, 1.0), (199, 1.0),
+        (19, 1.0), (318, 1.0), (331, 1.0), (212, 1.0), (368, 1.0), (225, 1.0), (214, 1.0),
+        (196, 1.0), (201, 1.0), (59, 1.0), (268, 1.0), (224, 1.0), (77, 1.0)],
+    ("lynceus-rnn", "lynceus", (("la", 2),), 1, 20): [
+        (320, 1.0), (122, 1.0), (100, 1.0), (309, 1.0), (244, 1.0), (143, 1.0), (89, 1.0),
+        (174, 1.0), (195, 1.0), (294, 1.0), (269, 1.0), (15, 1.0), (189, 1.0), (378, 1.0),
+        (355, 1.0), (381, 1.0), (328, 1.0), (70, 1.0), (210, 1.0), (321, 1.0)],
+    # EIc/USD (LA = 0, no timeout)
+    ("lynceus-rnn", "eic-usd", (), 0, 20): [
+        (181, 1.0), (99, 1.0), (200, 1.0), (376, 1.0), (54, 1.0), (84, 1.0), (199, 1.0),
+        (19, 1.0), (318, 1.0), (331, 1.0), (212, 1.0), (368, 1.0), (227, 1.0), (284, 1.0),
+        (225, 1.0), (196, 1.0), (232, 1.0), (85, 1.0), (235, 1.0), (213, 1.0)],
+    # TrimTuner-DT, CEA 10% (bootstrap run at s = 1/2, then 7 steps over (x, s))
+    ("trimtuner-rnn", "trimtuner", (("model", "dt"), ("filter", "cea"), ("beta", 0.1)), 0, 8): [
+        (147, 0.5), (102, F60), (100, F60), (268, F60), (32, F60), (64, 0.1), (38, 0.25),
+        (41, F60)],
+    # EIc (CherryPick-style GP, MCMC hyperparameters; 4 LHS points, then 4 steps)
+    ("trimtuner-rnn", "eic", (), 0, 8): [
+        (72, 1.0), (179, 1.0), (271, 1.0), (221, 1.0), (249, 1.0), (251, 1.0), (248, 1.0),
+        (260, 1.0)],
+}
+SLOW_GOLDEN = {
+    ("lynceus-rnn", "lynceus", (("la", 3),), 0, 16): [
+        (181, 1.0), (99, 1.0), (200, 1.0), (376, 1.0), (54, 1.0), (84, 1.0), (199, 1.0),
+        (19, 1.0), (318, 1.0), (331, 1.0), (212, 1.0), (368, 1.0), (379, 1.0), (287, 1.0),
+        (192, 1.0), (130, 1.0)],
+    ("trimtuner-rnn", "trimtuner", (("model", "gp"), ("hyper", "ml")), 0, 6): [
+        (147, 0.5), (151, 0.1), (197, F60), (145, 0.1), (215, 0.1), (159, F60)],
+}
+# Chunking of the look-ahead's first-step candidates must not matter either.
+CHUNKED = {("lynceus-rnn", "lynceus", (("la", 2), ("path_chunks", chunks)), 1, 20):
+           GOLDEN[("lynceus-rnn", "lynceus", (("la", 2),), 1, 20)] for chunks in (1, 7)}
+
+
+@pytest.fixture(scope="module")
+def oracles(shared_datasets):
+    """The two paper datasets the cases run on, read from the shared folder (no cache)."""
+    out = {}
+    for fmt in ("lynceus", "trimtuner"):
+        for d in FORMATS[fmt](shared_datasets / fmt):
+            out[d.name] = d
+    return out
+
+
+def _sequence(datasets, case):
+    name, optimizer, params, seed, iterations = case
+    dataset = datasets[name]
+    spec = RunSpec(name, optimizer, seed, dict(params), iterations=iterations)
+    trace = run_one(spec, oracle=Oracle(dataset, spec.problem(dataset))).trace
+    return [(c, round(f, 6)) for c, f in zip(trace.column("config_id").to_pylist(),
+                                            trace.column("fidelity").to_pylist())]
+
+
+@pytest.mark.parametrize("case", list(GOLDEN) + list(CHUNKED), ids=str)
+def test_short_runs_reproduce_the_recorded_sequence(oracles, case):
+    expected = {**GOLDEN, **CHUNKED}[case]
+    assert _sequence(oracles, case) == expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(SLOW_GOLDEN), ids=str)
+def test_slow_runs_reproduce_the_recorded_sequence(oracles, case):
+    assert _sequence(oracles, case) == SLOW_GOLDEN[case]

@@ -1,0 +1,124 @@
+"""TrimTuner, Fabulinus, FABOLAS and the EIc baselines on the TrimTuner data: bootstrap with
+snapshots, farm loop metrics, executor independence, fantasies that never leak."""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+
+from farm.loop import run_one
+from farm.spec import RunSpec
+from optimizers.registry import make_optimizer
+from optimizers.trimtuner import acquisition_chunk
+from oracle.oracle import Oracle
+from oracle.registry import import_datasets, load
+
+FAST = {"hyper": "ml", "n_mc": 200, "n_representers": 20}
+
+
+@pytest.fixture
+def rnn(shared_datasets):
+    import_datasets("trimtuner", shared_datasets / "trimtuner")
+    ds = load("trimtuner-rnn")
+    return Oracle(ds, ds.meta.problem)
+
+
+class PicklingReversedExecutor:
+    """Ships the context through pickle and runs the items in reverse order (like a pool
+    whose workers finish out of order)."""
+
+    def map(self, fn, items, context=None):
+        ctx = pickle.loads(pickle.dumps(context))
+        out = {i: fn(ctx, item) for i, item in reversed(list(enumerate(items)))}
+        return [out[i] for i in range(len(items))]
+
+
+def _drive(oracle, name, steps, executor=None, seed=0, **params):
+    from dataclasses import replace
+
+    opt = make_optimizer(name, oracle.space, oracle.problem, seed, executor, **params)
+    noise = np.random.default_rng(seed)
+    trace = []
+    for _ in range(steps):
+        s = opt.suggest()
+        obs = oracle.run(s.config_id, s.fidelity, noise)
+        if s.info.get("snapshots"):
+            obs = replace(obs, extra={"snapshots": {f: oracle.run(s.config_id, f, noise)
+                                                    for f in s.info["snapshots"]}})
+        opt.observe(s, obs)
+        trace.append((s.config_id, s.fidelity, opt.recommend()))
+    return opt, trace
+
+
+def test_bootstrap_is_one_half_size_run_snapshotting_the_smaller_sizes(rnn):
+    opt = make_optimizer("trimtuner", rnn.space, rnn.problem, 0, model="dt")
+    s = opt.suggest()
+    assert s.phase == "init" and math.isclose(s.fidelity, 0.5)
+    assert [round(1 / f) for f in s.info["snapshots"]] == [60, 10, 4]
+
+
+def test_farm_run_reports_accuracy_c_and_cost_to_reach(rnn, tmp_path):
+    spec = RunSpec("trimtuner-rnn", "trimtuner", seed=1,
+                   params={"model": "dt", "filter": "cea", "beta": 0.1}, iterations=8)
+    result = run_one(spec)
+    summary, trace = result.summary, result.trace.to_pylist()
+    assert summary["metric"] == "accuracy_c"
+    assert "acc_c>=0.9opt" in summary["exploration_cost_to_reach"]
+    assert summary["recommendation"]["accuracy_c"] > 0
+    first = trace[0]
+    assert first["phase"] == "init" and math.isclose(first["fidelity"], 0.5)
+    # the snapshots are free: the first step is charged one s = 1/2 run only
+    assert math.isclose(first["cum_exploration_cost"], first["cost"])
+    assert all(r["phase"] == "search" for r in trace[1:])
+    assert math.isclose(summary["exploration_cost"], sum(r["cost"] for r in trace))
+
+
+@pytest.mark.parametrize("model", ["dt", "gp"])
+def test_same_suggestions_whatever_the_executor(rnn, model):
+    _, serial = _drive(rnn, "trimtuner", 4, model=model, **FAST)
+    _, other = _drive(rnn, "trimtuner", 4, PicklingReversedExecutor(), model=model, **FAST)
+    assert serial == other
+
+
+def test_fantasies_do_not_leak_between_candidates(rnn):
+    opt, _ = _drive(rnn, "trimtuner", 3, model="gp", **FAST)
+    cids, fids = opt._untested()
+    ctx, _ = opt._context(cids, fids)
+    together = acquisition_chunk(ctx, np.array([5, 40, 77]))
+    alone = np.vstack([acquisition_chunk(ctx, np.array([c])) for c in (77, 40, 5)])[::-1]
+    np.testing.assert_array_equal(together, alone)
+    assert np.all(together[:, 2] >= 0) and np.all(together[:, 2] <= 1)
+    # the models in the context are untouched by the fantasies
+    assert ctx.targets.models["cost"]._n == len(opt._runs)
+
+
+def test_incumbent_is_predicted_feasible_at_full_size(rnn):
+    opt, _ = _drive(rnn, "trimtuner", 6, model="dt")
+    inc = opt.recommend()
+    X = opt._inputs(np.array([inc]), np.array([1.0]))
+    pred = opt._targets.predict(X)
+    assert opt._targets.log_pf(pred)[0] >= math.log(0.5) - 1e-9
+
+
+def test_fabolas_recommends_an_evaluated_configuration_and_fabulinus_bootstraps_3_percent(rnn):
+    fab, trace = _drive(rnn, "fabolas", 4, **{**FAST, "beta": 0.02})
+    assert fab.recommend() in {cid for cid, *_ in fab._runs}
+    ful = make_optimizer("fabulinus", rnn.space, rnn.problem, 0, **FAST)
+    assert len(ful._bootstrap) == math.ceil(0.03 * 288)
+    assert all(s.fidelity == 0.5 and s.info["snapshots"] for s in ful._bootstrap)
+
+
+def test_eic_baselines_start_with_four_lhs_points_at_full_size(rnn):
+    opt, trace = _drive(rnn, "eic", 6, hyper="ml")
+    assert [h[0].phase for h in opt.history] == ["init"] * 4 + ["search"] * 2
+    assert all(f == 1.0 for _, f, _ in trace)
+    assert len({cid for cid, _, _ in trace}) == 6
+    usd, _ = _drive(rnn, "eic-usd-gp", 5, hyper="ml")
+    ids = np.flatnonzero(~usd.tested())
+    acq, ei, _ = usd.acquisition(ids)
+    pred = usd._targets.predict(rnn.space.features[ids])
+    expected = ei * np.exp(usd._targets.log_pf(pred)) / np.exp(pred["cost"][0])
+    np.testing.assert_allclose(acq, expected)
