@@ -249,7 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ray: also time through the Ray executor and print the speed-up")
     b.add_argument("--workers", type=int, default=2, help="Ray CPUs (--executor ray)")
     b.add_argument("--runs", type=int, metavar="K", help="instead: time K whole runs per case "
-                   "(seeds 0..K-1) and extrapolate the sweep's wall time")
+                   "(seeds 0..K-1; default cases: the Lynceus TF sweep) and extrapolate the "
+                   "sweep's CPU hours")
     b.add_argument("--sweep-seeds", type=int, default=100, help="seeds per case (--runs)")
     b.add_argument("--max-drive-s", type=float, default=1800.0,
                    help="skip points a case would need longer than this to reach")

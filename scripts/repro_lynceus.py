@@ -140,6 +140,8 @@ TF_EXTRA = {  # --all: the other timeout policies and LA = 2 without timeout
 def tf(args) -> None:
     """Lynceus Sec. VI-C..F on the TF jobs, infinite budget."""
     variants = {**TF_VARIANTS, **(TF_EXTRA if args.all else {})}
+    if args.only:
+        variants = {k: v for k, v in variants.items() if k in args.only.split(",")}
     tasks = [{"dataset": d, "optimizer": o, "params": p, "seed": s, "label": lab,
               "stop_cno": args.stop_cno, "max_evals": args.max_evals, "no_stop": args.no_stop}
              for d in TF_JOBS for lab, (o, p) in variants.items()
@@ -156,7 +158,7 @@ def tf(args) -> None:
             cells.append(f"{fmt(q(r11, .9))} / {fmt(q(r11, .5))} ({fmt(q(r2, .9))})")
         print(f"| {lab} | " + " | ".join(cells) + " |")
     print("\nratios at p90 (CNO<=1.1): paper: BO/Lynceus 6.2x (all TF, p90), LA=0/LA=1 5x")
-    for d in TF_JOBS:
+    for d in TF_JOBS if set(TF_VARIANTS) <= set(variants) else ():
         p = {lab: q(reach(res, lab, 1.1, d), .9) for lab in variants}
         print(f"- {d}: eic-usd/lynceus {p['eic-usd (LA=0, none)'] / p['lynceus LA=2 tg']:.2f}x, "
               f"random/eic-usd {p['random'] / p['eic-usd (LA=0, none)']:.2f}x, "
@@ -283,6 +285,7 @@ def main(argv=None) -> int:
         s.add_argument("--out", default=None, help="write per-run results as JSON")
         s.add_argument("--no-stop", action="store_true", help="disable the marginal-reward "
                        "stop (stop_threshold = 0): runs go on until the target CNO")
+        s.add_argument("--only", default="", help="tf: comma-separated variant labels")
         s.add_argument("--all", action="store_true", help="tf: also LA=2 without timeout, "
                        "and the ideal and linear timeout policies")
         s.set_defaults(func=fn)
