@@ -39,7 +39,7 @@ def _spec(dataset: str, optimizer: str, runs: int, iterations: int | None, in_fl
                        "tracking": {"enabled": False}})
 
 
-def _loop(spec) -> tuple[float, float]:
+def _loop(spec) -> tuple[float, float, float]:
     from oracle.registry import load
 
     from .loop import run_one
@@ -49,14 +49,15 @@ def _loop(spec) -> tuple[float, float]:
     runs = expand(spec)
     oracles = OracleCache(load)
     oracles.get(runs[0])  # dataset load and oracle index, as the farm's actors cache them
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for run in runs:
         run_one(run, oracles.get(run))
-    return time.perf_counter() - t0, 1.0
+    return time.perf_counter() - t0, 1.0, (time.process_time() - c0) / len(runs)
 
 
-def _farm(spec) -> tuple[float, float]:
-    """(wall time, mean runs in flight: the runs' summed durations over the wall time)."""
+def _farm(spec) -> tuple[float, float, float]:
+    """(wall time, mean runs in flight: the runs' summed durations over the wall time, mean
+    CPU seconds per run in the actors)."""
     from .runner import run_sweep
     from .store import Store
 
@@ -64,10 +65,11 @@ def _farm(spec) -> tuple[float, float]:
         t0 = time.perf_counter()
         report = run_sweep(spec, out, progress=False)
         wall = time.perf_counter() - t0
-        busy = sum(r["duration_s"] for r in Store(out).records())
+        records = list(Store(out).records())
     if not report.complete:
         raise RuntimeError(f"{report.failed} runs failed: {report.failures[0]['error']}")
-    return wall, busy / wall
+    busy = sum(r["duration_s"] for r in records)
+    return wall, busy / wall, float(np.mean([r["cpu_s"] for r in records]))
 
 
 def _burn(n: int) -> int:
@@ -109,7 +111,7 @@ def run(runs: int = 200, dataset: str = "synthetic", optimizer: str = "random",
              "farm, 1 worker": lambda: _farm(_spec(dataset, optimizer, runs, iterations, 1)),
              f"farm, {workers} workers":
                  lambda: _farm(_spec(dataset, optimizer, runs, iterations, workers))}
-    walls: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
+    walls: dict[str, list[tuple[float, float, float]]] = {name: [] for name in cases}
     capacity = []
     for _ in range(repeats):
         capacity.append(machine_speedup(workers))
@@ -117,7 +119,8 @@ def run(runs: int = 200, dataset: str = "synthetic", optimizer: str = "random",
             walls[name].append(case())
     ray.shutdown()
     rows = [{"case": name, "wall_s": min(w)[0], "wall_max_s": max(w)[0],
-             "in_flight": min(w)[1]} for name, w in walls.items()]
+             "in_flight": min(w)[1], "cpu_ms_per_run": 1000 * min(w)[2]}
+            for name, w in walls.items()]
     for r in rows:
         r["runs_per_s"] = runs / r["wall_s"]
         r["ms_per_run"] = 1000 * r["wall_s"] / runs
@@ -138,8 +141,9 @@ def main(args: argparse.Namespace) -> int:
           f" load average {res['load_average']:.1f} over the last 5 min)")
     print(f"best of {res['repeats']} interleaved repeats (wall_max_s: the slowest)")
     _print_table(res["rows"], ["case", "wall_s", "wall_max_s", "runs_per_s", "ms_per_run",
-                               "in_flight"])
-    print("in_flight: mean runs in progress (summed run durations / wall time)")
+                               "in_flight", "cpu_ms_per_run"])
+    print("in_flight: mean runs in progress (summed run durations / wall time); "
+          "cpu_ms_per_run: CPU time of a run where it ran")
     print(f"\nfarm overhead vs the in-process loop (1 worker): {100 * res['overhead']:+.1f}%"
           f"   (target < +10%)")
     print(f"throughput {res['workers']} workers / 1 worker: {res['speedup']:.2f}x"

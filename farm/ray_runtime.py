@@ -189,8 +189,11 @@ class RunActor:
         return {"node_id": ctx.get_node_id(), "pid": os.getpid(),
                 "ip": ray.util.get_node_ip_address()}
 
-    def run(self, spec: RunSpec) -> RunResult:
-        return run_one(spec, self._oracles.get(spec), self._executor)
+    def run(self, spec: RunSpec) -> tuple[RunResult, float]:
+        """The run's result and the CPU time this process spent on it."""
+        t0 = time.process_time()
+        result = run_one(spec, self._oracles.get(spec), self._executor)
+        return result, time.process_time() - t0
 
     def shared_memory_report(self, name: str) -> dict:
         """Where this actor reads dataset ``name``'s table from (``shared_memory_report``)."""
@@ -206,8 +209,9 @@ class Outcome:
     result: RunResult | None
     error: str | None
     attempts: int
-    duration_s: float
+    duration_s: float            # from submission to result (queueing included)
     where: dict
+    cpu_s: float = math.nan      # CPU time of the run in the process that ran it
 
 
 def _error_line(e: BaseException) -> str:
@@ -254,7 +258,7 @@ def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: 
             actor, where, spec, t0 = in_flight.pop(done)
             n = attempts[spec.run_key]
             try:
-                result = ray.get(done)
+                result, cpu = ray.get(done)
             except RayActorError as e:
                 ray.kill(actor)
                 idle.append(new_actor())
@@ -270,7 +274,7 @@ def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: 
                               ray.get(where))
                 continue
             idle.append((actor, where))
-            yield Outcome(spec, result, None, n, time.perf_counter() - t0, ray.get(where))
+            yield Outcome(spec, result, None, n, time.perf_counter() - t0, ray.get(where), cpu)
     finally:
         for actor, _ in idle:
             ray.kill(actor)
@@ -293,10 +297,11 @@ def run_serially(runs: Sequence[RunSpec]) -> Iterator[Outcome]:
     where = {"node_id": "local", "pid": os.getpid(), "ip": "127.0.0.1"}
     oracles = OracleCache(load)
     for spec in runs:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             result = run_one(spec, oracles.get(spec))
         except Exception as e:  # a failed run is recorded, the sweep goes on
             yield Outcome(spec, None, _error_line(e), 1, time.perf_counter() - t0, where)
             continue
-        yield Outcome(spec, result, None, 1, time.perf_counter() - t0, where)
+        yield Outcome(spec, result, None, 1, time.perf_counter() - t0, where,
+                      time.process_time() - c0)

@@ -80,7 +80,8 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
         for o in outcomes:
             if o.error is None:
                 record = store.write_result(o.spec, o.result, attempts=o.attempts,
-                                            duration_s=o.duration_s, where=o.where)
+                                            duration_s=o.duration_s, cpu_s=o.cpu_s,
+                                            where=o.where)
                 report.done += 1
             else:
                 record = store.write_failure(o.spec, o.error, attempts=o.attempts,

@@ -5,7 +5,7 @@ Layout of the output folder::
     sweep.json                  the validated sweep spec (what ``farm sync`` and reports read)
     runs/<run_key>.parquet      the trace of a finished run (``farm.loop.TRACE_SCHEMA``)
     runs/<run_key>.json         the run's record: spec, status (done|failed), summary or error,
-                                attempts, node, duration
+                                attempts, node, duration (submission to result), CPU time
     index.parquet               one row per record (rebuilt from the records; for users)
     mlflow.db                   default MLflow tracking store (see ``farm.tracking``)
     mlflow_runs.json            run map: tracking URI -> sweep parent run, run_key -> run id
@@ -43,7 +43,8 @@ INDEX_SCHEMA = pa.schema([
     ("final_metric", pa.float64()), ("final_feasible", pa.bool_()),
     ("n_evaluations", pa.int64()), ("exploration_cost", pa.float64()),
     ("stop_reason", pa.string()), ("median_latency_s", pa.float64()),
-    ("duration_s", pa.float64()), ("node_id", pa.string()), ("pid", pa.int64()),
+    ("duration_s", pa.float64()), ("cpu_s", pa.float64()), ("node_id", pa.string()),
+    ("pid", pa.int64()),
     ("finished_at", pa.float64()),
 ])
 
@@ -104,13 +105,15 @@ class Store:
         atomic_write_json(self.root / "sweep.json", spec_dict)
 
     def write_result(self, spec: RunSpec, result: RunResult, *, attempts: int = 1,
-                     duration_s: float = math.nan, where: dict | None = None) -> dict:
+                     duration_s: float = math.nan, cpu_s: float = math.nan,
+                     where: dict | None = None) -> dict:
         """Store a finished run: its trace, then its record (that order: see the module doc)."""
         sink = pa.BufferOutputStream()
         pq.write_table(result.trace, sink)
         atomic_write_bytes(self.trace_path(spec.run_key), sink.getvalue().to_pybytes())
         record = self._record(spec, "done", attempts, duration_s, where)
         record["summary"] = result.summary
+        record["cpu_s"] = cpu_s
         atomic_write_json(self.record_path(spec.run_key), record)
         return record
 
@@ -177,6 +180,7 @@ def _index_row(r: dict) -> dict:
         "n_evaluations": s.get("n_evaluations"), "exploration_cost": s.get("exploration_cost"),
         "stop_reason": s.get("stop_reason"),
         "median_latency_s": (s.get("recommendation_latency_s") or {}).get("median"),
-        "duration_s": r.get("duration_s"), "node_id": r["where"].get("node_id"),
+        "duration_s": r.get("duration_s"), "cpu_s": r.get("cpu_s"),
+        "node_id": r["where"].get("node_id"),
         "pid": r["where"].get("pid"), "finished_at": r["finished_at"],
     }
