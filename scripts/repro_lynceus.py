@@ -141,7 +141,7 @@ def tf(args) -> None:
     """Lynceus Sec. VI-C..F on the TF jobs, infinite budget."""
     variants = {**TF_VARIANTS, **(TF_EXTRA if args.all else {})}
     if args.only:
-        variants = {k: v for k, v in variants.items() if k in args.only.split(",")}
+        variants = {k: v for k, v in variants.items() if k in args.only.split(";")}
     tasks = [{"dataset": d, "optimizer": o, "params": p, "seed": s, "label": lab,
               "stop_cno": args.stop_cno, "max_evals": args.max_evals, "no_stop": args.no_stop}
              for d in TF_JOBS for lab, (o, p) in variants.items()
@@ -285,7 +285,7 @@ def main(argv=None) -> int:
         s.add_argument("--out", default=None, help="write per-run results as JSON")
         s.add_argument("--no-stop", action="store_true", help="disable the marginal-reward "
                        "stop (stop_threshold = 0): runs go on until the target CNO")
-        s.add_argument("--only", default="", help="tf: comma-separated variant labels")
+        s.add_argument("--only", default="", help="tf: variant labels separated by ';'")
         s.add_argument("--all", action="store_true", help="tf: also LA=2 without timeout, "
                        "and the ideal and linear timeout policies")
         s.set_defaults(func=fn)
