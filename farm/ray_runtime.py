@@ -36,6 +36,7 @@ from .loop import RunResult, run_one  # noqa: E402
 from .spec import RunSpec  # noqa: E402
 
 __all__ = [
+    "QUEUE_DEPTH",
     "OracleCache",
     "Outcome",
     "RayExecutor",
@@ -189,11 +190,11 @@ class RunActor:
         return {"node_id": ctx.get_node_id(), "pid": os.getpid(),
                 "ip": ray.util.get_node_ip_address()}
 
-    def run(self, spec: RunSpec) -> tuple[RunResult, float]:
-        """The run's result and the CPU time this process spent on it."""
-        t0 = time.process_time()
+    def run(self, spec: RunSpec) -> tuple[RunResult, float, float]:
+        """The run's result, and the CPU and wall time it took here."""
+        c0, t0 = time.process_time(), time.perf_counter()
         result = run_one(spec, self._oracles.get(spec), self._executor)
-        return result, time.process_time() - t0
+        return result, time.process_time() - c0, time.perf_counter() - t0
 
     def shared_memory_report(self, name: str) -> dict:
         """Where this actor reads dataset ``name``'s table from (``shared_memory_report``)."""
@@ -209,7 +210,7 @@ class Outcome:
     result: RunResult | None
     error: str | None
     attempts: int
-    duration_s: float            # from submission to result (queueing included)
+    duration_s: float            # wall time of the run (a lost run: since its submission)
     where: dict
     cpu_s: float = math.nan      # CPU time of the run in the process that ran it
 
@@ -220,14 +221,21 @@ def _error_line(e: BaseException) -> str:
     return f"{type(cause).__name__}: {text[-1] if text else ''}"
 
 
+# runs queued per actor: the next run is already there when one finishes, so an actor never
+# waits for the driver to store a result and submit again
+QUEUE_DEPTH = 2
+
+
 def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: int = 2,
                executor: str = "serial", chunk_size: int = 0,
                on_submit: Callable[[RunSpec, dict], None] | None = None) -> Iterator[Outcome]:
     """Run ``runs`` on a pool of ``RunActor``s, yielding outcomes as they finish.
 
-    At most ``max_in_flight`` runs (0: the cluster's CPUs) are in flight; a run whose actor
-    dies is re-run on a new actor up to ``max_retries`` times. Closing the generator (e.g. on
-    Ctrl-C) kills the actors. ``on_submit(spec, where)`` is called as each run goes out.
+    ``max_in_flight`` actors (0: one per CPU of the cluster) each run one run at a time with
+    ``QUEUE_DEPTH`` runs queued at most: back-pressure, nothing more is submitted. A run whose
+    actor dies is re-run on a new actor up to ``max_retries`` times. Closing the generator
+    (e.g. on Ctrl-C) kills the actors. ``on_submit(spec, where)`` is called as each run goes
+    out.
     """
     if not runs:
         return
@@ -238,18 +246,19 @@ def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: 
     # tasks can always be scheduled
     options = {"num_cpus": 0 if executor == "ray" else 1}
 
-    def new_actor():  # (actor, reference to where it runs); creation does not block
+    def new_actor() -> list[tuple]:  # its slots; creation does not block
         actor = RunActor.options(**options).remote(shared, executor, chunk_size)
-        return actor, actor.where.remote()
+        return [(actor, actor.where.remote())] * QUEUE_DEPTH
 
     pending = list(reversed(runs))  # pop() from the end keeps the given order
     attempts: dict[str, int] = {}
-    idle = [new_actor() for _ in range(size)]
+    free = [slot for _ in range(size) for slot in new_actor()]
+    dead: set[int] = set()
     in_flight: dict[ray.ObjectRef, tuple] = {}
     try:
         while pending or in_flight:
-            while idle and pending:
-                (actor, where), spec = idle.pop(), pending.pop()
+            while free and pending:
+                (actor, where), spec = free.pop(0), pending.pop()
                 attempts[spec.run_key] = attempts.get(spec.run_key, 0) + 1
                 in_flight[actor.run.remote(spec)] = (actor, where, spec, time.perf_counter())
                 if on_submit is not None:
@@ -258,10 +267,12 @@ def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: 
             actor, where, spec, t0 = in_flight.pop(done)
             n = attempts[spec.run_key]
             try:
-                result, cpu = ray.get(done)
+                result, cpu, wall = ray.get(done)
             except RayActorError as e:
-                ray.kill(actor)
-                idle.append(new_actor())
+                if id(actor) not in dead:  # replace it once, whatever it had queued
+                    dead.add(id(actor))
+                    ray.kill(actor)
+                    free = [s for s in free if s[0] is not actor] + new_actor()
                 if n <= max_retries:
                     pending.append(spec)
                     continue
@@ -269,16 +280,14 @@ def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: 
                               time.perf_counter() - t0, _where(where))
                 continue
             except RayTaskError as e:
-                idle.append((actor, where))
+                free.append((actor, where))
                 yield Outcome(spec, None, _error_line(e), n, time.perf_counter() - t0,
                               ray.get(where))
                 continue
-            idle.append((actor, where))
-            yield Outcome(spec, result, None, n, time.perf_counter() - t0, ray.get(where), cpu)
+            free.append((actor, where))
+            yield Outcome(spec, result, None, n, wall, ray.get(where), cpu)
     finally:
-        for actor, _ in idle:
-            ray.kill(actor)
-        for actor, *_ in in_flight.values():
+        for actor in {id(a): a for a, _ in free + [v[:2] for v in in_flight.values()]}.values():
             ray.kill(actor)
 
 

@@ -5,7 +5,7 @@ Layout of the output folder::
     sweep.json                  the validated sweep spec (what ``farm sync`` and reports read)
     runs/<run_key>.parquet      the trace of a finished run (``farm.loop.TRACE_SCHEMA``)
     runs/<run_key>.json         the run's record: spec, status (done|failed), summary or error,
-                                attempts, node, duration (submission to result), CPU time
+                                attempts, node, wall and CPU time of the run
     index.parquet               one row per record (rebuilt from the records; for users)
     mlflow.db                   default MLflow tracking store (see ``farm.tracking``)
     mlflow_runs.json            run map: tracking URI -> sweep parent run, run_key -> run id
