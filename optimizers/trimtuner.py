@@ -51,7 +51,7 @@ from .models.trees import TreeEnsemble
 
 __all__ = ["TrimTuner"]
 
-_CHUNK = 16   # candidates per executor item (does not change results)
+_CHUNK = 4    # candidates per executor item (does not change results)
 # The matrices here are small (tens of rows): multi-threaded BLAS only adds contention (60x
 # slower on a busy 2-core machine), so the hot entry points run it single-threaded.
 single_threaded = threadpool_limits.wrap(limits=1, user_api="blas")
