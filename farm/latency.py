@@ -9,8 +9,8 @@ compilation, Ray workers) and each copy times ``observe(n-th observation)`` (the
 some optimizers do as data arrive) then ``suggest()`` (the latency the run loop records), so
 the timed suggestion is the one made after ``n`` observations. ``total`` = observe +
 suggest is the papers' "time to recommend the next configuration"; ratio = paper / our
-median total (wall), for model-based (search-phase) suggestions only. CPU seconds of the process are reported beside the wall times: on a
-shared machine they are what a run would take on a core of its own. Copies share nothing
+median total (wall), for model-based (search-phase) suggestions only. CPU seconds of the
+process are reported beside the wall times: on a shared machine they are what a run would take on a core of its own. Copies share nothing
 with the driven run, so timing never changes the run, and every copy must suggest the same
 configuration (a mismatch is reported; with the Ray executor this also checks that the
 executor does not change results). Points a run never reaches (the optimizer stopped, the
@@ -47,6 +47,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .loop import execute
 from .paper_latency import paper_latency
 
 __all__ = ["BenchCase", "DEFAULT_CASES", "ONE_THREAD_ENV", "parse_cases", "bench",
@@ -194,7 +195,7 @@ def bench_case(case: BenchCase, points: Sequence[int], repeats: int, seed: int =
                 if s is None:
                     stopped = "optimizer"
                 else:
-                    pending = (s, oracle.run(s.config_id, s.fidelity, noise, s.time_cap))
+                    pending = (s, execute(oracle, s, noise))
         drive_s += time.perf_counter() - t0
         if pending is None:
             rows.append({**base, "at": point, "executor": "-", "status": "skipped",
@@ -234,7 +235,7 @@ def _step(opt, oracle, noise) -> str | None:
     s = opt.suggest()
     if s is None:
         return "optimizer"
-    opt.observe(s, oracle.run(s.config_id, s.fidelity, noise, s.time_cap))
+    opt.observe(s, execute(oracle, s, noise))
     return None
 
 

@@ -15,15 +15,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
+from optimizers.base import Suggestion
 from optimizers.executor import Executor
 from optimizers.registry import make_optimizer
-from oracle.oracle import Oracle
+from oracle.oracle import Observation, Oracle
 from oracle.registry import load
 
 from .metrics import summarize
 from .spec import RunSpec
 
-__all__ = ["RunResult", "run_one", "TRACE_SCHEMA"]
+__all__ = ["RunResult", "execute", "run_one", "TRACE_SCHEMA"]
 
 TRACE_SCHEMA = pa.schema([
     ("run_key", pa.string()), ("dataset", pa.string()), ("optimizer", pa.string()),
@@ -43,6 +44,27 @@ TRACE_SCHEMA = pa.schema([
 class RunResult:
     summary: dict
     trace: pa.Table
+
+
+def execute(oracle: Oracle, suggestion: Suggestion, rng: np.random.Generator) -> Observation:
+    """Run ``suggestion`` on the oracle as the benchmark loop does: at its fidelity, under its
+    time cap, plus what the simulation grants some algorithms:
+
+    - ``info["snapshots"]``: one training run also measured these smaller dataset sizes
+      (TrimTuner's bootstrap); they are not charged and come back in ``extra["snapshots"]``
+      as {s: Observation};
+    - ``info["reveal_full"]`` (Lynceus' IDEAL timeout policy): a capped run is charged as
+      capped, and ``extra["full_cost"]`` tells what the full run would have cost.
+    """
+    obs = oracle.run(suggestion.config_id, suggestion.fidelity, rng, suggestion.time_cap)
+    if suggestion.info.get("snapshots"):
+        snapshots = {f: oracle.run(suggestion.config_id, f, rng)
+                     for f in suggestion.info["snapshots"]}
+        obs = replace(obs, extra={**obs.extra, "snapshots": snapshots})
+    if obs.timed_out and suggestion.info.get("reveal_full"):
+        obs = replace(obs, extra={**obs.extra, "full_cost": oracle.true_value(
+            suggestion.config_id, suggestion.fidelity, "cost")})
+    return obs
 
 
 def run_one(spec: RunSpec, oracle: Oracle | None = None,
@@ -73,18 +95,7 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
         latency = time.perf_counter() - t0
         if suggestion is None:
             break
-        obs = oracle.run(suggestion.config_id, suggestion.fidelity, noise, suggestion.time_cap)
-        if suggestion.info.get("snapshots"):
-            # one training run also measured these smaller dataset sizes (TrimTuner's
-            # bootstrap): uncharged, handed to the optimizer in extra["snapshots"]
-            snapshots = {f: oracle.run(suggestion.config_id, f, noise)
-                         for f in suggestion.info["snapshots"]}
-            obs = replace(obs, extra={**obs.extra, "snapshots": snapshots})
-        if obs.timed_out and suggestion.info.get("reveal_full"):
-            # simulation-only oracle of Lynceus' IDEAL timeout policy: the capped run is
-            # charged as capped, and the optimizer also learns what the full run would cost
-            obs = replace(obs, extra={**obs.extra, "full_cost": oracle.true_value(
-                suggestion.config_id, suggestion.fidelity, "cost")})
+        obs = execute(oracle, suggestion, noise)
         t1 = time.perf_counter()
         opt.observe(suggestion, obs)
         fit = time.perf_counter() - t1

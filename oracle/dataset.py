@@ -22,14 +22,14 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .problem import Constraint, Objective, Problem
+from .problem import Problem
 from .space import Dimension, SearchSpace
 
 __all__ = ["DatasetMeta", "Dataset", "DatasetError", "REQUIRED_COLUMNS"]

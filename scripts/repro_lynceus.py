@@ -24,10 +24,10 @@ import math
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
 
 import numpy as np
 
+from farm.loop import execute
 from farm.spec import RunSpec
 from optimizers.registry import make_optimizer
 from oracle.oracle import Oracle
@@ -63,10 +63,7 @@ def drive(task: dict) -> dict:
                         time.process_time() - c0))
         if s is None:
             break
-        obs = oracle.run(s.config_id, s.fidelity, noise, s.time_cap)
-        if obs.timed_out and s.info.get("reveal_full"):
-            obs = replace(obs, extra={**obs.extra, "full_cost": oracle.true_value(
-                s.config_id, s.fidelity, "cost")})
+        obs = execute(oracle, s, noise)
         opt.observe(s, obs)
         spent += obs.cost
         n += 1

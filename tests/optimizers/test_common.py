@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from farm.loop import execute
 from optimizers.base import ParameterError
 from optimizers.registry import available, get, make_optimizer
 from oracle.oracle import Oracle
@@ -41,7 +42,7 @@ def _drive(oracle, name, seed, budget=math.inf, steps=STEPS):
         s = opt.suggest()
         if s is None:
             break
-        obs = oracle.run(s.config_id, s.fidelity, noise, s.time_cap)
+        obs = execute(oracle, s, noise)
         opt.observe(s, obs)
         spent += obs.cost
         trace.append((s.config_id, s.fidelity, s.phase, round(obs.cost, 12)))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from farm.cli import main as farm_main
-from farm.loop import run_one
+from farm.loop import execute, run_one
 from farm.spec import RunSpec
 from optimizers.acquisition import truncated_gaussian_mean
 from optimizers.base import ParameterError
@@ -39,11 +39,7 @@ def _drive(opt, oracle, steps):
         s = opt.suggest()
         if s is None:
             break
-        obs = oracle.run(s.config_id, s.fidelity, noise, s.time_cap)
-        if obs.timed_out and s.info.get("reveal_full"):
-            from dataclasses import replace
-            obs = replace(obs, extra={**obs.extra, "full_cost": oracle.true_value(
-                s.config_id, s.fidelity, "cost")})
+        obs = execute(oracle, s, noise)
         opt.observe(s, obs)
         out.append((s, obs))
     return out

@@ -9,7 +9,7 @@ import pickle
 import numpy as np
 import pytest
 
-from farm.loop import run_one
+from farm.loop import execute, run_one
 from farm.spec import RunSpec
 from optimizers.registry import make_optimizer
 from optimizers.trimtuner import acquisition_chunk
@@ -37,17 +37,12 @@ class PicklingReversedExecutor:
 
 
 def _drive(oracle, name, steps, executor=None, seed=0, **params):
-    from dataclasses import replace
-
     opt = make_optimizer(name, oracle.space, oracle.problem, seed, executor, **params)
     noise = np.random.default_rng(seed)
     trace = []
     for _ in range(steps):
         s = opt.suggest()
-        obs = oracle.run(s.config_id, s.fidelity, noise)
-        if s.info.get("snapshots"):
-            obs = replace(obs, extra={"snapshots": {f: oracle.run(s.config_id, f, noise)
-                                                    for f in s.info["snapshots"]}})
+        obs = execute(oracle, s, noise)
         opt.observe(s, obs)
         trace.append((s.config_id, s.fidelity, opt.recommend()))
     return opt, trace
