@@ -53,41 +53,16 @@ References:
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-from scipy.special import ndtr
 
-from .acquisition.analytic import incumbent_for_eic, log_probability_of_feasibility
+from .acquisition.analytic import (incumbent_for_eic, log_expected_improvement,
+                                   log_probability_of_feasibility)
 from .base import Optimizer, Param, Suggestion
 from .models.gp import GaussianProcess
 from .models.ridge import RidgeModel, reciprocal_features
 from .taboo import TabooQueue
 
-__all__ = ["Guindani", "log_expected_improvement", "ml_corrected"]
-
-_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
-
-
-def log_expected_improvement(mu, sigma, best):
-    """log EI for minimisation, finite wherever EI > 0 even when EI underflows.
-
-    ``EI = sigma h(z)``, ``z = (best - mu) / sigma``, ``h(z) = z Phi(z) + phi(z)``; for
-    ``z < -20`` the asymptotic series ``h(z) ~ phi(z) / z^2 (1 - 3/z^2 + 15/z^4)``.
-    ``sigma = 0`` gives ``log max(best - mu, 0)``.
-    """
-    mu, sigma = np.asarray(mu, dtype=float), np.asarray(sigma, dtype=float)
-    safe = np.where(sigma > 0, sigma, 1.0)
-    z = (best - mu) / safe
-    with np.errstate(divide="ignore", invalid="ignore"):
-        zc = np.maximum(z, -20.0)
-        direct = np.log(np.maximum(zc * ndtr(zc) + np.exp(-0.5 * zc * zc - _LOG_SQRT_2PI), 0.0))
-        zt = np.minimum(z, -20.0)
-        tail = (-0.5 * zt * zt - _LOG_SQRT_2PI - 2.0 * np.log(-zt)
-                + np.log1p(-3.0 / zt ** 2 + 15.0 / zt ** 4))
-        log_h = np.where(z >= -20.0, direct, tail)
-        degenerate = np.log(np.maximum(best - mu, 0.0))
-    return np.where(sigma > 0, np.log(safe) + log_h, degenerate)
+__all__ = ["Guindani", "ml_corrected"]
 
 
 def ml_corrected(log_eic, t_hat, variant: str, k: float, t_max: float):

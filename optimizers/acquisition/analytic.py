@@ -20,6 +20,7 @@ from scipy.special import erfcx, log_ndtr, ndtr
 
 __all__ = [
     "expected_improvement",
+    "log_expected_improvement",
     "probability_of_feasibility",
     "log_probability_of_feasibility",
     "constrained_ei",
@@ -30,6 +31,7 @@ __all__ = [
 
 _SQRT2 = np.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)
+_LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
 
 
 def expected_improvement(mu, sigma, best):
@@ -44,6 +46,27 @@ def expected_improvement(mu, sigma, best):
     z = diff / safe
     ei = diff * ndtr(z) + safe * _INV_SQRT_2PI * np.exp(-0.5 * z * z)
     return np.where(sigma > 0, np.maximum(ei, 0.0), np.maximum(diff, 0.0))
+
+
+def log_expected_improvement(mu, sigma, best):
+    """log EI for minimisation, finite wherever EI > 0 even when EI underflows.
+
+    ``EI = sigma h(z)``, ``z = (best - mu) / sigma``, ``h(z) = z Phi(z) + phi(z)``; for
+    ``z < -20`` the asymptotic series ``h(z) ~ phi(z) / z^2 (1 - 3/z^2 + 15/z^4)``.
+    ``sigma = 0`` gives ``log max(best - mu, 0)``.
+    """
+    mu, sigma = np.asarray(mu, dtype=float), np.asarray(sigma, dtype=float)
+    safe = np.where(sigma > 0, sigma, 1.0)
+    z = (best - mu) / safe
+    with np.errstate(divide="ignore", invalid="ignore"):
+        zc = np.maximum(z, -20.0)
+        direct = np.log(np.maximum(zc * ndtr(zc) + np.exp(-0.5 * zc * zc - _LOG_SQRT_2PI), 0.0))
+        zt = np.minimum(z, -20.0)
+        tail = (-0.5 * zt * zt - _LOG_SQRT_2PI - 2.0 * np.log(-zt)
+                + np.log1p(-3.0 / zt ** 2 + 15.0 / zt ** 4))
+        log_h = np.where(z >= -20.0, direct, tail)
+        degenerate = np.log(np.maximum(best - mu, 0.0))
+    return np.where(sigma > 0, np.log(safe) + log_h, degenerate)
 
 
 def probability_of_feasibility(mu, sigma, threshold, op="<="):

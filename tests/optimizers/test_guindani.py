@@ -17,7 +17,8 @@ from farm.spec import RunSpec
 from optimizers import make_optimizer
 from optimizers.acquisition.analytic import expected_improvement
 from optimizers.base import Suggestion
-from optimizers.guindani import log_expected_improvement, ml_corrected
+from optimizers.acquisition.analytic import log_expected_improvement
+from optimizers.guindani import ml_corrected
 from optimizers.models.ridge import RidgeModel, reciprocal_features
 from optimizers.taboo import TabooQueue
 from oracle import Constraint, Dimension, Objective, Observation, Problem, SearchSpace
