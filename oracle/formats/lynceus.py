@@ -30,9 +30,8 @@ import numpy as np
 
 from ..dataset import Dataset, DatasetError, DatasetMeta
 from ..problem import Constraint, Objective, Problem
-from ..space import Dimension
-from ._table import build_dataset, files_in, median_limit, ordered_values, read_csv
-from .trimtuner import PRICES, VCPUS
+from ._table import build_dataset, files_in, median_limit, read_csv
+from .trimtuner import PRICES, VCPUS, t2_dimensions
 
 __all__ = ["CAP_S", "CURVE_INTERVAL_S", "TARGET_ACCURACY", "load"]
 
@@ -85,11 +84,7 @@ def _load_file(path: Path, name: str | None) -> Dataset:
     keys = (flavor, workers, lr, batch, sync)
     t_max = median_limit(time, keys)
     network = network_name(path)
-    dims = (Dimension("vm_flavor", "categorical", ordered_values(flavor, PRICES)),
-            Dimension("n_workers", "ordinal", ordered_values(workers), log=True),
-            Dimension("learning_rate", "ordinal", ordered_values(lr), log=True),
-            Dimension("batch_size", "ordinal", ordered_values(batch), log=True),
-            Dimension("synchronism", "categorical", ordered_values(sync)))
+    dims = t2_dimensions(flavor, workers, lr, batch, sync)
     meta = DatasetMeta(
         name=name or f"lynceus-{network}",
         title=f"Lynceus TensorFlow {network} on t2 clusters (run to accuracy 0.85, 600 s cap)",

@@ -36,7 +36,7 @@ from ..problem import Constraint, Objective, Problem
 from ..space import Dimension
 from ._table import build_dataset, files_in, ordered_values, read_csv
 
-__all__ = ["COST_MAX", "FULL_SIZE", "PRICES", "VCPUS", "load"]
+__all__ = ["COST_MAX", "FULL_SIZE", "PRICES", "VCPUS", "load", "t2_dimensions"]
 
 PRICES = {"t2.small": 0.023, "t2.medium": 0.0464, "t2.xlarge": 0.1856, "t2.2xlarge": 0.3712}
 VCPUS = {"t2.small": 1, "t2.medium": 2, "t2.xlarge": 4, "t2.2xlarge": 8}
@@ -97,11 +97,7 @@ def _load_file(path: Path, name: str | None, cost_max: float | None) -> Dataset:
         "intermediate_test_durations": t.floats_list("intermediate_test_durations"),
         "intermediate_iterations": t.floats_list("intermediate_no_interations"),
     }
-    dims = (Dimension("vm_flavor", "categorical", ordered_values(flavor, PRICES)),
-            Dimension("n_workers", "ordinal", ordered_values(workers), log=True),
-            Dimension("learning_rate", "ordinal", ordered_values(lr), log=True),
-            Dimension("batch_size", "ordinal", ordered_values(batch), log=True),
-            Dimension("synchronism", "categorical", ordered_values(sync)))
+    dims = t2_dimensions(flavor, workers, lr, batch, sync)
     meta = DatasetMeta(
         name=name or f"trimtuner-{network}",
         title=f"TrimTuner TensorFlow {network.upper()} on t2 clusters, 5 training-set sizes",
@@ -116,3 +112,13 @@ def _load_file(path: Path, name: str | None, cost_max: float | None) -> Dataset:
         notes=f"C_max = ${c_max:g} (TrimTuner Table II); rows are means of 3 runs",
     )
     return build_dataset(t, columns, meta, price_column="vm_flavor")
+
+
+def t2_dimensions(flavor, workers, lr, batch, sync) -> tuple[Dimension, ...]:
+    """The five dimensions of the TensorFlow jobs on t2 clusters (TrimTuner and Lynceus data),
+    with the values present in the columns given."""
+    return (Dimension("vm_flavor", "categorical", ordered_values(flavor, PRICES)),
+            Dimension("n_workers", "ordinal", ordered_values(workers), log=True),
+            Dimension("learning_rate", "ordinal", ordered_values(lr), log=True),
+            Dimension("batch_size", "ordinal", ordered_values(batch), log=True),
+            Dimension("synchronism", "categorical", ordered_values(sync)))
