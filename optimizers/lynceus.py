@@ -51,7 +51,7 @@ __all__ = ["TIMEOUT_POLICIES", "CherryPickTrees", "EIcUSD", "Lynceus", "Obol"]
 
 TIMEOUT_POLICIES = ("none", "tg", "ideal", "no-info", "max-cost", "linear")
 
-_COMMON = (
+COMMON_PARAMS = (  # shared by Lynceus, OBOL and Nephele
     Param("k", 3, "Gauss-Hermite nodes per simulated cost", low=1, high=10),
     Param("gamma", 0.9, "discount of future rewards along a path", low=0.0, high=1.0),
     Param("n_trees", 10, "trees in the bagging ensemble", low=1, high=200),
@@ -71,7 +71,7 @@ class Lynceus(Optimizer):
     params = (
         Param("la", 2, "look-ahead window (extra steps after the first)", low=0, high=3),
         Param("timeout", "tg", "timeout policy for sub-optimal runs", choices=TIMEOUT_POLICIES),
-        *_COMMON,
+        *COMMON_PARAMS,
         Param("n_init", 0, "bootstrap size (0: max(3% of the space, #dimensions))", low=0),
         Param("init", "lhs", "bootstrap design", choices=("lhs", "random")),
         Param("target_accuracy", 0.85, "accuracy the linear policy extrapolates to",
@@ -304,7 +304,7 @@ class Obol(Lynceus):
     summary = "budget-limited look-ahead BO on bagged trees (OBOL, seed 004)"
     params = (
         Param("la", 2, "look-ahead depth", low=0, high=5),
-        *_COMMON,
+        *COMMON_PARAMS,
         Param("n_init", 5, "random initial samples", low=1),
     )
     discount_cost = True

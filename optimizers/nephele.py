@@ -20,11 +20,12 @@ References:
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from .base import Param, Suggestion
-from .lynceus import Lynceus
+from .lynceus import COMMON_PARAMS, Lynceus
 
 __all__ = ["Nephele"]
 
@@ -37,15 +38,9 @@ class Nephele(Lynceus):
     uses_fidelity = True
     params = (
         Param("la", 0, "look-ahead horizon (extra steps after the first)", low=0, high=3),
-        Param("k", 3, "Gauss-Hermite nodes on the simulated cost", low=1, high=10),
         Param("k_acc", 1, "Gauss-Hermite nodes on the simulated accuracy", low=1, high=10),
-        Param("gamma", 0.9, "discount of future rewards along a path", low=0.0, high=1.0),
-        Param("n_trees", 5, "trees in each bagging ensemble (cost, accuracy)", low=1, high=200),
-        Param("max_features", 0, "features tried per split (0: floor(log2 d) + 1)", low=0),
-        Param("std_floor", 1e-3, "predictive std floor, relative to the targets' std", low=0.0),
-        Param("stop_threshold", 0.01, "stop when every EIc is below this x incumbent cost",
-              low=0.0),
-        Param("path_chunks", 4, "chunks of first-step candidates handed to the executor", low=1),
+        *(replace(p, default=5, doc="trees in each bagging ensemble (cost, accuracy)")
+          if p.name == "n_trees" else p for p in COMMON_PARAMS),
         Param("b_init", 5.0, "initial budget spent on random (x, s) samples ($5 CNN, $1 RNN, "
               "$2 MLP in the thesis)", low=0.0),
     )
