@@ -33,13 +33,14 @@ class Fabolas(TrimTuner):
     params = tuple(
         Param("filter", "direct", p.doc, choices=FILTERS) if p.name == "filter"
         else p for p in TrimTuner.params
-        if p.name not in ("model", "n_trees", "incumbent", "incumbent_pf"))
+        if p.name not in ("model", "n_trees", "incumbent", "incumbent_rule", "incumbent_pf"))
     factor = "none"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.config["model"] = "gp"
         self.config["incumbent"] = "tested"   # lowest predicted loss among evaluated configs
+        self.config["incumbent_rule"] = "feasible"
         self.config["incumbent_pf"] = 0.5     # no constraints: every configuration qualifies
 
     def _model_problem(self):

@@ -32,6 +32,8 @@ class Fabulinus(TrimTuner):
     summary = "Fabulinus: constrained entropy search (IG/cost x CEA of the new incumbent)"
     params = tuple(
         Param("incumbent", "all", p.doc, choices=p.choices) if p.name == "incumbent"
+        else Param("incumbent_rule", "feasible", p.doc, choices=p.choices)
+        if p.name == "incumbent_rule"
         else Param("incumbent_pf", 0.99, p.doc, low=p.low, high=p.high)
         if p.name == "incumbent_pf" else p
         for p in TrimTuner.params if p.name not in ("model", "n_trees")) + (

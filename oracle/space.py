@@ -23,6 +23,8 @@ class Dimension:
 
     ``categorical`` values are unordered (one-hot encoded); ``ordinal`` and ``numeric`` values
     are ordered and encoded on [0, 1], on a log scale when ``log`` (e.g. a learning rate).
+    Ordinal labels that are not numbers (e.g. VM sizes "t2.small" < "t2.medium") are encoded
+    by their rank in ``values``.
     """
 
     name: str
@@ -36,8 +38,13 @@ class Dimension:
                              "(expected categorical, ordinal or numeric)")
         if len(set(self.values)) != len(self.values):
             raise ValueError(f"dimension {self.name!r}: repeated values in {self.values!r}")
-        if self.log and any(float(v) <= 0 for v in self.values):
-            raise ValueError(f"dimension {self.name!r}: log scale needs positive values")
+        if self.log and not (self._numbers and all(float(v) > 0 for v in self.values)):
+            raise ValueError(f"dimension {self.name!r}: log scale needs positive numbers")
+
+    @property
+    def _numbers(self) -> bool:
+        return all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
+                   for v in self.values)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "kind": self.kind, "values": list(self.values), "log": self.log}
@@ -52,7 +59,10 @@ class Dimension:
         codes = np.array([index[v] for v in column.tolist()], dtype=np.int64)
         if self.kind == "categorical":
             return np.eye(len(self.values))[codes]
-        x = np.asarray(self.values, dtype=float)
+        if self._numbers:
+            x = np.asarray(self.values, dtype=float)
+        else:
+            x = np.arange(len(self.values), dtype=float)      # ordered labels: their rank
         if self.log:
             x = np.log(x)
         span = x.max() - x.min()

@@ -34,9 +34,10 @@ References:
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg
 
-__all__ = ["entropy", "pmax_from_samples", "pmax_monte_carlo", "information_gain_gp",
-           "information_gain_refit"]
+__all__ = ["entropy", "joint_samples", "pmax_from_samples", "pmax_monte_carlo",
+           "information_gain_gp", "information_gain_refit"]
 
 
 def entropy(p, axis=-1):
@@ -68,6 +69,21 @@ def _cholesky(cov):
         except np.linalg.LinAlgError:
             jitter *= 10.0
     raise np.linalg.LinAlgError("representer covariance is not positive semi-definite")
+
+
+def joint_samples(mean, cov, z):
+    """Samples mean + z A^T of N(mean, cov) with A A^T = cov from its eigendecomposition
+    (robust for the rank-deficient covariance of many configurations); ``z`` (M, n) standard
+    normals. LAPACK's default symmetric eigensolver can fail to converge on such matrices;
+    the relatively robust representations driver (``evr``) is the fall-back."""
+    cov = np.asarray(cov, dtype=float)
+    jitter = 1e-10 * max(float(np.mean(np.diag(cov))), 1e-300)
+    cov = cov + jitter * np.eye(len(cov))
+    try:
+        w, V = np.linalg.eigh(cov)
+    except np.linalg.LinAlgError:
+        w, V = scipy.linalg.eigh(cov, driver="evr")
+    return np.asarray(mean)[None, :] + (z * np.sqrt(np.maximum(w, 0.0))) @ V.T
 
 
 def pmax_monte_carlo(mean, cov, z):

@@ -7,9 +7,11 @@ github.com/pedrogbmendes/TrimTuner. ``load`` takes one file or a folder holding 
 - One row = the mean of 3 runs of a configuration on a sub-sample of MNIST-like data:
   1440 rows = 288 configurations x ``training_set_size`` {1000, 6000, 15000, 30000, 60000}.
   Fidelity ``s = training_set_size / 60000`` in {1/60, 1/10, 1/4, 1/2, 1}.
-- Dimensions: ``vm_flavor`` (categorical, t2.small .. t2.2xlarge), ``n_workers`` (worker VMs,
-  ordinal, log scale), ``learning_rate`` (ordinal, log), ``batch_size`` (ordinal, log),
-  ``synchronism`` (categorical). Extra column ``cores`` = n_workers x vCPUs of the flavour.
+- Dimensions: ``vm_flavor`` (ordinal by size, t2.small .. t2.2xlarge, as the authors' code
+  encodes it: one feature instead of four one-hot columns, which lets the models share what
+  they learn about cost across VM sizes), ``n_workers`` (worker VMs, ordinal, log scale),
+  ``learning_rate`` (ordinal, log), ``batch_size`` (ordinal, log), ``synchronism``
+  (categorical). Extra column ``cores`` = n_workers x vCPUs of the flavour.
 - Cost (no cost column is published): the cluster is ``n_workers`` workers plus one bookkeeper
   of the flavour plus ``n_ps`` t2.2xlarge parameter servers (``n_ps`` is 1 in every row), so
   ``cost = ((n_workers + 1) x price(flavor) + n_ps x 0.3712) / 3600 x training_time`` with
@@ -97,7 +99,7 @@ def _load_file(path: Path, name: str | None, cost_max: float | None) -> Dataset:
         "intermediate_test_durations": t.floats_list("intermediate_test_durations"),
         "intermediate_iterations": t.floats_list("intermediate_no_interations"),
     }
-    dims = t2_dimensions(flavor, workers, lr, batch, sync)
+    dims = t2_dimensions(flavor, workers, lr, batch, sync, flavor_kind="ordinal")
     meta = DatasetMeta(
         name=name or f"trimtuner-{network}",
         title=f"TrimTuner TensorFlow {network.upper()} on t2 clusters, 5 training-set sizes",
@@ -114,10 +116,12 @@ def _load_file(path: Path, name: str | None, cost_max: float | None) -> Dataset:
     return build_dataset(t, columns, meta, price_column="vm_flavor")
 
 
-def t2_dimensions(flavor, workers, lr, batch, sync) -> tuple[Dimension, ...]:
+def t2_dimensions(flavor, workers, lr, batch, sync, flavor_kind: str = "categorical"
+                  ) -> tuple[Dimension, ...]:
     """The five dimensions of the TensorFlow jobs on t2 clusters (TrimTuner and Lynceus data),
-    with the values present in the columns given."""
-    return (Dimension("vm_flavor", "categorical", ordered_values(flavor, PRICES)),
+    with the values present in the columns given. ``flavor_kind="ordinal"`` orders the VM
+    types by size (t2.small < ... < t2.2xlarge), as the TrimTuner authors' code encodes them."""
+    return (Dimension("vm_flavor", flavor_kind, ordered_values(flavor, PRICES)),
             Dimension("n_workers", "ordinal", ordered_values(workers), log=True),
             Dimension("learning_rate", "ordinal", ordered_values(lr), log=True),
             Dimension("batch_size", "ordinal", ordered_values(batch), log=True),

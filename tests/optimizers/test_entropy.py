@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from optimizers.acquisition.analytic import gauss_hermite
-from optimizers.acquisition.entropy import (entropy, information_gain_gp,
+from optimizers.acquisition.entropy import (entropy, information_gain_gp, joint_samples,
                                             information_gain_refit, pmax_from_samples,
                                             pmax_monte_carlo)
 from optimizers.models.gp import GaussianProcess
@@ -102,3 +102,13 @@ def test_refit_gain_is_zero_when_the_fantasy_cannot_move_the_model():
     still = information_gain_refit(forest, X[0], 0.3, 0.0, X, z, t, w)
     moving = information_gain_refit(forest, np.array([0.9, 0.1]), 0.1, 0.5, X, z, t, w)
     assert abs(still) < abs(moving)
+
+
+def test_joint_samples_have_the_moments_of_a_rank_deficient_covariance():
+    rng = np.random.default_rng(0)
+    B = rng.standard_normal((40, 3))
+    cov = B @ B.T                                       # rank 3 of 40
+    mean = rng.standard_normal(40)
+    F = joint_samples(mean, cov, rng.standard_normal((20000, 40)))
+    np.testing.assert_allclose(F.mean(axis=0), mean, atol=0.08)
+    np.testing.assert_allclose(np.cov(F.T), cov, atol=0.25 * np.abs(cov).max() ** 0.5)

@@ -90,12 +90,33 @@ def test_fantasies_do_not_leak_between_candidates(rnn):
     assert ctx.targets.models["cost"]._n == len(opt._runs)
 
 
-def test_incumbent_is_predicted_feasible_at_full_size(rnn):
+def _tested_at_full_size(opt):
+    ids = np.unique([cid for cid, *_ in opt._runs])
+    pred = opt._targets.predict(opt._inputs(ids, np.ones(len(ids))))
+    accuracy = opt._targets.quality(pred[opt._targets.objective][0])
+    return ids, accuracy, np.exp(opt._targets.log_pf(pred))
+
+
+def test_incumbent_rules_cea_by_default_and_the_papers_feasible_rule(rnn):
     opt, _ = _drive(rnn, "trimtuner", 6, model="dt")
-    inc = opt.recommend()
-    X = opt._inputs(np.array([inc]), np.array([1.0]))
-    pred = opt._targets.predict(X)
-    assert opt._targets.log_pf(pred)[0] >= math.log(0.5) - 1e-9
+    ids, accuracy, pf = _tested_at_full_size(opt)
+    # the authors' code: the tested configuration with the best accuracy x P(feasible)
+    assert opt.recommend() == ids[np.argmax(accuracy * pf)]
+    strict = make_optimizer("trimtuner", rnn.space, rnn.problem, 0, model="dt",
+                            incumbent_rule="feasible", incumbent_pf=0.9)
+    strict._runs, strict._targets = opt._runs, opt._targets
+    ok = pf >= 0.9
+    assert ok.any()
+    # the paper's text: the best predicted accuracy among the predicted feasible
+    assert strict.recommend() == ids[ok][np.argmax(accuracy[ok])]
+
+
+def test_gp_run_survives_a_covariance_the_default_eigensolver_rejects(rnn):
+    # seed 1 with the random filter reaches, at its 4th step, a 288 x 288 representer
+    # covariance on which LAPACK's default symmetric eigensolver does not converge
+    result = run_one(RunSpec("trimtuner-rnn", "trimtuner", seed=1, iterations=5,
+                             params={"model": "gp", "filter": "random", "hyper": "ml"}))
+    assert result.trace.num_rows == 5
 
 
 def test_fabolas_recommends_an_evaluated_configuration_and_fabulinus_bootstraps_3_percent(rnn):

@@ -66,6 +66,11 @@ def test_trimtuner_fidelities_and_cost_formula(datasets):
     assert {"time_std", "accuracy_std", "iterations_std", "intermediate_acc_values"} <= set(
         d.table.column_names)
     assert d.meta.problem.objective.metric == "accuracy"
+    # VM types ordered by size, one feature (the TrimTuner authors' encoding); the Lynceus
+    # data keeps them categorical
+    flavor = d.meta.dimensions[0]
+    assert (flavor.kind, flavor.values) == ("ordinal", tuple(PRICES))
+    assert datasets["lynceus-cnn"].meta.dimensions[0].kind == "categorical"
 
 
 @pytest.mark.parametrize("net, t_max, feasible", [("cnn", 230.7, 192),

@@ -34,6 +34,14 @@ def test_features_one_hot_log_and_linear_scaling():
     assert not space.features.flags.writeable
 
 
+def test_ordinal_labels_are_encoded_by_rank():
+    size = Dimension("vm", "ordinal", ("small", "medium", "large"))
+    column = np.array(["large", "small", "medium"], dtype=object)
+    assert size.encode(column)[:, 0] == pytest.approx([1.0, 0.0, 0.5])
+    with pytest.raises(ValueError, match="positive numbers"):
+        Dimension("vm", "ordinal", ("small", "large"), log=True)
+
+
 def test_fidelity_encoding_and_feature_rows():
     space = small_space()
     assert space.encode_fidelity([0.25, 0.5, 1.0]) == pytest.approx([0.0, 0.5, 1.0])
@@ -60,7 +68,7 @@ def test_dimension_rejects_bad_declarations():
         Dimension("x", "nominal", (1, 2))
     with pytest.raises(ValueError, match="repeated"):
         Dimension("x", "ordinal", (1, 1))
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match="positive numbers"):
         Dimension("x", "ordinal", (0, 1), log=True)
 
 
