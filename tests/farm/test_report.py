@@ -92,6 +92,8 @@ def test_accuracy_c_curves_average_seeds_and_reach_ninety_percent_of_the_optimum
     assert mean[0] == pytest.approx(0.65) and mean[-1] == pytest.approx(0.9)
     assert a.reach["opt"]["acc_c>=0.9opt"].tolist() == [2.0, math.inf]
     assert a.stats["opt"]["final_mean"] == pytest.approx(0.9)
+    # the paper's statistic: the mean over runs, infinite while one run never got there
+    assert a.stats["opt"]["reach_mean:acc_c>=0.9opt"] == math.inf
 
 
 def test_variants_of_one_optimizer_are_labelled_by_the_parameters_that_differ():
