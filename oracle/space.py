@@ -38,13 +38,17 @@ class Dimension:
                              "(expected categorical, ordinal or numeric)")
         if len(set(self.values)) != len(self.values):
             raise ValueError(f"dimension {self.name!r}: repeated values in {self.values!r}")
-        if self.log and not (self._numbers and all(float(v) > 0 for v in self.values)):
-            raise ValueError(f"dimension {self.name!r}: log scale needs positive numbers")
+        if self.log:
+            x = self._numbers()
+            if x is None or np.any(x <= 0):
+                raise ValueError(f"dimension {self.name!r}: log scale needs positive numbers")
 
-    @property
-    def _numbers(self) -> bool:
-        return all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
-                   for v in self.values)
+    def _numbers(self) -> np.ndarray | None:
+        """The values as floats, or None when they are labels (not all numbers)."""
+        try:
+            return np.asarray(self.values, dtype=float)
+        except (TypeError, ValueError):
+            return None
 
     def to_dict(self) -> dict:
         return {"name": self.name, "kind": self.kind, "values": list(self.values), "log": self.log}
@@ -59,9 +63,8 @@ class Dimension:
         codes = np.array([index[v] for v in column.tolist()], dtype=np.int64)
         if self.kind == "categorical":
             return np.eye(len(self.values))[codes]
-        if self._numbers:
-            x = np.asarray(self.values, dtype=float)
-        else:
+        x = self._numbers()
+        if x is None:
             x = np.arange(len(self.values), dtype=float)      # ordered labels: their rank
         if self.log:
             x = np.log(x)
