@@ -46,8 +46,8 @@ CASES = {
     "eic-usd": ("eic-usd-gp", {}),
     "fabulinus": ("fabulinus", {}),
 }
-GP_CASES = {"tt-gp", "tt-gp-random", "tt-gp-direct", "tt-gp-cmaes", "tt-gp-feasible",
-            "fabolas", "eic", "eic-usd", "fabulinus"}
+GP_CASES = {case for case, (_, params) in CASES.items()     # the ones --hyper applies to
+            if params.get("model", "gp") == "gp"}
 
 
 def _one(job):
