@@ -52,7 +52,7 @@ from threadpoolctl import threadpool_limits
 from .acquisition.analytic import gauss_hermite
 from .acquisition.entropy import (information_gain_gp, information_gain_refit,
                                   joint_samples, pmax_from_samples)
-from .acquisition.filters import FILTERS, select
+from .acquisition.filters import FILTERS, cea, select
 from .base import Optimizer, Param, Suggestion
 from .models.gp import GaussianProcess
 from .models.targets import Targets, cea_incumbent, incumbent
@@ -135,10 +135,10 @@ def _factor(ctx: _Context, c: int) -> float:
     pred = fantasy.predict(rows)
     log_pf = fantasy.log_pf(pred)
     mean = pred[fantasy.objective][0]
-    best = choose_incumbent(ctx.incumbent_rule, fantasy.quality(mean), mean, log_pf,
-                            ctx.min_pf)
+    quality = fantasy.quality(mean)
+    best = choose_incumbent(ctx.incumbent_rule, quality, mean, log_pf, ctx.min_pf)
     pf = math.exp(log_pf[best])
-    return pf * float(fantasy.quality(mean[best])) if ctx.factor == "cea" else pf
+    return pf * float(quality[best]) if ctx.factor == "cea" else pf
 
 
 def choose_incumbent(rule: str, quality: np.ndarray, objective_mean: np.ndarray,
@@ -270,7 +270,7 @@ class TrimTuner(Optimizer):
         X = self._inputs(cids, fids)
         pred = t.predict(X)
         obj_mean, obj_std = pred[t.objective]
-        scores = t.quality(obj_mean) * np.exp(t.log_pf(pred))
+        scores = cea(t.quality(obj_mean), t.log_pf(pred))
         X_full = self._inputs(np.arange(self.space.n_configs), np.ones(self.space.n_configs))
         rep = self._representers(X_full)
         M = self.config["n_mc"]

@@ -19,6 +19,7 @@ import numpy as np
 from oracle.problem import Problem
 
 from ..acquisition.analytic import log_probability_of_feasibility
+from ..acquisition.filters import cea
 
 __all__ = ["to_model_scale", "Targets", "incumbent", "cea_incumbent"]
 
@@ -108,4 +109,4 @@ def cea_incumbent(quality: np.ndarray, log_pf: np.ndarray) -> int:
     """Index of the row with the best constrained expected accuracy, predicted quality x
     P(feasible): the incumbent rule of the TrimTuner authors' code, which trades a little
     predicted accuracy for confidence that the cap holds [TrimTuner Sec. III-B, CEA]."""
-    return int(np.argmax(quality * np.exp(log_pf)))
+    return int(np.argmax(cea(quality, log_pf)))
