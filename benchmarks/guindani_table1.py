@@ -26,9 +26,10 @@ from pathlib import Path
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
-from farm.guindani_metrics import PAPER_TABLE1, table1
-from farm.loop import run_one
-from farm.spec import RunSpec
+from farm.report.papers import PAPER_TABLE1
+from farm.run.recurring_job import table1
+from farm.run.loop import run_one
+from farm.run.spec import RunSpec
 
 VARIANTS = "abcd"
 PAPER_NAME = {"guindani-kmeans": "K-means", "guindani-query26-vm-ram": "Query26",

@@ -51,8 +51,8 @@ GP_CASES = {case for case, (_, params) in CASES.items()     # the ones --hyper a
 
 
 def _one(job):
-    from farm.loop import run_one
-    from farm.spec import RunSpec
+    from farm.run.loop import run_one
+    from farm.run.spec import RunSpec
 
     dataset, case, seed, iterations, hyper = job
     optimizer, params = CASES[case]

@@ -24,7 +24,7 @@ Algorithm 2 of the paper, over the finite space:
    lowest mean observed cost among configurations whose mean observed run is feasible,
    re-evaluated after each run) until ``n0 + N`` executions in all. Those runs are suggested
    here (phase ``search``, ``info={"exploit": True}``) and count in the metrics
-   (``farm.guindani_metrics``).
+   (``farm.run.recurring_job``).
 
 *Choices* where the paper is silent:
 

@@ -8,7 +8,7 @@ thesis ch. 6) and print our numbers next to the papers'.
     nice python scripts/repro_lynceus.py nephele --seeds 30
     nice python scripts/repro_lynceus.py latency                # one core, LA = 0..3
 
-Each run is driven exactly as ``farm.loop.run_one`` drives it (same oracle noise stream, the
+Each run is driven exactly as ``farm.run.loop.run_one`` drives it (same oracle noise stream, the
 IDEAL policy's full-cost reveal), except that a run stops as soon as its recommendation is
 truly feasible with CNO <= ``--stop-cno`` (1.1 by default): the exploration cost needed to
 reach a CNO target, the quantity of the papers' CDFs, is fixed by then. Unreached targets
@@ -27,8 +27,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from farm.loop import execute
-from farm.spec import RunSpec
+from farm.run.loop import execute
+from farm.run.spec import RunSpec
 from optimizers.registry import make_optimizer
 from oracle.oracle import Oracle
 from oracle.registry import available, load

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from farm.loop import run_one
-from farm.runner import run_sweep
-from farm.store import Store
-from farm.sweep import expand, parse_spec
+from farm.run.loop import run_one
+from farm.sweep.runner import run_sweep
+from farm.sweep.store import Store
+from farm.sweep.spec import expand, parse_spec
 
 from .conftest import (
     LOOPBACK,

@@ -11,9 +11,9 @@ import math
 import pytest
 
 from farm.cli import main
-from farm.latency import (DEFAULT_CASES, BenchCase, bench, format_rows, parse_cases,
+from farm.bench.latency import (DEFAULT_CASES, BenchCase, bench, format_rows, parse_cases,
                           sweep_estimate)
-from farm.paper_latency import PAPER_LATENCY, paper_latency
+from farm.report.papers import PAPER_LATENCY, paper_latency
 
 
 def test_random_on_synthetic_gives_one_well_formed_row_per_point():
@@ -30,8 +30,8 @@ def test_random_on_synthetic_gives_one_well_formed_row_per_point():
 
 
 def test_timing_leaves_the_driven_run_as_the_run_loop_makes_it():
-    from farm.loop import run_one
-    from farm.spec import RunSpec
+    from farm.run.loop import run_one
+    from farm.run.spec import RunSpec
 
     # the suggestion timed after n observations is the (n+1)-th of the same seed's run
     rows = bench([BenchCase("random", "synthetic")], [1, 4, 9], repeats=2, seed=3)
@@ -172,7 +172,7 @@ class _BackwardsExecutor:
 
 
 def test_a_second_executor_gets_a_speedup_and_a_same_result_check():
-    from farm.latency import bench_case
+    from farm.bench.latency import bench_case
 
     rows = bench_case(BenchCase("random", "synthetic"), [4], repeats=2,
                       executors={"serial": None, "backwards": _BackwardsExecutor()})

@@ -10,12 +10,12 @@ import signal
 
 import pytest
 
-from farm.loop import run_one
-from farm.ray_runtime import QUEUE_DEPTH
-from farm.runner import run_sweep
-from farm.spec import RunSpec
-from farm.store import Store
-from farm.sweep import expand, parse_spec
+from farm.run.loop import run_one
+from farm.sweep.ray_runtime import QUEUE_DEPTH
+from farm.sweep.runner import run_sweep
+from farm.run.spec import RunSpec
+from farm.sweep.store import Store
+from farm.sweep.spec import expand, parse_spec
 
 from .conftest import LOOPBACK, descendants, listeners_of, same_trace
 
@@ -44,7 +44,7 @@ def test_sweep_traces_equal_the_serial_loop(ray_local, tmp_path):
 
 
 def test_oracle_table_is_shared_zero_copy_one_copy(ray_local):
-    from farm.ray_runtime import RunActor, share_dataset, shared_memory_fraction
+    from farm.sweep.ray_runtime import RunActor, share_dataset, shared_memory_fraction
 
     ray = ray_local
     ref = share_dataset("synthetic")
@@ -108,7 +108,7 @@ def test_interrupted_sweep_finishes_only_the_missing_runs(ray_local, tmp_path):
 
 
 def test_ray_executor_is_the_serial_map_in_chunks(ray_local):
-    from farm.ray_runtime import RayExecutor
+    from farm.sweep.ray_runtime import RayExecutor
     from optimizers.executor import SerialExecutor
 
     items = list(range(23))
@@ -119,7 +119,7 @@ def test_ray_executor_is_the_serial_map_in_chunks(ray_local):
 
 
 def test_lynceus_paths_over_ray_tasks_match_serial(ray_local):
-    from farm.ray_runtime import RayExecutor
+    from farm.sweep.ray_runtime import RayExecutor
     from optimizers.registry import available
 
     if "lynceus" not in available():

@@ -1,4 +1,4 @@
-"""farm.regress: the statistical gate on plain per-seed values, the baseline file, and the
+"""farm.report.regress: the statistical gate on plain per-seed values, the baseline file, and the
 ``farm regress`` command failing on a deliberately degraded optimizer."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from farm.regress import (
+from farm.report.regress import (
     BaselineError,
     compare,
     format_table,
@@ -209,8 +209,8 @@ def test_regress_bad_input_exits_2_with_one_line(tmp_path, capsys):
 def test_the_committed_baseline_covers_the_nightly_specs():
     from pathlib import Path
 
-    from farm.report_cli import DEFAULT_SPECS
-    from farm.sweep import load_spec
+    from farm.cli.report import DEFAULT_SPECS
+    from farm.sweep.spec import load_spec
 
     root = Path(__file__).resolve().parents[2]
     baseline = read_baseline(root / "sweeps" / "nightly-baseline.json")
@@ -229,8 +229,8 @@ def test_the_short_spec_runs_a_subset_of_the_nightly_runs():
     """Same run keys (settings, seeds): the short regression checks against the same baseline."""
     from pathlib import Path
 
-    from farm.report_cli import DEFAULT_SPECS
-    from farm.sweep import expand, load_spec
+    from farm.cli.report import DEFAULT_SPECS
+    from farm.sweep.spec import expand, load_spec
 
     root = Path(__file__).resolve().parents[2]
     full = {r.run_key for path in DEFAULT_SPECS for r in expand(load_spec(root / path))}

@@ -1,4 +1,4 @@
-"""farm.report: curves, reach costs and tables on hand-made traces with known answers; the
+"""farm.report.analysis: curves, reach costs and tables on hand-made traces with known answers; the
 figures and the self-contained page from real runs; the papers' numbers shown only where the
 sweep matches their experiment."""
 
@@ -13,10 +13,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from farm.loop import TRACE_SCHEMA, run_one
-from farm.paper_numbers import PAPER_NUMBERS, PaperNumber, Selector
-from farm.report import analyse, paper_rows, variant_labels, write_report
-from farm.spec import RunSpec
+from farm.run.loop import TRACE_SCHEMA, run_one
+from farm.report.papers import PAPER_NUMBERS, PaperNumber, Selector
+from farm.report.analysis import analyse, paper_rows, variant_labels, write_report
+from farm.run.spec import RunSpec
 
 
 def make_run(run_key, dataset, optimizer, seed, costs, cnos, feasible, params=None,

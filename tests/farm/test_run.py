@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from farm.cli import main
-from farm.loop import TRACE_SCHEMA, run_one
-from farm.spec import RunSpec
+from farm.run.loop import TRACE_SCHEMA, run_one
+from farm.run.spec import RunSpec
 
 
 def test_run_json_summary_has_the_documented_fields(capsys):

@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from farm.cli import main
-from farm.loop import run_one
-from farm.spec import RunSpec
-from farm.store import Store, spec_from_dict
-from farm.sweep import SpecError, expand, load_spec, parse_spec
+from farm.run.loop import run_one
+from farm.run.spec import RunSpec
+from farm.sweep.store import Store, spec_from_dict
+from farm.sweep.spec import SpecError, expand, load_spec, parse_spec
 from optimizers.base import Suggestion
 from optimizers.random_search import RandomSearch
 

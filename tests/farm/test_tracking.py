@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from farm.cli import main
-from farm.runner import run_sweep
-from farm.store import Store
-from farm.sweep import expand, parse_spec
+from farm.sweep.runner import run_sweep
+from farm.sweep.store import Store
+from farm.sweep.spec import expand, parse_spec
 
 from .conftest import free_port, start_group, stop_groups, wait_for_port
 

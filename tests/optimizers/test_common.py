@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from farm.loop import execute
+from farm.run.loop import execute
 from optimizers.base import ParameterError
 from optimizers.registry import available, get, make_optimizer
 from oracle.oracle import Oracle

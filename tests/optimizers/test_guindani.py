@@ -11,9 +11,10 @@ import pyarrow as pa
 import pytest
 
 from farm.cli import main
-from farm.guindani_metrics import PAPER_TABLE1, recurring_job_metrics, table1
-from farm.loop import run_one
-from farm.spec import RunSpec
+from farm.report.papers import PAPER_TABLE1
+from farm.run.recurring_job import recurring_job_metrics, table1
+from farm.run.loop import run_one
+from farm.run.spec import RunSpec
 from optimizers import make_optimizer
 from optimizers.acquisition.analytic import expected_improvement
 from optimizers.base import Suggestion

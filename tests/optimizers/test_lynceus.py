@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from farm.cli import main as farm_main
-from farm.loop import execute, run_one
-from farm.spec import RunSpec
+from farm.run.loop import execute, run_one
+from farm.run.spec import RunSpec
 from optimizers.acquisition import truncated_gaussian_mean
 from optimizers.base import ParameterError
 from optimizers.lynceus import Lynceus
@@ -32,7 +32,7 @@ def _oracle(name="lynceus-cnn", budget=None):
 
 
 def _drive(opt, oracle, steps):
-    """suggest -> run -> observe as farm.loop does; returns [(suggestion, observation)]."""
+    """suggest -> run -> observe as farm.run.loop does; returns [(suggestion, observation)]."""
     noise = np.random.default_rng(0)
     out = []
     for _ in range(steps):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from farm.loop import run_one
-from farm.spec import RunSpec
+from farm.run.loop import run_one
+from farm.run.spec import RunSpec
 from optimizers.registry import make_optimizer
 from oracle.oracle import Oracle
 from oracle.registry import import_datasets, load

@@ -1,6 +1,6 @@
 """Golden traces: speed work must not change what the optimizers suggest.
 
-Each case is a short run (``farm.loop.run_one``, the loop ``farm run`` and sweeps use) whose
+Each case is a short run (``farm.run.loop.run_one``, the loop ``farm run`` and sweeps use) whose
 exact sequence of (config_id, fidelity) was recorded with the optimizers as they landed
 (Lynceus family: issue 3; entropy-search family: issue 4, re-recorded when the TrimTuner data
 began to encode the VM type as one ordinal feature and TrimTuner took the authors' CEA
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from farm.loop import run_one
-from farm.spec import RunSpec
+from farm.run.loop import run_one
+from farm.run.spec import RunSpec
 from oracle.formats import FORMATS
 from oracle.oracle import Oracle
 

@@ -9,8 +9,8 @@ import pickle
 import numpy as np
 import pytest
 
-from farm.loop import execute, run_one
-from farm.spec import RunSpec
+from farm.run.loop import execute, run_one
+from farm.run.spec import RunSpec
 from optimizers.registry import make_optimizer
 from optimizers.trimtuner import acquisition_chunk
 from oracle.oracle import Oracle

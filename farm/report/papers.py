@@ -1,7 +1,7 @@
 """The papers' published numbers, for display beside ours in ``farm report``.
 
 Each ``PaperNumber`` names the statistic of our report that measures the same thing (a key of
-``farm.report.group_stats``), the groups it applies to (a dataset pattern and optimizer
+``farm.report.analysis.group_stats``), the groups it applies to (a dataset pattern and optimizer
 selectors), and the value the paper published. A number is shown only when the sweep holds
 every group it needs, so a report says "paper vs ours" only where the experiment matches.
 
@@ -10,20 +10,36 @@ References (see ``../shared/ALGORITHMS.md``, which collects these values):
   [OBOL]    Casimiro et al., Reduzindo o Custo de Explorar Configuracoes..., Sec. 4 (Fig. 1-2).
   [TrimTuner] Mendes et al., MASCOTS 2020, Fig. 1-3.
   [Guindani] Guindani, Ardagna, Guglielmi, Table 1.
-Published recommendation latencies (Lynceus Table II, TrimTuner Tables III-IV) are in
-``farm.paper_latency``; the report's latency table shows them.
+Published recommendation latencies (``PAPER_LATENCY``, ``paper_latency``) are shown by
+``farm bench`` and the report's latency table:
+  [Lynceus] Table II: average seconds per ``next()`` on RNN, Intel Xeon Gold 6138 with 20
+      physical cores (Java); "similar values for CNN and Multilayer, since the cardinality of
+      the search space is the same".
+  [TrimTuner] Sec. V, 32-core VM on a Xeon Gold 6138 (Python 3.6). Table III: average minutes
+      to recommend a configuration, average of the three data-sets, both TrimTuner variants
+      with CEA at beta = 10%. Table IV: the same on RNN for each filtering heuristic (beta = 10%
+      unless stated).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .guindani_metrics import PAPER_TABLE1
+__all__ = ["PAPER_LATENCY", "PAPER_NUMBERS", "PAPER_TABLE1", "PaperLatency", "PaperNumber",
+           "Selector", "paper_latency"]
 
-__all__ = ["PAPER_NUMBERS", "PaperNumber", "Selector"]
+# [Guindani] Table 1: (unfeasible executions, ratio of unfeasible costs, normalised mean
+# feasible cost) per variant.
+PAPER_TABLE1 = {
+    "Query26": {"a": (11.23, 0.36, 1.00), "b": (4.34, 0.14, 0.87), "c": (4.11, 0.13, 0.87),
+                "d": (4.31, 0.14, 0.88)},
+    "K-means": {"a": (10.52, 0.34, 1.00), "b": (5.74, 0.20, 1.00), "c": (5.93, 0.21, 1.01),
+                "d": (5.96, 0.21, 1.00)},
+}
 
 
 @dataclass(frozen=True)
@@ -126,7 +142,7 @@ PAPER_NUMBERS: tuple[PaperNumber, ...] = (
                   "reach_mean:acc_c>=0.9opt", Selector("trimtuner", {"filter": f}), value,
                   baseline=Selector("trimtuner", {"filter": "cea"}))
       for f, value in (("cmaes", 3.62), ("direct", 7.0))),
-    # Guindani et al. Table 1 (values kept in farm.guindani_metrics): means over repetitions.
+    # Guindani et al. Table 1 (values kept in farm.run.recurring_job): means over repetitions.
     *(PaperNumber("Guindani", "Table 1", _GUINDANI_DATASETS[job], f"{what}, variant {v.upper()}",
                   stat, Selector("guindani", {"variant": v}), values[i],
                   baseline=Selector("guindani", {"variant": "a"}) if i == 2 else None)
@@ -136,3 +152,67 @@ PAPER_NUMBERS: tuple[PaperNumber, ...] = (
           ("ratio of unfeasible cost", "unfeasible_cost_ratio_mean"),
           ("mean feasible cost normalised to variant A", "mean_feasible_cost_mean")))),
 )
+
+
+# -- recommendation latencies ------------------------------------------------------------
+@dataclass(frozen=True)
+class PaperLatency:
+    """One published latency: applies to ``optimizer`` runs whose resolved parameters
+    include ``params`` on datasets whose name starts with ``dataset_prefix``."""
+
+    optimizer: str
+    params: Mapping[str, Any]
+    dataset_prefix: str
+    seconds: float
+    ref: str
+    machine: str
+
+    def matches(self, optimizer: str, params: Mapping[str, Any], dataset: str) -> bool:
+        return (optimizer == self.optimizer and dataset.startswith(self.dataset_prefix)
+                and all(k in params and _same(params[k], v) for k, v in self.params.items()))
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+    return a == b
+
+
+_XEON20 = "Xeon Gold 6138, 20 cores"
+_XEON32 = "32-core VM on Xeon Gold 6138"
+_MIN = 60.0
+
+# Most specific first: the first entry that matches a row is its paper value.
+PAPER_LATENCY: tuple[PaperLatency, ...] = (
+    *(PaperLatency("lynceus", {"la": la}, "lynceus-", s, f"Lynceus Tab. II LA={la}", _XEON20)
+      for la, s in ((0, 0.05), (1, 0.36), (2, 0.99), (3, 2.4))),
+    PaperLatency("eic-usd", {}, "lynceus-", 0.05, "Lynceus Tab. II LA=0 (EIc/USD)", _XEON20),
+    # TrimTuner Table IV (RNN): GP / DT per filter
+    *(PaperLatency("trimtuner", {"model": model, "filter": filt, **extra}, "trimtuner-rnn",
+                   minutes * _MIN, f"TrimTuner Tab. IV RNN {model.upper()} {label}", _XEON32)
+      for filt, extra, label, gp, dt in (
+          ("none", {}, "no filter", 125.76, 3.69),
+          ("cea", {"beta": 0.01}, "CEA 1%", 5.94, 1.07),
+          ("cea", {"beta": 0.1}, "CEA 10%", 16.85, 1.72),
+          ("cea", {"beta": 0.2}, "CEA 20%", 28.65, 2.05),
+          ("direct", {}, "Direct", 36.18, 2.63),
+          ("cmaes", {}, "CMA-ES", 30.87, 2.26),
+          ("random", {}, "Random", 16.53, 1.62))
+      for model, minutes in (("gp", gp), ("dt", dt))),
+    # TrimTuner Table III (average of CNN, RNN, MLP; CEA 10%)
+    PaperLatency("trimtuner", {"model": "gp", "filter": "cea", "beta": 0.1}, "trimtuner-",
+                 18.65 * _MIN, "TrimTuner Tab. III TT-GP", _XEON32),
+    PaperLatency("trimtuner", {"model": "dt", "filter": "cea", "beta": 0.1}, "trimtuner-",
+                 1.36 * _MIN, "TrimTuner Tab. III TT-DT", _XEON32),
+    PaperLatency("fabolas", {}, "trimtuner-", 13.96 * _MIN, "TrimTuner Tab. III FABOLAS",
+                 _XEON32),
+    PaperLatency("eic", {}, "trimtuner-", 1.17 * _MIN, "TrimTuner Tab. III EIc", _XEON32),
+    PaperLatency("eic-usd-gp", {}, "trimtuner-", 1.17 * _MIN,
+                 "TrimTuner Tab. III EIc/USD", _XEON32),
+)
+
+
+def paper_latency(optimizer: str, params: Mapping[str, Any], dataset: str
+                  ) -> PaperLatency | None:
+    """The published latency for this (optimizer, resolved params, dataset), or None."""
+    return next((p for p in PAPER_LATENCY if p.matches(optimizer, params, dataset)), None)

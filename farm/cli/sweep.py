@@ -1,4 +1,4 @@
-"""``farm sweep``, ``farm sync`` and ``farm bench-farm`` (added to the parser of ``farm.cli``).
+"""``farm sweep`` and ``farm sync``.
 
 Exit codes: 0 every run of the sweep is done; 1 some runs failed (recorded in the index with
 their error, retried on the next invocation); 2 bad input (spec, dataset, optimizer or
@@ -12,13 +12,14 @@ import os
 import sys
 from pathlib import Path
 
+from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_table
+
 __all__ = ["add_sweep_commands"]
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def _param_overrides(pairs) -> dict[str, dict[str, str]]:
-    from .sweep import SpecError
+    from farm.sweep.spec import SpecError
 
     out: dict[str, dict[str, str]] = {}
     for p in pairs or ():
@@ -31,7 +32,7 @@ def _param_overrides(pairs) -> dict[str, dict[str, str]]:
 
 
 def cmd_sweep(args) -> int:
-    from .sweep import SpecError, inline_spec, load_spec
+    from farm.sweep.spec import SpecError, inline_spec, load_spec
 
     try:
         if args.spec:
@@ -53,11 +54,10 @@ def cmd_sweep(args) -> int:
 
 
 def _run(spec, source, out, args) -> int:
-    if args.address:  # before Ray is imported (see farm.ray_runtime)
+    if args.address:  # before Ray is imported (see farm.sweep.ray_runtime)
         os.environ["RAY_ADDRESS"] = args.address
-    from .cli import _print_table
-    from .runner import SUMMARY_COLUMNS, run_sweep, summary_rows
-    from .store import Store
+    from farm.sweep.runner import SUMMARY_COLUMNS, run_sweep, summary_rows
+    from farm.sweep.store import Store
 
     report = run_sweep(spec, out, source=source, address=args.address,
                        backend="serial" if args.serial else None,
@@ -66,7 +66,7 @@ def _run(spec, source, out, args) -> int:
                        tracking_uri=args.tracking_uri, progress=not args.no_progress)
     print(f"\nsweep {spec.name}: {len(report.runs)} runs, {report.skipped} already done, "
           f"{report.done} run now, {report.failed} failed ({report.wall_s:.1f} s) -> {out}")
-    _print_table(summary_rows(Store(out), report.runs), SUMMARY_COLUMNS)
+    print_table(summary_rows(Store(out), report.runs), SUMMARY_COLUMNS)
     for f in report.failures[:10]:
         s = f["spec"]
         print(f"failed: {s['optimizer']} on {s['dataset']} seed {s['seed']} "
@@ -78,8 +78,8 @@ def _run(spec, source, out, args) -> int:
 
 
 def cmd_sync(args) -> int:
-    from .store import Store
-    from .tracking import sweep_uri, sync
+    from farm.sweep.store import Store
+    from farm.sweep.tracking import sweep_uri, sync
 
     if Store(args.dir).read_spec() is None:
         print(f"farm: error: {args.dir}: not a sweep output folder (no sweep.json)",
@@ -89,12 +89,6 @@ def cmd_sync(args) -> int:
     print(f"synced {uploaded} runs to {sweep_uri(args.dir, args.tracking_uri)}"
           + (f"; {missing} could not be uploaded" if missing else ""))
     return EXIT_FAILED if missing else EXIT_OK
-
-
-def cmd_bench_farm(args) -> int:
-    from .bench import main as bench_main
-
-    return bench_main(args)
 
 
 def add_sweep_commands(sub) -> None:
@@ -128,13 +122,3 @@ def add_sweep_commands(sub) -> None:
                    "the folder's sqlite")
     y.add_argument("--experiment", help="default the sweep's")
     y.set_defaults(func=cmd_sync)
-
-    b = sub.add_parser("bench-farm", help="farm overhead vs the in-process loop, and 1 vs 2 "
-                       "workers throughput (see farm.bench)")
-    b.add_argument("--runs", type=int, default=200, help="runs in the sweep (default 200)")
-    b.add_argument("--dataset", default="synthetic")
-    b.add_argument("--optimizer", default="random")
-    b.add_argument("--iterations", type=int, help="max evaluations per run (default: all)")
-    b.add_argument("--workers", type=int, default=2, help="workers of the throughput case")
-    b.add_argument("--repeats", type=int, default=3, help="interleaved repeats (best kept)")
-    b.set_defaults(func=cmd_bench_farm)

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .spec import RunSpec
-from .store import Store
-from .sweep import SweepSpec, expand
+from farm.run.spec import RunSpec
+from farm.sweep.spec import SweepSpec, expand
+from farm.sweep.store import Store
 
 __all__ = ["SUMMARY_COLUMNS", "SweepReport", "run_sweep", "summary_rows"]
 
@@ -63,7 +63,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
 
     tracker = None
     if spec.tracking.enabled if tracking is None else tracking:
-        from .tracking import Tracker
+        from farm.sweep.tracking import Tracker
 
         tracker = Tracker(out, tracking_uri or spec.tracking.uri, spec.tracking.experiment,
                           spec.name)
@@ -107,10 +107,10 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
 def _outcomes(todo, spec, backend, address, max_in_flight, on_submit):
     backend = backend or spec.runtime.backend
     if backend == "serial":
-        from .ray_runtime import run_serially
+        from farm.sweep.serial import run_serially
 
         return run_serially(todo)
-    from .ray_runtime import init_ray, run_on_ray
+    from farm.sweep.ray_runtime import init_ray, run_on_ray
 
     if todo:
         init_ray(address)

@@ -19,7 +19,7 @@ A spec is YAML (``sweeps/*.yaml``) or the same dictionary built from the command
 The schema is validated with pydantic; every error is one line naming the offending key
 (``optimizers[1].params.la: ...``). Optimizer names and parameters are checked against the
 optimizer registry when the sweep is expanded (``expand``), so a spec may name optimizers that
-another module registers later. Each run's key is ``farm.spec.RunSpec.run_key`` (a hash of the
+another module registers later. Each run's key is ``farm.run.spec.RunSpec.run_key`` (a hash of the
 fully resolved run), so expansion is stable and de-duplicated.
 """
 
@@ -32,10 +32,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from farm.run.spec import RunSpec
 from optimizers.base import ParameterError
 from oracle.problem import Constraint, Objective
-
-from .spec import RunSpec
 
 __all__ = ["SpecError", "SweepSpec", "expand", "inline_spec", "load_spec", "parse_spec"]
 

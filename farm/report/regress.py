@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import mannwhitneyu
 
-from .report import final_quality, variant_labels
+from farm.report.analysis import final_quality, variant_labels
 
 __all__ = [
     "QUALITY",

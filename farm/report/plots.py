@@ -1,6 +1,6 @@
 """The papers' figures as PNG files (matplotlib, Agg backend: no display needed).
 
-Each function takes the curves ``farm.report`` computed and writes one figure:
+Each function takes the curves ``farm.report.analysis`` computed and writes one figure:
   - ``plot_cno``: p50 and p90 of CNO against cumulative exploration cost (Lynceus Fig. 4);
   - ``plot_reach_cdf``: CDFs of the exploration cost needed to reach CNO <= 2 and <= 1.1
     (Lynceus Fig. 5);

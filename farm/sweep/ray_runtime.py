@@ -17,11 +17,9 @@ Ray use the loopback address for every server it starts.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 if not os.environ.get("RAY_ADDRESS"):
@@ -32,18 +30,16 @@ import pyarrow as pa  # noqa: E402  (after the environment Ray reads at import)
 import ray  # noqa: E402
 from ray.exceptions import RayActorError, RayTaskError  # noqa: E402
 
-from .loop import RunResult, run_one  # noqa: E402
-from .spec import RunSpec  # noqa: E402
+from farm.run.loop import RunResult, run_one  # noqa: E402
+from farm.run.spec import RunSpec  # noqa: E402
+from farm.sweep.serial import OracleCache, Outcome, error_line  # noqa: E402
 
 __all__ = [
     "QUEUE_DEPTH",
-    "OracleCache",
-    "Outcome",
     "RayExecutor",
     "RunActor",
     "init_ray",
     "run_on_ray",
-    "run_serially",
     "share_dataset",
 ]
 
@@ -160,26 +156,6 @@ class RayExecutor:
 
 
 # -- one actor per run ------------------------------------------------------------------------
-class OracleCache:
-    """Datasets by name and oracles by (dataset, problem, aggregate), each built once."""
-
-    def __init__(self, load: Callable[[str], Any]):
-        self._load = load
-        self.datasets: dict[str, Any] = {}
-        self._oracles: dict[tuple, Any] = {}
-
-    def get(self, spec: RunSpec):
-        from oracle.oracle import Oracle
-
-        key = (spec.dataset, spec.objective, spec.constraints, spec.budget, spec.aggregate)
-        if key not in self._oracles:
-            if spec.dataset not in self.datasets:
-                self.datasets[spec.dataset] = self._load(spec.dataset)
-            dataset = self.datasets[spec.dataset]
-            self._oracles[key] = Oracle(dataset, spec.problem(dataset), aggregate=spec.aggregate)
-        return self._oracles[key]
-
-
 @ray.remote(max_restarts=0)
 class RunActor:
     """Hosts optimizer runs, one at a time, over the shared datasets.
@@ -210,26 +186,7 @@ class RunActor:
         return shared_memory_report(self._oracles.datasets[name].table)
 
 
-# -- a sweep's runs ---------------------------------------------------------------------------
-@dataclass
-class Outcome:
-    """How one run ended: a result, or an error message (one line)."""
-
-    spec: RunSpec
-    result: RunResult | None
-    error: str | None
-    attempts: int
-    duration_s: float            # wall time of the run (a lost run: since its submission)
-    where: dict
-    cpu_s: float = math.nan      # CPU time of the run in the process that ran it
-
-
-def _error_line(e: BaseException) -> str:
-    cause = getattr(e, "cause", None) or e
-    text = str(cause).strip().splitlines()
-    return f"{type(cause).__name__}: {text[-1] if text else ''}"
-
-
+# -- a sweep's runs on a pool of actors ---------------------------------------------------------
 # runs queued per actor: the next run is already there when one finishes, so an actor never
 # waits for the driver to store a result and submit again
 QUEUE_DEPTH = 2
@@ -285,12 +242,12 @@ def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: 
                 if n <= max_retries:
                     pending.append(spec)
                     continue
-                yield Outcome(spec, None, f"actor died {n} times: {_error_line(e)}", n,
+                yield Outcome(spec, None, f"actor died {n} times: {error_line(e)}", n,
                               time.perf_counter() - t0, _where(where))
                 continue
             except RayTaskError as e:
                 free.append((actor, where))
-                yield Outcome(spec, None, _error_line(e), n, time.perf_counter() - t0,
+                yield Outcome(spec, None, error_line(e), n, time.perf_counter() - t0,
                               ray.get(where))
                 continue
             free.append((actor, where))
@@ -306,20 +263,3 @@ def _where(ref: ray.ObjectRef) -> dict:
         return ray.get(ref, timeout=5)
     except Exception:  # the actor died before answering
         return {}
-
-
-def run_serially(runs: Sequence[RunSpec]) -> Iterator[Outcome]:
-    """The same outcomes, in this process, one run after the other (no Ray)."""
-    from oracle.registry import load
-
-    where = {"node_id": "local", "pid": os.getpid(), "ip": "127.0.0.1"}
-    oracles = OracleCache(load)
-    for spec in runs:
-        t0, c0 = time.perf_counter(), time.process_time()
-        try:
-            result = run_one(spec, oracles.get(spec))
-        except Exception as e:  # a failed run is recorded, the sweep goes on
-            yield Outcome(spec, None, _error_line(e), 1, time.perf_counter() - t0, where)
-            continue
-        yield Outcome(spec, result, None, 1, time.perf_counter() - t0, where,
-                      time.process_time() - c0)

@@ -25,17 +25,7 @@ import pyarrow as pa
 
 from oracle.problem import Problem
 
-__all__ = ["PAPER_TABLE1", "recurring_job_metrics", "table1"]
-
-# [Guindani] Table 1: (unfeasible executions, ratio of unfeasible costs, normalised mean
-# feasible cost) per variant.
-PAPER_TABLE1 = {
-    "Query26": {"a": (11.23, 0.36, 1.00), "b": (4.34, 0.14, 0.87), "c": (4.11, 0.13, 0.87),
-                "d": (4.31, 0.14, 0.88)},
-    "K-means": {"a": (10.52, 0.34, 1.00), "b": (5.74, 0.20, 1.00), "c": (5.93, 0.21, 1.01),
-                "d": (5.96, 0.21, 1.00)},
-}
-
+__all__ = ["recurring_job_metrics", "table1"]
 
 def recurring_job_metrics(trace: pa.Table, problem: Problem) -> dict[str, Any]:
     """Table 1's per-run metrics over every execution in ``trace`` (observed values)."""

@@ -2,7 +2,7 @@
 points of a real run, next to what the papers report.
 
 For each case (optimizer, parameters, dataset) one run is driven with a fixed seed exactly as
-``farm.loop.run_one`` drives it (suggest -> oracle.run -> observe). At point ``n`` the run
+``farm.run.loop.run_one`` drives it (suggest -> oracle.run -> observe). At point ``n`` the run
 has made ``n - 1`` observations and the oracle has run the ``n``-th suggestion; the optimizer
 is deep-copied ``repeats`` times (after one untimed warm-up copy per case and executor: numba
 compilation, Ray workers) and each copy times ``observe(n-th observation)`` (the model refits
@@ -28,7 +28,7 @@ with ``workers`` CPUs, and the speed-up is serial / Ray (median suggest).
 (``sweep_estimate``); by default the Lynceus TF comparison.
 
 References: [Lynceus] seeds/002 Table II; [TrimTuner] seeds/001 Tables III-IV
-(``farm.paper_latency``).
+(``farm.report.papers``).
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .loop import execute
-from .paper_latency import paper_latency
+from farm.report.papers import paper_latency
+from farm.run.loop import execute
 
 __all__ = ["BenchCase", "DEFAULT_CASES", "ONE_THREAD_ENV", "parse_cases", "bench",
            "bench_case", "format_rows", "run_isolated", "LYNCEUS_TF_SWEEP", "sweep_estimate"]
@@ -159,11 +159,10 @@ def bench_case(case: BenchCase, points: Sequence[int], repeats: int, seed: int =
     always driven serially, so every executor sees the same states. A point whose drive would
     take the case past ``max_drive_s`` seconds (estimated from the last timed step) is
     reported as skipped."""
+    from farm.run.spec import RunSpec
     from optimizers.registry import make_optimizer
     from oracle.oracle import Oracle
     from oracle.registry import load
-
-    from .spec import RunSpec
 
     executors = dict(executors or {"serial": None})
     spec = RunSpec(case.dataset, case.optimizer, seed=seed, params=dict(case.params)).resolved()
@@ -171,7 +170,7 @@ def bench_case(case: BenchCase, points: Sequence[int], repeats: int, seed: int =
     oracle = Oracle(dataset, spec.problem(dataset), aggregate=spec.aggregate)
     opt = make_optimizer(spec.optimizer, oracle.space, oracle.problem, spec.seed, None,
                          **spec.params)
-    noise = np.random.default_rng([spec.seed, 7])  # as farm.loop.run_one
+    noise = np.random.default_rng([spec.seed, 7])  # as farm.run.loop.run_one
     paper = paper_latency(spec.optimizer, spec.params, spec.dataset)
     base = {"optimizer": case.optimizer, "params": _params_text(case.params),
             "dataset": case.dataset, "seed": seed, "repeats": repeats,
@@ -300,8 +299,8 @@ def sweep_estimate(cases: Sequence[BenchCase], runs: int, sweep_seeds: int,
     run x seeds. CPU time, not wall time, because the machine may be shared: on one
     single-threaded core of its own a run takes its CPU time, and a sweep on W such workers
     takes about the sum over cases / W, plus the farm's overhead."""
-    from .loop import run_one
-    from .spec import RunSpec
+    from farm.run.loop import run_one
+    from farm.run.spec import RunSpec
 
     if runs < 1 or sweep_seeds < 1:
         raise ValueError(f"--runs and --sweep-seeds must be >= 1, got {runs}, {sweep_seeds}")
@@ -330,7 +329,7 @@ def sweep_estimate(cases: Sequence[BenchCase], runs: int, sweep_seeds: int,
 
 def _ray_executor(workers: int):
     """The farm's Ray executor on a local Ray runtime with ``workers`` CPUs (loopback)."""
-    from .ray_runtime import RayExecutor, init_ray
+    from farm.sweep.ray_runtime import RayExecutor, init_ray
 
     init_ray(num_cpus=workers)
     return RayExecutor()
@@ -386,7 +385,7 @@ def run_isolated(options: Mapping[str, Any]) -> int:
     """Run the benchmark in a fresh interpreter with one BLAS/numba thread per process, pinned
     to one CPU unless the Ray executor is used; its output is this command's output."""
     env = {**os.environ, **ONE_THREAD_ENV, _CHILD_FLAG: "1"}
-    cmd = [sys.executable, "-m", "farm.latency", json.dumps(dict(options))]
+    cmd = [sys.executable, "-m", "farm.bench.latency", json.dumps(dict(options))]
     code = subprocess.run(cmd, env=env).returncode
     if code < 0:
         print(f"farm: failed: the benchmark process was killed by signal {-code}",
@@ -448,14 +447,14 @@ def _child_main(options: Mapping[str, Any]) -> int:
 
 
 def _print_report(meta: Mapping[str, Any], rows: list[dict[str, Any]], runs: bool) -> None:
-    from .cli import _print_table
+    from farm.cli.console import print_table
 
     m = meta["machine"]
     where = ("1 pinned core" if meta["pinned"] else f"unpinned, Ray with {meta['workers']} CPUs")
     print(f"{m['cpu']}: {where}, 1 BLAS/numba thread per process, load average "
           f"{m['loadavg'][0]:.2f} -> {meta['loadavg_after'][0]:.2f}")
     if runs:
-        _print_table([{**r, "run_mean": f"{r['run_mean_s']:.3g} s",
+        print_table([{**r, "run_mean": f"{r['run_mean_s']:.3g} s",
                        "run_max": f"{r['run_max_s']:.3g} s",
                        "run_cpu": f"{r['run_cpu_mean_s']:.3g} s",
                        "suggest_share": f"{100 * r['suggest_share']:.0f}%",
@@ -469,7 +468,7 @@ def _print_report(meta: Mapping[str, Any], rows: list[dict[str, Any]], runs: boo
         return
     print(f"{meta['repeats']} timed copies per point, seed {meta['seed']}; total = observe "
           "(refit on the newest observation) + suggest; ratio = paper / total\n")
-    _print_table(format_rows(rows), COLUMNS)
+    print_table(format_rows(rows), COLUMNS)
 
 
 def _json_default(o):
@@ -482,5 +481,5 @@ def _json_default(o):
 
 if __name__ == "__main__":
     if os.environ.get(_CHILD_FLAG) != "1":
-        sys.exit("farm.latency is run by `farm bench`")
+        sys.exit("farm.bench.latency is run by `farm bench`")
     sys.exit(_child_main(json.loads(sys.argv[1])))

@@ -25,7 +25,7 @@ def _error(message: str) -> int:
 
 
 def cmd_report(args) -> int:
-    from .report import analyse, load_sweep, write_report
+    from farm.report.analysis import analyse, load_sweep, write_report
 
     sweep_dir = Path(args.sweep_dir)
     try:
@@ -46,8 +46,8 @@ def cmd_report(args) -> int:
 
 def _log_to_mlflow(sweep_dir: Path, files: list[Path], uri: str | None) -> None:
     """The report files become artifacts (folder ``report``) of the sweep's parent run."""
-    from .store import Store
-    from .tracking import Tracker
+    from farm.sweep.store import Store
+    from farm.sweep.tracking import Tracker
 
     spec = Store(sweep_dir).read_spec() or {}
     tracker = Tracker(sweep_dir, uri, (spec.get("tracking") or {}).get("experiment"),
@@ -59,7 +59,7 @@ def _log_to_mlflow(sweep_dir: Path, files: list[Path], uri: str | None) -> None:
 
 
 def cmd_regress(args) -> int:
-    from .regress import (
+    from farm.report.regress import (
         BaselineError,
         compare,
         format_table,
@@ -67,7 +67,7 @@ def cmd_regress(args) -> int:
         read_baseline,
         write_baseline,
     )
-    from .sweep import SpecError, load_spec
+    from farm.sweep.spec import SpecError, load_spec
 
     try:
         if not 0 < args.alpha < 1 or args.tolerance < 0:
@@ -119,8 +119,8 @@ def cmd_regress(args) -> int:
 def _run_specs(specs, args, out: Path) -> tuple[list[dict], int]:
     """Run each spec afresh into ``out/<spec name>``; the finished runs' summaries and the
     number of failed runs (each reported on stderr)."""
-    from .runner import run_sweep
-    from .store import Store
+    from farm.sweep.runner import run_sweep
+    from farm.sweep.store import Store
 
     summaries, failed = [], 0
     for spec, path in zip(specs, args.specs):

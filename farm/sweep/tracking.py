@@ -28,7 +28,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from .store import Store, atomic_write_json
+from farm.sweep.store import Store, atomic_write_json
 
 __all__ = ["Tracker", "resolve_uri", "sweep_uri", "sync"]
 
@@ -172,7 +172,7 @@ class Tracker:
         return self._map["runs"].get(record["run_key"], {}).get("status") == want
 
     def log_record(self, record: dict) -> bool:
-        """Log one stored run (a record of ``farm.store``) as a nested run; False when offline.
+        """Log one stored run (a record of ``farm.sweep.store``) as a nested run; False when offline.
         A run already logged in that state is skipped."""
         key = record["run_key"]
         if self.logged(record):

@@ -8,9 +8,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from farm.run.recurring_job import recurring_job_metrics
 from oracle.oracle import Oracle
-
-from .guindani_metrics import recurring_job_metrics
 
 __all__ = ["REACH_TARGETS", "cost_to_reach", "summarize"]
 

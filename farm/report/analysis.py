@@ -1,10 +1,10 @@
 """Reports in the papers' form: from a sweep's traces and run summaries, the figures of the
-papers (``farm.plots``), the tables of their metrics, and their published numbers beside ours
-(``farm.paper_numbers``), as PNG files plus one self-contained HTML page.
+papers (``farm.report.plots``), the tables of their metrics, and their published numbers beside ours
+(``farm.report.papers``), as PNG files plus one self-contained HTML page.
 
 The core, ``analyse(trace, summaries)``, works on plain inputs: a pyarrow table of trace rows
-(``farm.loop.TRACE_SCHEMA``, concatenated over runs) and the runs' summary dicts
-(``farm.loop.run_one(spec).summary``). ``load_sweep`` reads them from a sweep's results store.
+(``farm.run.loop.TRACE_SCHEMA``, concatenated over runs) and the runs' summary dicts
+(``farm.run.loop.run_one(spec).summary``). ``load_sweep`` reads them from a sweep's results store.
 
 Definitions (DESIGN.md, "Metrics"):
   - CNO of a recommendation (Lynceus Sec. VI) is inf while the optimizer has no recommendation
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .paper_numbers import PAPER_NUMBERS, PaperNumber
+from farm.report.papers import PAPER_NUMBERS, PaperNumber
 
 __all__ = [
     "GUINDANI_METRICS",
@@ -332,7 +332,7 @@ def write_report(analyses: Mapping[str, DatasetAnalysis], out_dir: Path,
                  title: str = "optfarm report") -> list[Path]:
     """Write the PNG figures, ``stats.json`` and ``report.html`` (figures inlined as
     base64, so the page is one file) into ``out_dir``; returns the files written."""
-    from . import plots
+    from farm.report import plots
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -396,8 +396,8 @@ def _summary_rows(a: DatasetAnalysis) -> list[dict[str, Any]]:
 
 def _latency_rows(analyses: Mapping[str, DatasetAnalysis]) -> list[dict[str, Any]]:
     """Ours per dataset and variant, with the paper's mean latency where one was published
-    (``farm.paper_latency``: other hardware, Java for Lynceus)."""
-    from .paper_latency import paper_latency
+    (``farm.report.papers``: other hardware, Java for Lynceus)."""
+    from farm.report.papers import paper_latency
 
     rows = []
     for name, a in analyses.items():
@@ -413,10 +413,10 @@ def _latency_rows(analyses: Mapping[str, DatasetAnalysis]) -> list[dict[str, Any
 
 
 def _guindani_rows(analyses: Mapping[str, DatasetAnalysis]) -> list[dict[str, Any]]:
-    """Table 1 (``farm.guindani_metrics.table1``) for each section where the guindani
+    """Table 1 (``farm.run.recurring_job.table1``) for each section where the guindani
     optimizer ran, over every variant there whose runs carry the recurring-job metrics; mean
     feasible cost normalised to variant A's (else to the first variant's)."""
-    from .guindani_metrics import table1
+    from farm.run.recurring_job import table1
 
     rows = []
     for name, a in analyses.items():
@@ -486,12 +486,12 @@ padding:3px 8px;font-size:13px;text-align:right}}th{{background:#f0f0f0}}img{{ma
 
 # -- a sweep folder ---------------------------------------------------------------------------
 def load_sweep(sweep_dir: Path, current: bool = False) -> tuple[pa.Table, list[dict]]:
-    """The finished runs of a sweep's results store (``farm.store``): their traces
+    """The finished runs of a sweep's results store (``farm.sweep.store``): their traces
     concatenated, and their summaries. Failed runs are left out; with ``current``, so are runs
     the stored spec no longer expands to (e.g. stored before an optimizer gained a
     parameter, which changes run keys)."""
-    from .store import Store
-    from .sweep import expand, parse_spec
+    from farm.sweep.spec import expand, parse_spec
+    from farm.sweep.store import Store
 
     store = Store(sweep_dir)
     spec = store.read_spec()

@@ -2,7 +2,7 @@
 throughput scales with workers.
 
     farm bench-farm [--runs 200] [--dataset synthetic] [--optimizer random] [--workers 2]
-    python -m farm.bench ...
+
 
 Cases, each over the same ``--runs`` runs (seeds 0..N-1):
   loop        the in-process loop: ``run_one`` over a cached oracle, nothing stored
@@ -18,19 +18,17 @@ machine the farm's speed-up should be read against it.
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 import tempfile
 import time
 
 import numpy as np
 
-__all__ = ["main"]
+__all__ = ["machine_speedup", "run"]
 
 
 def _spec(dataset: str, optimizer: str, runs: int, iterations: int | None, in_flight: int):
-    from .sweep import parse_spec
+    from farm.sweep.spec import parse_spec
 
     return parse_spec({"name": f"bench-{in_flight}", "datasets": [dataset],
                        "optimizers": [optimizer], "seeds": runs,
@@ -40,11 +38,10 @@ def _spec(dataset: str, optimizer: str, runs: int, iterations: int | None, in_fl
 
 
 def _loop(spec) -> tuple[float, float, float]:
+    from farm.run.loop import run_one
+    from farm.sweep.serial import OracleCache
+    from farm.sweep.spec import expand
     from oracle.registry import load
-
-    from .loop import run_one
-    from .ray_runtime import OracleCache
-    from .sweep import expand
 
     runs = expand(spec)
     oracles = OracleCache(load)
@@ -58,8 +55,8 @@ def _loop(spec) -> tuple[float, float, float]:
 def _farm(spec) -> tuple[float, float, float]:
     """(wall time, mean runs in flight: the runs' summed durations over the wall time, mean
     CPU seconds per run in the actors)."""
-    from .runner import run_sweep
-    from .store import Store
+    from farm.sweep.runner import run_sweep
+    from farm.sweep.store import Store
 
     with tempfile.TemporaryDirectory(prefix="optfarm-bench-") as out:
         t0 = time.perf_counter()
@@ -102,7 +99,7 @@ def run(runs: int = 200, dataset: str = "synthetic", optimizer: str = "random",
     returns the table rows and the two ratios."""
     import ray
 
-    from .ray_runtime import init_ray
+    from farm.sweep.ray_runtime import init_ray
 
     t0 = time.perf_counter()
     init_ray(num_cpus=workers)
@@ -129,32 +126,3 @@ def run(runs: int = 200, dataset: str = "synthetic", optimizer: str = "random",
             "speedup": one / many, "workers": workers, "runs": runs, "repeats": repeats,
             "machine_speedup": float(np.median(capacity)),
             "load_average": os.getloadavg()[1], "cpus": os.cpu_count()}
-
-
-def main(args: argparse.Namespace) -> int:
-    from .cli import _print_table
-
-    res = run(args.runs, args.dataset, args.optimizer, args.iterations, args.workers,
-              args.repeats)
-    print(f"farm benchmark: {res['runs']} runs of {args.optimizer} on {args.dataset}"
-          f" (Ray start-up {res['ray_start_s']:.1f} s, not included; {res['cpus']} CPUs,"
-          f" load average {res['load_average']:.1f} over the last 5 min)")
-    print(f"best of {res['repeats']} interleaved repeats (wall_max_s: the slowest)")
-    _print_table(res["rows"], ["case", "wall_s", "wall_max_s", "runs_per_s", "ms_per_run",
-                               "in_flight", "cpu_ms_per_run"])
-    print("in_flight: mean runs in progress (summed run durations / wall time); "
-          "cpu_ms_per_run: CPU time of a run where it ran")
-    print(f"\nfarm overhead vs the in-process loop (1 worker): {100 * res['overhead']:+.1f}%"
-          f"   (target < +10%)")
-    print(f"throughput {res['workers']} workers / 1 worker: {res['speedup']:.2f}x"
-          f"   (target >= 1.7x; this machine's own speed-up for {res['workers']} CPU-bound"
-          f" processes meanwhile: {res['machine_speedup']:.2f}x)")
-    return 0
-
-
-if __name__ == "__main__":
-    from .sweep_cli import add_sweep_commands
-
-    parser = argparse.ArgumentParser(prog="python -m farm.bench")
-    add_sweep_commands(parser.add_subparsers(dest="command"))
-    sys.exit(main(parser.parse_args(["bench-farm", *sys.argv[1:]])))

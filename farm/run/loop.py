@@ -15,14 +15,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
+from farm.run.metrics import summarize
+from farm.run.spec import RunSpec
 from optimizers.base import Suggestion
 from optimizers.executor import Executor
 from optimizers.registry import make_optimizer
 from oracle.oracle import Observation, Oracle
 from oracle.registry import load
-
-from .metrics import summarize
-from .spec import RunSpec
 
 __all__ = ["RunResult", "execute", "run_one", "TRACE_SCHEMA"]
 

@@ -3,11 +3,11 @@
 Layout of the output folder::
 
     sweep.json                  the validated sweep spec (what ``farm sync`` and reports read)
-    runs/<run_key>.parquet      the trace of a finished run (``farm.loop.TRACE_SCHEMA``)
+    runs/<run_key>.parquet      the trace of a finished run (``farm.run.loop.TRACE_SCHEMA``)
     runs/<run_key>.json         the run's record: spec, status (done|failed), summary or error,
                                 attempts, node, wall and CPU time of the run
     index.parquet               one row per record (rebuilt from the records; for users)
-    mlflow.db                   default MLflow tracking store (see ``farm.tracking``)
+    mlflow.db                   default MLflow tracking store (see ``farm.sweep.tracking``)
     mlflow_runs.json            run map: tracking URI -> sweep parent run, run_key -> run id
 
 Every file is written atomically (a temporary name in the same folder, then ``os.replace``),
@@ -31,8 +31,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .loop import RunResult
-from .spec import RunSpec
+from farm.run.loop import RunResult
+from farm.run.spec import RunSpec
 
 __all__ = ["Store", "atomic_write_bytes", "atomic_write_json"]
 

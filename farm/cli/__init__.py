@@ -1,0 +1,57 @@
+"""The ``farm`` command line: one module per command, shared console helpers in ``console``.
+
+Exit codes: 0 success; 1 a run or command failed; 2 bad input (unknown dataset, optimizer or
+parameter, malformed file or spec), reported on one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Sequence
+
+from .console import EXIT_BAD_INPUT, EXIT_FAILED, UsageError
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .bench import add_bench_commands
+    from .datasets import add_datasets_commands
+    from .optimizers import add_optimizers_command
+    from .report import add_report_commands
+    from .run import add_run_command
+    from .sweep import add_sweep_commands
+
+    p = argparse.ArgumentParser(prog="farm", description="optfarm: a benchmark farm for "
+                                "cloud-configuration optimizers")
+    sub = p.add_subparsers(dest="command", required=True)
+    for add in (add_run_command, add_datasets_commands, add_optimizers_command,
+                add_bench_commands, add_sweep_commands, add_report_commands):
+        add(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from optimizers.base import ParameterError
+    from oracle.dataset import DatasetError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (UsageError, DatasetError, ParameterError) as e:
+        print(f"farm: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("farm: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a crash: one line, exit 1; FARM_DEBUG=1 shows the traceback
+        if os.environ.get("FARM_DEBUG"):
+            raise
+        print(f"farm: failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""``farm bench`` (recommendation latency) and ``farm bench-farm`` (what the farm adds to a
+sweep)."""
+
+from __future__ import annotations
+
+from .console import print_table
+
+
+def cmd_bench(args) -> int:
+    from farm.bench.latency import run_isolated
+
+    return run_isolated({k: v for k, v in vars(args).items() if k not in ("func", "command")})
+
+
+def cmd_bench_farm(args) -> int:
+    from farm.bench.overhead import run
+
+    res = run(args.runs, args.dataset, args.optimizer, args.iterations, args.workers,
+              args.repeats)
+    print(f"farm benchmark: {res['runs']} runs of {args.optimizer} on {args.dataset}"
+          f" (Ray start-up {res['ray_start_s']:.1f} s, not included; {res['cpus']} CPUs,"
+          f" load average {res['load_average']:.1f} over the last 5 min)")
+    print(f"best of {res['repeats']} interleaved repeats (wall_max_s: the slowest)")
+    print_table(res["rows"], ["case", "wall_s", "wall_max_s", "runs_per_s", "ms_per_run",
+                               "in_flight", "cpu_ms_per_run"])
+    print("in_flight: mean runs in progress (summed run durations / wall time); "
+          "cpu_ms_per_run: CPU time of a run where it ran")
+    print(f"\nfarm overhead vs the in-process loop (1 worker): {100 * res['overhead']:+.1f}%"
+          f"   (target < +10%)")
+    print(f"throughput {res['workers']} workers / 1 worker: {res['speedup']:.2f}x"
+          f"   (target >= 1.7x; this machine's own speed-up for {res['workers']} CPU-bound"
+          f" processes meanwhile: {res['machine_speedup']:.2f}x)")
+    return 0
+
+
+def add_bench_commands(sub) -> None:
+    b = sub.add_parser("bench", help="recommendation latency: suggest() time at fixed points "
+                       "of a run vs the papers (one pinned core; see farm.bench.latency)")
+    b.add_argument("--optimizers", help="name[:key=value...] list, e.g. lynceus:la=0,lynceus:la=2"
+                   " (default: Lynceus LA 0-3, TrimTuner DT/GP, EIc)")
+    b.add_argument("--datasets", help="comma list (default: each optimizer's paper dataset)")
+    b.add_argument("--at", default="10,30,60", help="observation counts to time suggest() at")
+    b.add_argument("--repeats", type=int, default=5, help="timed copies per point")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--executor", choices=["serial", "ray"], default="serial",
+                   help="ray: also time through the Ray executor and print the speed-up")
+    b.add_argument("--workers", type=int, default=2, help="Ray CPUs (--executor ray)")
+    b.add_argument("--runs", type=int, metavar="K", help="instead: time K whole runs per case "
+                   "(seeds 0..K-1; default cases: the Lynceus TF sweep) and extrapolate the "
+                   "sweep's CPU hours")
+    b.add_argument("--sweep-seeds", type=int, default=100, help="seeds per case (--runs)")
+    b.add_argument("--max-drive-s", type=float, default=1800.0,
+                   help="skip points a case would need longer than this to reach")
+    b.add_argument("--json", action="store_true", help="print one JSON object")
+    b.set_defaults(func=cmd_bench)
+    b = sub.add_parser("bench-farm", help="farm overhead vs the in-process loop, and 1 vs 2 "
+                       "workers throughput (see farm.bench.overhead)")
+    b.add_argument("--runs", type=int, default=200, help="runs in the sweep (default 200)")
+    b.add_argument("--dataset", default="synthetic")
+    b.add_argument("--optimizer", default="random")
+    b.add_argument("--iterations", type=int, help="max evaluations per run (default: all)")
+    b.add_argument("--workers", type=int, default=2, help="workers of the throughput case")
+    b.add_argument("--repeats", type=int, default=3, help="interleaved repeats (best kept)")
+    b.set_defaults(func=cmd_bench_farm)
