@@ -4,9 +4,9 @@ Pure numpy/scipy/scikit-learn/george/emcee: no Ray, no MLflow. Parallel work goe
 executor passed in (``optimizers.executor``).
 """
 
-from .base import Optimizer, Param, ParameterError, Suggestion
+from .base import Optimizer, Param, ParameterError, Recommendation, Suggestion
 from .executor import Executor, SerialExecutor
 from .registry import available, get, make_optimizer
 
-__all__ = ["Executor", "Optimizer", "Param", "ParameterError", "SerialExecutor", "Suggestion",
-           "available", "get", "make_optimizer"]
+__all__ = ["Executor", "Optimizer", "Param", "ParameterError", "Recommendation",
+           "SerialExecutor", "Suggestion", "available", "get", "make_optimizer"]

@@ -4,7 +4,7 @@
     while (s := opt.suggest()) is not None:
         obs = run_the_job(s.config_id, s.fidelity, time_cap=s.time_cap)
         opt.observe(s, obs)
-    best = opt.recommend()
+    best = opt.recommend()          # Recommendation(config_id, fidelity) or None
 
 The benchmark loop of ``farm`` and a user tuning a real job use the same calls. Each optimizer
 owns a ``numpy.random.Generator`` made from its seed, so a seed fixes the whole run.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal, Mapping
 
 import numpy as np
@@ -25,7 +25,8 @@ from oracle.space import SearchSpace
 
 from .executor import Executor, SerialExecutor
 
-__all__ = ["Param", "Suggestion", "Optimizer", "ParameterError"]
+__all__ = ["Param", "Suggestion", "Recommendation", "Optimizer", "ParameterError", "derive",
+           "fixed", "decision_margin"]
 
 
 class ParameterError(ValueError):
@@ -34,7 +35,9 @@ class ParameterError(ValueError):
 
 @dataclass(frozen=True)
 class Param:
-    """One optimizer parameter: default, type, and allowed values or range."""
+    """One optimizer parameter: default, type, and allowed values or range. A ``fixed``
+    parameter is one a variant pins to its default (``farm optimizers`` shows it as fixed):
+    passing that value is accepted, any other is an error."""
 
     name: str
     default: Any
@@ -42,6 +45,7 @@ class Param:
     choices: tuple | None = None
     low: float | None = None
     high: float | None = None
+    fixed: bool = False
 
     def validate(self, optimizer: str, value: Any) -> Any:
         kind = type(self.default)
@@ -52,6 +56,9 @@ class Param:
         if self.default is not None and not isinstance(value, kind):
             raise ParameterError(f"{optimizer}: parameter {self.name!r} must be "
                                  f"{kind.__name__}, got {value!r}")
+        if self.fixed and value != self.default:
+            raise ParameterError(f"{optimizer}: parameter {self.name!r} is fixed at "
+                                 f"{self.default!r}, got {value!r}")
         if self.choices is not None and value not in self.choices:
             raise ParameterError(f"{optimizer}: parameter {self.name!r} = {value!r} is not one "
                                  f"of {list(self.choices)}")
@@ -61,11 +68,30 @@ class Param:
         return value
 
     def allowed(self) -> str:
+        if self.fixed:
+            return "fixed"
         if self.choices is not None:
             return "|".join(map(str, self.choices))
         if self.low is not None or self.high is not None:
             return f"[{'' if self.low is None else self.low}, {'' if self.high is None else self.high}]"
         return type(self.default).__name__
+
+
+def fixed(value: Any) -> dict[str, Any]:
+    """The change that pins a parameter to ``value`` (for ``derive``)."""
+    return {"default": value, "fixed": True}
+
+
+def derive(params: tuple[Param, ...], **changes: Mapping[str, Any]) -> tuple[Param, ...]:
+    """A variant's parameter table: ``params`` in order, each named one with its fields
+    replaced, e.g. ``derive(Lynceus.params, la=fixed(0), timeout={"default": "none"})``.
+    Nothing is dropped, so the base class can read every parameter it knows."""
+    names = {p.name for p in params}
+    unknown = sorted(set(changes) - names)
+    if unknown:
+        raise ValueError(f"derive: no parameter {unknown[0]!r} to change (parameters: "
+                         f"{', '.join(sorted(names))})")
+    return tuple(replace(p, **changes[p.name]) if p.name in changes else p for p in params)
 
 
 def _parse_scalar(text: str, kind: type, optimizer: str, name: str):
@@ -87,26 +113,66 @@ def _parse_scalar(text: str, kind: type, optimizer: str, name: str):
 @dataclass(frozen=True)
 class Suggestion:
     """What to run next: a configuration at a dataset size, an optional time cap (timeout
-    policies), the phase, and why (acquisition values and the like)."""
+    policies), the phase, and why (acquisition values and the like, in ``info``: for
+    reading, never acted upon by the loop).
+
+    Two requests the benchmark loop (``farm.run.loop.execute``) grants in simulation:
+
+    - ``snapshots``: smaller dataset sizes the same training run also measures on its way
+      (TrimTuner's bootstrap); they are not charged and come back in
+      ``observation.extra["snapshots"]`` as {s: Observation};
+    - ``reveal_full_cost`` (Lynceus' IDEAL timeout policy): if the time cap stops the run, it
+      is charged as capped and ``observation.extra["full_cost"]`` tells what the full run
+      would have cost.
+
+    ``margin`` says how clearly an argmax over acquisition values won (``decision_margin``);
+    inf when the choice was not such an argmax (bootstrap, random draws) or is not reported.
+    """
 
     config_id: int
     fidelity: float = 1.0
     time_cap: float | None = None
     phase: Literal["init", "search"] = "search"
     info: Mapping[str, Any] = field(default_factory=dict)
+    snapshots: tuple[float, ...] = ()
+    reveal_full_cost: bool = False
+    margin: float = math.inf
+
+
+def decision_margin(values) -> float:
+    """How clearly the largest of ``values`` won: (top - runner-up) / |top|, 0 for an exact
+    tie, inf without a runner-up. A margin of ~1e-12 is a decision that bit-level differences
+    of the numerics (another BLAS) may flip."""
+    v = np.sort(np.asarray(values, dtype=float).ravel())
+    if len(v) < 2:
+        return math.inf
+    gap = float(v[-1] - v[-2])
+    return gap / abs(float(v[-1])) if gap > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The configuration an optimizer would deploy now, at the dataset size it would run it
+    (1.0 but for optimizers over dataset sizes such as Nephele); the run loop scores it."""
+
+    config_id: int
+    fidelity: float = 1.0
 
 
 class Optimizer(ABC):
     """Base class: stores the space, problem, seed, executor and validated parameters.
 
     Subclasses declare ``name`` and ``params`` and implement ``suggest``, ``observe`` and
-    ``recommend``. ``self.rng`` is the optimizer's only source of randomness.
+    ``recommend``; a variant derives its table from its parent's (``derive``), overriding
+    defaults or fixing values, so ``self.config`` always holds every parameter.
+    ``self.rng`` is the optimizer's only source of randomness.
     """
 
     name: ClassVar[str]
     summary: ClassVar[str] = ""
     params: ClassVar[tuple[Param, ...]] = ()
     uses_fidelity: ClassVar[bool] = False
+    repeats: ClassVar[bool] = False  # may suggest a configuration it has already run
 
     def __init__(self, space: SearchSpace, problem: Problem, seed: int = 0,
                  executor: Executor | None = None, **params: Any):
@@ -134,12 +200,17 @@ class Optimizer(ABC):
         """The next (configuration, fidelity) to run, or None when the optimizer stops."""
 
     def observe(self, suggestion: Suggestion, observation: Observation) -> None:
-        """Record the outcome of running ``suggestion``."""
+        """Record the outcome of running ``suggestion``; an observation with a NaN or
+        infinite time or cost, or an infinite accuracy (NaN: not measured), is rejected
+        before anything is recorded."""
         for name in ("time", "cost"):
             value = getattr(observation, name)
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"{self.name}: observation {name} = {value!r} is not a "
                                  "finite non-negative number")
+        if math.isinf(observation.accuracy):
+            raise ValueError(f"{self.name}: observation accuracy = {observation.accuracy!r} "
+                             "is not finite (NaN if not measured)")
         self.history.append((suggestion, observation))
         self._observe(suggestion, observation)
 
@@ -147,10 +218,8 @@ class Optimizer(ABC):
         """Hook for subclasses that update models as observations arrive."""
 
     @abstractmethod
-    def recommend(self) -> int | tuple[int, float] | None:
-        """The config_id the optimizer would deploy now (None if it has none yet); an
-        optimizer that also chooses the dataset size (Nephele) returns (config_id, fidelity)
-        and the run loop scores that pair."""
+    def recommend(self) -> Recommendation | None:
+        """What the optimizer would deploy now (None if it has nothing yet)."""
 
     # -- helpers shared by the algorithms ---------------------------------------------------
     @property
@@ -188,6 +257,12 @@ class Optimizer(ABC):
                 best, best_value = s.config_id, value
         return best
 
+    def recommend_best_observed(self) -> Recommendation | None:
+        """The recommendation of most algorithms: the best configuration run at full size
+        and observed feasible."""
+        best = self.best_observed()
+        return None if best is None else Recommendation(best)
+
     def lhs_configs(self, n: int, candidates: np.ndarray | None = None) -> list[int]:
         """``n`` distinct configurations by Latin hypercube sampling (scipy.stats.qmc) over
         the feature space, each mapped to the nearest not-yet-chosen candidate."""
@@ -213,3 +288,4 @@ def describe(cls: type[Optimizer]) -> list[dict[str, Any]]:
     """Rows of ``farm optimizers``: each parameter, its default, allowed values and meaning."""
     return [{"name": p.name, "default": p.default, "allowed": p.allowed(), "doc": p.doc}
             for p in cls.params]
+

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .acquisition.analytic import expected_improvement, incumbent_for_eic
-from .base import Optimizer, Param, Suggestion
+from .acquisition.analytic import constraints_log_pf, expected_improvement, incumbent_for_eic
+from .acquisition.incumbent import incumbent
+from .base import Optimizer, Param, Recommendation, Suggestion, decision_margin
+from .blas import single_threaded
 from .models.gp import GaussianProcess
-from .models.targets import Targets, incumbent, to_model_scale
-from .trimtuner import single_threaded
+from .models.targets import Targets, to_model_scale
 
 __all__ = ["EIc", "EIcUSDGP", "BoEI"]
 
@@ -80,7 +81,7 @@ class EIc(Optimizer):
                 and ei[best] < self.config["stop_ratio"] * abs(y_star)):
             return None
         return Suggestion(int(untested[best]), 1.0, phase="search",
-                          info={"acquisition": float(acq[best])})
+                          info={"acquisition": float(acq[best])}, margin=decision_margin(acq))
 
     def acquisition(self, ids: np.ndarray):
         """(acquisition, EI, y*) over the configurations ``ids``, vectorised."""
@@ -91,18 +92,19 @@ class EIc(Optimizer):
         feasible = [self.observed_feasible(o) for _, o in self.history]
         y_star = incumbent_for_eic(z, feasible, sd)
         ei = expected_improvement(mu, sd, y_star)
-        acq = ei * np.exp(t.log_pf(pred)) if self.constrained else ei
+        acq = ei * np.exp(constraints_log_pf(t.constraints, pred)) if self.constrained else ei
         if self.per_cost:
             acq = acq / np.exp(pred["cost"][0])
         return acq, ei, y_star
 
     @single_threaded
-    def recommend(self) -> int | None:
-        best = self.best_observed()
+    def recommend(self) -> Recommendation | None:
+        best = self.recommend_best_observed()
         if best is not None or not self.history:
             return best
         pred = self._targets.predict(self.space.features)
-        return incumbent(pred[self._targets.objective][0], self._targets.log_pf(pred), 0.5)
+        log_pf = constraints_log_pf(self._targets.constraints, pred)
+        return Recommendation(incumbent(pred[self._targets.objective][0], log_pf, 0.5))
 
 
 class EIcUSDGP(EIc):

@@ -18,8 +18,7 @@ References:
 
 from __future__ import annotations
 
-from .acquisition.filters import FILTERS
-from .base import Param
+from .base import derive, fixed
 from .trimtuner import TrimTuner
 
 __all__ = ["Fabolas"]
@@ -30,18 +29,12 @@ class Fabolas(TrimTuner):
 
     name = "fabolas"
     summary = "FABOLAS: information gain per cost over (x, s), no constraints"
-    params = tuple(
-        Param("filter", "direct", p.doc, choices=FILTERS) if p.name == "filter"
-        else p for p in TrimTuner.params
-        if p.name not in ("model", "n_trees", "incumbent", "incumbent_rule", "incumbent_pf"))
+    # the incumbent: the lowest predicted loss among evaluated configurations (with no
+    # constraints every configuration has P(feasible) = 1 >= 0.5)
+    params = derive(TrimTuner.params, model=fixed("gp"), n_trees=fixed(10),
+                    filter={"default": "direct"}, incumbent=fixed("tested"),
+                    incumbent_rule=fixed("feasible"), incumbent_pf=fixed(0.5))
     factor = "none"
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.config["model"] = "gp"
-        self.config["incumbent"] = "tested"   # lowest predicted loss among evaluated configs
-        self.config["incumbent_rule"] = "feasible"
-        self.config["incumbent_pf"] = 0.5     # no constraints: every configuration qualifies
 
     def _model_problem(self):
         return self.problem.with_overrides(constraints=())

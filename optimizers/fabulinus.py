@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from .base import Param, Suggestion
+from .base import Param, Suggestion, derive, fixed
 from .trimtuner import TrimTuner
 
 __all__ = ["Fabulinus"]
@@ -30,20 +30,12 @@ class Fabulinus(TrimTuner):
 
     name = "fabulinus"
     summary = "Fabulinus: constrained entropy search (IG/cost x CEA of the new incumbent)"
-    params = tuple(
-        Param("incumbent", "all", p.doc, choices=p.choices) if p.name == "incumbent"
-        else Param("incumbent_rule", "feasible", p.doc, choices=p.choices)
-        if p.name == "incumbent_rule"
-        else Param("incumbent_pf", 0.99, p.doc, low=p.low, high=p.high)
-        if p.name == "incumbent_pf" else p
-        for p in TrimTuner.params if p.name not in ("model", "n_trees")) + (
+    params = derive(TrimTuner.params, model=fixed("gp"), n_trees=fixed(10),
+                    incumbent={"default": "all"}, incumbent_rule={"default": "feasible"},
+                    incumbent_pf={"default": 0.99}) + (
         Param("init_fraction", 0.03, "fraction of the space in the LHS bootstrap",
               low=0.0, high=1.0),)
     factor = "cea"
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.config["model"] = "gp"
 
     def _bootstrap_plan(self) -> list[Suggestion]:
         n = max(1, math.ceil(self.config["init_fraction"] * self.space.n_configs))

@@ -57,7 +57,7 @@ import numpy as np
 
 from .acquisition.analytic import (incumbent_for_eic, log_expected_improvement,
                                    log_probability_of_feasibility)
-from .base import Optimizer, Param, Suggestion
+from .base import Optimizer, Param, Recommendation, Suggestion
 from .models.gp import GaussianProcess
 from .models.ridge import RidgeModel, reciprocal_features
 from .taboo import TabooQueue
@@ -86,6 +86,7 @@ class Guindani(Optimizer):
     name = "guindani"
     summary = ("GP EIc on cost x Ridge time-model corrections (variants a-d), taboo queue, "
                "stopping band, recurring job (Guindani et al.)")
+    repeats = True  # the taboo queue releases configurations; the recurring job re-runs one
     params = (
         Param("variant", "d", "a: EIc; b: EIc exp(-k T_hat); c: EIc 1[T_hat <= T_max]; "
               "d: b and c", choices=("a", "b", "c", "d")),
@@ -139,7 +140,8 @@ class Guindani(Optimizer):
             if n < len(self._initial):
                 return Suggestion(self._initial[n], phase="init")
         if self.stopped_at is not None:
-            return Suggestion(self.recommend(), phase="search", info={"exploit": True})
+            return Suggestion(self.recommend().config_id, phase="search",
+                              info={"exploit": True})
         return self._next_configuration()
 
     def _next_configuration(self) -> Suggestion:
@@ -203,7 +205,7 @@ class Guindani(Optimizer):
             self.stopped_at = len(self.history) - 1
             self.stop_config = suggestion.config_id
 
-    def recommend(self) -> int | None:
+    def recommend(self) -> Recommendation | None:
         """The best configuration found: the lowest mean observed cost among the
         configurations whose mean observed run meets the constraints, re-evaluated after
         every run (so a lucky draw of an infeasible configuration is dropped once its
@@ -222,5 +224,5 @@ class Guindani(Optimizer):
         for c in self.problem.constraints:
             ok &= c.holds(values[c.metric])
         if not ok.any():
-            return self.stop_config
-        return int(seen[ok][np.argmin(values["cost"][ok])])
+            return None if self.stop_config is None else Recommendation(self.stop_config)
+        return Recommendation(int(seen[ok][np.argmin(values["cost"][ok])]))

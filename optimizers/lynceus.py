@@ -12,8 +12,8 @@ is fed for a timed-out run is the ``timeout`` policy of Sec. VI-E:
 - ``none``: no time cap, the full run is observed;
 - ``tg``: cap at C(x*)/U(x), feed E[C(x) | C(x) > C(x*)] of the cost model (truncated Gaussian);
 - ``ideal``: the same cap (so the same charge) but feed the run's true full cost: the
-  suggestion carries ``info["reveal_full"] = True`` and the loop adds the full cost to the
-  observation as ``extra["full_cost"]`` (a simulation-only oracle, as in the paper);
+  suggestion sets ``reveal_full_cost`` and the loop adds the full cost to the observation
+  as ``extra["full_cost"]`` (a simulation-only oracle, as in the paper);
 - ``no-info``: cap at 2 C(x*)/U(x) (iTuned), feed nothing;
 - ``max-cost``: cap at C(x*)/U(x), feed the largest cost seen so far;
 - ``linear``: cap at C(x*)/U(x), extrapolate the accuracy curve seen so far
@@ -41,9 +41,10 @@ import numpy as np
 
 from oracle.oracle import Observation
 
-from .acquisition.analytic import gauss_hermite, truncated_gaussian_mean
+from .acquisition.analytic import (gauss_hermite, reference_without_feasible,
+                                   truncated_gaussian_mean)
 from .acquisition.cost_aware import timeout_cap
-from .base import Optimizer, Param, Suggestion
+from .base import Optimizer, Param, Recommendation, Suggestion, derive, fixed
 from .lookahead import PathContext, explore_chunk, level_predictions
 from .models.trees import default_max_features
 
@@ -103,7 +104,7 @@ class Lynceus(Optimizer):
         self._time_max = t.threshold if t else math.inf
         self._cost_max = cost.threshold if cost else math.inf
         self._acc_min = acc.threshold if acc else -math.inf
-        self._gh = gauss_hermite(self.config.get("k", 1))
+        self._gh = gauss_hermite(self.config["k"])
         self._gha = gauss_hermite(self._k_acc())
 
     # -- candidates --------------------------------------------------------------------------
@@ -163,7 +164,7 @@ class Lynceus(Optimizer):
         if ctx.la == 0:
             reward, cost = eic[gamma_set], mu[gamma_set]
         else:
-            chunks = [c for c in np.array_split(gamma_set, self.config.get("path_chunks", 1)) if len(c)]
+            chunks = [c for c in np.array_split(gamma_set, self.config["path_chunks"]) if len(c)]
             rc = np.vstack(self.executor.map(explore_chunk, chunks, ctx))
             reward, cost = rc[:, 0], rc[:, 1]
         score = reward / np.maximum(cost, 1e-300) if self.select_by == "reward_per_cost" \
@@ -180,7 +181,7 @@ class Lynceus(Optimizer):
         untested candidates when no feasible run is known [Lynceus Sec. IV-A]."""
         if math.isfinite(ctx.best):
             return ctx.best
-        return ctx.worst + 3.0 * float(sd[self._untested].max())
+        return reference_without_feasible(ctx.worst, sd[self._untested])
 
     def _context(self, remaining: float) -> PathContext:
         rows = np.asarray(self._cost_rows, dtype=np.int64)
@@ -196,31 +197,25 @@ class Lynceus(Optimizer):
             budget=float(remaining), time_max=self._time_max, cost_max=self._cost_max,
             acc_min=self._acc_min, best=self._incumbent_cost(),
             worst=float(max(self._cost_y)), gh_t=self._gh[0], gh_w=self._gh[1],
-            gha_t=self._gha[0], gha_w=self._gha[1], la=self._la(), gamma=self.config.get("gamma", 0.0),
+            gha_t=self._gha[0], gha_w=self._gha[1], la=self.config["la"],
+            gamma=self.config["gamma"],
             discount_cost=self.discount_cost, key=int(self.rng.integers(2**63)),
             n_trees=self.config["n_trees"], n_trees_acc=self._n_trees_acc(),
             max_features=default_max_features(d, self.config["max_features"] or None),
             floor_rel=self.config["std_floor"])
 
-    def _la(self) -> int:
-        return self.config["la"]
-
     # -- timeouts (Sec. V-B, VI-E) ---------------------------------------------------------
-    def _policy(self) -> str:
-        return self.config.get("timeout", "none")
-
     def _with_timeout(self, cand: int, mu: float, sd: float, best: float,
                       info: dict) -> Suggestion:
-        policy = self._policy()
+        policy = self.config["timeout"]
         cap = None
         if policy != "none":
             factor = 2.0 if policy == "no-info" else 1.0
             cap = timeout_cap(best, float(self._price[cand]), factor)
         if cap is not None:
             info = {**info, "timeout": policy, "tg_mu": mu, "tg_sigma": sd}
-            if policy == "ideal":
-                info["reveal_full"] = True
-        return self._suggestion(cand, time_cap=cap, phase="search", info=info)
+        return self._suggestion(cand, time_cap=cap, phase="search", info=info,
+                                reveal_full_cost=cap is not None and policy == "ideal")
 
     def _observe(self, suggestion: Suggestion, observation: Observation) -> None:
         cand = self._candidate(suggestion.config_id, suggestion.fidelity)
@@ -280,9 +275,9 @@ class Lynceus(Optimizer):
         return min(o.cost for s, o in self.history
                    if s.config_id == best and math.isclose(s.fidelity, 1.0))
 
-    def recommend(self) -> int | None:
+    def recommend(self) -> Recommendation | None:
         """The cheapest fully run configuration observed to meet the constraints."""
-        return self.best_observed()
+        return self.recommend_best_observed()
 
 
 class EIcUSD(Lynceus):
@@ -291,9 +286,7 @@ class EIcUSD(Lynceus):
 
     name = "eic-usd"
     summary = "BO with EIc per predicted cost on bagged trees (Lynceus with LA=0, no timeout)"
-    params = tuple(Param(p.name, 0, p.doc, low=0, high=0) if p.name == "la" else
-                   Param(p.name, "none", p.doc, choices=TIMEOUT_POLICIES) if p.name == "timeout"
-                   else p for p in Lynceus.params)
+    params = derive(Lynceus.params, la=fixed(0), timeout={"default": "none"})
 
 
 class Obol(Lynceus):
@@ -302,16 +295,11 @@ class Obol(Lynceus):
 
     name = "obol"
     summary = "budget-limited look-ahead BO on bagged trees (OBOL, seed 004)"
-    params = (
-        Param("la", 2, "look-ahead depth", low=0, high=5),
-        *COMMON_PARAMS,
-        Param("n_init", 5, "random initial samples", low=1),
-    )
+    params = derive(Lynceus.params, la={"doc": "look-ahead depth", "high": 5},
+                    timeout=fixed("none"), init=fixed("random"), target_accuracy=fixed(0.85),
+                    curve_interval_s=fixed(30.0),
+                    n_init={"default": 5, "low": 1, "doc": "random initial samples"})
     discount_cost = True
-
-    def _bootstrap(self) -> list[int]:
-        n = self.config["n_init"]
-        return [int(c) for c in self.rng.permutation(len(self._cand_config))[:n]]
 
 
 class CherryPickTrees(Obol):
@@ -320,8 +308,6 @@ class CherryPickTrees(Obol):
 
     name = "cherrypick-trees"
     summary = "greedy argmax EIc on bagged trees with the budget filter (OBOL's baseline)"
-    params = tuple(p for p in Obol.params if p.name not in ("la", "k", "gamma", "path_chunks"))
+    params = derive(Obol.params, la=fixed(0), k=fixed(1), gamma=fixed(0.0),
+                    path_chunks=fixed(1))
     select_by = "reward"
-
-    def _la(self) -> int:
-        return 0

@@ -8,8 +8,7 @@ step runs the look-ahead of Lynceus (``optimizers.lookahead``) with two bagging 
 5 trees (cost and accuracy), the bivariate Gauss-Hermite quadrature (3 nodes on cost x 1 on
 accuracy), gamma = 0.9 and a default horizon of 0, and picks the argmax of reward per cost.
 No timeouts. The recommendation is the cheapest tested (x, s) observed to meet the
-constraints, returned as a ``(config_id, fidelity)`` pair (the run loop computes its CNO at
-that s).
+constraints, at its dataset size (the run loop computes its CNO at that s).
 
 References:
     [Mendes19] P. Mendes. Leveraging subsampling techniques to optimize machine learning jobs
@@ -24,7 +23,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .base import Param, Suggestion
+from .base import Param, Recommendation, Suggestion
 from .lynceus import COMMON_PARAMS, Lynceus
 
 __all__ = ["Nephele"]
@@ -41,6 +40,7 @@ class Nephele(Lynceus):
         Param("k_acc", 1, "Gauss-Hermite nodes on the simulated accuracy", low=1, high=10),
         *(replace(p, default=5, doc="trees in each bagging ensemble (cost, accuracy)")
           if p.name == "n_trees" else p for p in COMMON_PARAMS),
+        Param("timeout", "none", "no timeouts in Nephele", fixed=True),
         Param("b_init", 5.0, "initial budget spent on random (x, s) samples ($5 CNN, $1 RNN, "
               "$2 MLP in the thesis)", low=0.0),
     )
@@ -66,9 +66,6 @@ class Nephele(Lynceus):
             raise ValueError(f"{self.name}: fidelity {fidelity!r} is not one of {list(fids)}")
         return int(config_id) * len(fids) + j
 
-    def _policy(self) -> str:
-        return "none"
-
     def suggest(self) -> Suggestion | None:
         """Random untested pairs until B_init is spent, then Lynceus' NextConfig."""
         remaining = self.problem.budget - self.spent
@@ -91,7 +88,7 @@ class Nephele(Lynceus):
         best = self._best_pair()
         return math.inf if best is None else best[2]
 
-    def recommend(self) -> tuple[int, float] | None:
+    def recommend(self) -> Recommendation | None:
         """The cheapest tested (config_id, fidelity) observed to meet the constraints."""
         best = self._best_pair()
-        return None if best is None else (best[0], best[1])
+        return None if best is None else Recommendation(best[0], best[1])

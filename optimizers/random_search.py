@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Optimizer, Param, Suggestion
+from .base import Optimizer, Param, Recommendation, Suggestion
 
 __all__ = ["RandomSearch"]
 
@@ -28,5 +28,5 @@ class RandomSearch(Optimizer):
         phase = "init" if len(self.history) < self.config["n_init"] else "search"
         return Suggestion(int(self.rng.choice(untested)), 1.0, phase=phase)
 
-    def recommend(self) -> int | None:
-        return self.best_observed()
+    def recommend(self) -> Recommendation | None:
+        return self.recommend_best_observed()

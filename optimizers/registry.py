@@ -1,5 +1,9 @@
 """Optimizer names -> classes. Modules are imported on first use, so that listing the
-optimizers stays cheap and an optimizer's heavy dependencies load only when it runs."""
+optimizers stays cheap and an optimizer's heavy dependencies load only when it runs.
+
+Adding an optimizer is one new module here (a subclass of ``optimizers.base.Optimizer``) and
+one line in ``OPTIMIZERS``; ``farm optimizers``, ``farm run``, sweeps and the shared test
+suite (tests/optimizers/test_common.py) pick it up from there."""
 
 from __future__ import annotations
 
@@ -14,7 +18,8 @@ from .executor import Executor
 
 __all__ = ["OPTIMIZERS", "available", "get", "make_optimizer"]
 
-# name -> "module:Class" (module relative to the optimizers package)
+# name -> "module:Class": a module of the optimizers package, or a dotted absolute module path
+# (an optimizer kept elsewhere, e.g. "mypkg.search:MySearch")
 OPTIMIZERS: dict[str, str] = {
     "random": "random_search:RandomSearch",
     "lynceus": "lynceus:Lynceus",
@@ -40,7 +45,8 @@ def get(name: str) -> type[Optimizer]:
     if name not in OPTIMIZERS:
         raise ParameterError(f"unknown optimizer {name!r} (optimizers: {', '.join(available())})")
     module, cls = OPTIMIZERS[name].split(":")
-    return getattr(importlib.import_module(f"optimizers.{module}"), cls)
+    return getattr(importlib.import_module(module if "." in module else f"optimizers.{module}"),
+                   cls)
 
 
 def make_optimizer(name: str, space: SearchSpace, problem: Problem, seed: int = 0,

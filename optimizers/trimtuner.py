@@ -29,7 +29,7 @@ text.
 
 Bootstrap: one random configuration at every sub-sampled size {1/60, 1/10, 1/4, 1/2}; a single
 training run snapshots the smaller sizes, so the optimizer suggests the largest (s = 1/2) run
-with ``info["snapshots"]`` naming the others; the farm loop runs them for free and hands
+with ``Suggestion.snapshots`` naming the others; the farm loop runs them for free and hands
 their observations back in ``observation.extra["snapshots"]`` ({s: Observation}).
 
 Candidate evaluations go through ``self.executor.map`` in chunks; every random number a
@@ -47,23 +47,21 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
-from .acquisition.analytic import gauss_hermite
+from .acquisition.analytic import constraints_log_pf, gauss_hermite
 from .acquisition.entropy import (information_gain_gp, information_gain_refit,
                                   joint_samples, pmax_from_samples)
 from .acquisition.filters import FILTERS, cea, select
-from .base import Optimizer, Param, Suggestion
+from .acquisition.incumbent import choose_incumbent
+from .base import Optimizer, Param, Recommendation, Suggestion, decision_margin
+from .blas import single_threaded
 from .models.gp import GaussianProcess
-from .models.targets import Targets, cea_incumbent, incumbent
+from .models.targets import Targets
 from .models.trees import TreeEnsemble
 
 __all__ = ["TrimTuner"]
 
 _CHUNK = 4    # candidates per executor item (does not change results)
-# The matrices here are small (tens of rows): multi-threaded BLAS only adds contention (60x
-# slower on a busy 2-core machine), so the hot entry points run it single-threaded.
-single_threaded = threadpool_limits.wrap(limits=1, user_api="blas")
 
 
 @dataclass
@@ -133,22 +131,12 @@ def _factor(ctx: _Context, c: int) -> float:
     rows = ctx.X_full if ctx.inc_ids is None else ctx.X_full[
         np.union1d(ctx.inc_ids, ctx.cand_config[c])]
     pred = fantasy.predict(rows)
-    log_pf = fantasy.log_pf(pred)
+    log_pf = constraints_log_pf(fantasy.constraints, pred)
     mean = pred[fantasy.objective][0]
     quality = fantasy.quality(mean)
     best = choose_incumbent(ctx.incumbent_rule, quality, mean, log_pf, ctx.min_pf)
     pf = math.exp(log_pf[best])
     return pf * float(quality[best]) if ctx.factor == "cea" else pf
-
-
-def choose_incumbent(rule: str, quality: np.ndarray, objective_mean: np.ndarray,
-                     log_pf: np.ndarray, min_pf: float) -> int:
-    """Index of the incumbent among rows predicted at s = 1 under ``rule``: "cea", the best
-    predicted accuracy x P(feasible) (the authors' code), or "feasible", the best predicted
-    objective among rows with P(feasible) >= ``min_pf`` (the paper's text)."""
-    if rule == "cea":
-        return cea_incumbent(quality, log_pf)
-    return incumbent(objective_mean, log_pf, min_pf)
 
 
 class TrimTuner(Optimizer):
@@ -187,7 +175,7 @@ class TrimTuner(Optimizer):
         self._model_seed = int(self.rng.integers(2 ** 63))
         self._model_rng = np.random.default_rng(self._model_seed)
         self._bootstrap = self._bootstrap_plan()
-        self._incumbent_cache: tuple[int, int | None] = (-1, None)
+        self._incumbent_cache: tuple[int, Recommendation | None] = (-1, None)
 
     # -- problem and models ---------------------------------------------------------------------
     def _model_problem(self):
@@ -221,8 +209,7 @@ class TrimTuner(Optimizer):
         sub = [s for s in self.space.fidelities if s < 1.0]
         if not sub:
             return Suggestion(config_id, 1.0, phase="init")
-        return Suggestion(config_id, sub[-1], phase="init",
-                          info={"snapshots": tuple(sub[:-1])})
+        return Suggestion(config_id, sub[-1], phase="init", snapshots=tuple(sub[:-1]))
 
     @single_threaded
     def _observe(self, suggestion: Suggestion, observation) -> None:
@@ -258,7 +245,8 @@ class TrimTuner(Optimizer):
         c = int(idx[best])
         return Suggestion(int(cids[c]), float(fids[c]), phase="search",
                           info={"acquisition": float(values[best]), "n_evaluated": len(idx),
-                                "filter": self.config["filter"]})
+                                "filter": self.config["filter"]},
+                          margin=decision_margin(values))
 
     def _evaluate(self, ctx: _Context, idx: np.ndarray) -> np.ndarray:
         chunks = [idx[i:i + _CHUNK] for i in range(0, len(idx), _CHUNK)]
@@ -270,7 +258,7 @@ class TrimTuner(Optimizer):
         X = self._inputs(cids, fids)
         pred = t.predict(X)
         obj_mean, obj_std = pred[t.objective]
-        scores = cea(t.quality(obj_mean), t.log_pf(pred))
+        scores = cea(t.quality(obj_mean), constraints_log_pf(t.constraints, pred))
         X_full = self._inputs(np.arange(self.space.n_configs), np.ones(self.space.n_configs))
         rep = self._representers(X_full)
         M = self.config["n_mc"]
@@ -308,13 +296,13 @@ class TrimTuner(Optimizer):
 
     # -- recommendation ---------------------------------------------------------------------------
     @single_threaded
-    def recommend(self) -> int | None:
+    def recommend(self) -> Recommendation | None:
         if self._targets is None:
             return None
         n, cached = self._incumbent_cache
         if n == len(self._runs):
             return cached
-        inc = self._recommend()
+        inc = Recommendation(self._recommend())
         self._incumbent_cache = (len(self._runs), inc)
         return inc
 
@@ -332,4 +320,5 @@ class TrimTuner(Optimizer):
         pred = t.predict(self._inputs(ids, np.ones(len(ids))))
         mean = pred[t.objective][0]
         return int(ids[choose_incumbent(self.config["incumbent_rule"], t.quality(mean), mean,
-                                        t.log_pf(pred), self.config["incumbent_pf"])])
+                                        constraints_log_pf(t.constraints, pred),
+                                        self.config["incumbent_pf"])])

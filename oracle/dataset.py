@@ -22,7 +22,6 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -130,39 +129,6 @@ class Dataset:
         if raw is None:
             raise DatasetError(f"{path}: no optfarm metadata in the Parquet schema")
         return cls(table, DatasetMeta.from_json(raw), origin=str(path))
-
-    def summary(self) -> dict[str, Any]:
-        """The facts ``farm datasets show`` prints (JSON-ready)."""
-        from .oracle import Oracle  # the oracle builds the ground truth
-
-        oracle = Oracle(self)
-        space = oracle.space
-        best = oracle.optimum()
-        return {
-            "name": self.name,
-            "title": self.meta.title,
-            "source": self.meta.source,
-            "licence": self.meta.licence,
-            "citation": self.meta.citation,
-            "n_rows": self.table.num_rows,
-            "n_configs": space.n_configs,
-            "dimensions": [d.to_dict() for d in self.meta.dimensions],
-            "fidelities": list(space.fidelities),
-            "fidelity_name": self.meta.fidelity_name,
-            "measured": list(self.meta.measured),
-            "price_model": self.meta.price_model,
-            "cost_unit": self.meta.cost_unit,
-            "objective": str(self.meta.problem.objective),
-            "constraints": [str(c) for c in self.meta.problem.constraints],
-            "n_feasible": int(oracle.feasible_mask().sum()),
-            "n_timed_out_rows": int(pc.sum(self.table.column("timed_out")).as_py() or 0),
-            "optimum": None if best is None else {
-                "config_id": best,
-                "config": space.config(best),
-                self.meta.problem.objective.metric: float(oracle.true_value(best)),
-            },
-            "notes": self.meta.notes,
-        }
 
 
 def _validate(table: pa.Table, meta: DatasetMeta, where: str) -> None:

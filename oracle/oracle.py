@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
+import pyarrow.compute as pc
 
 from .dataset import Dataset
 from .problem import Problem
@@ -211,3 +212,34 @@ class Oracle:
 
     def is_feasible(self, config_id: int | None, fidelity: float = 1.0) -> bool:
         return config_id is not None and bool(self.feasible_mask(fidelity)[config_id])
+
+    def summary(self) -> dict[str, Any]:
+        """The facts ``farm datasets show`` prints about the dataset and its ground truth
+        (JSON-ready)."""
+        dataset, space, best = self.dataset, self.space, self.optimum()
+        meta = dataset.meta
+        return {
+            "name": dataset.name,
+            "title": meta.title,
+            "source": meta.source,
+            "licence": meta.licence,
+            "citation": meta.citation,
+            "n_rows": dataset.table.num_rows,
+            "n_configs": space.n_configs,
+            "dimensions": [d.to_dict() for d in meta.dimensions],
+            "fidelities": list(space.fidelities),
+            "fidelity_name": meta.fidelity_name,
+            "measured": list(meta.measured),
+            "price_model": meta.price_model,
+            "cost_unit": meta.cost_unit,
+            "objective": str(meta.problem.objective),
+            "constraints": [str(c) for c in meta.problem.constraints],
+            "n_feasible": int(self.feasible_mask().sum()),
+            "n_timed_out_rows": int(pc.sum(dataset.table.column("timed_out")).as_py() or 0),
+            "optimum": None if best is None else {
+                "config_id": best,
+                "config": space.config(best),
+                meta.problem.objective.metric: float(self.true_value(best)),
+            },
+            "notes": meta.notes,
+        }

@@ -1,7 +1,8 @@
 """The dataset registry: a cache folder of canonical Parquet files, plus the built-in
 synthetic dataset.
 
-The folder is ``$OPTFARM_DATA`` if set, else the user cache dir (``~/.cache/optfarm``).
+The folder is ``$OPTFARM_DATA`` if set, else the user cache dir (``~/.cache/optfarm``;
+``oracle.cache``).
 Importing validates every dataset a file yields before writing any of them, and each write is
 atomic, so a rejected import leaves the cache as it was.
 """
@@ -9,20 +10,15 @@ atomic, so a rejected import leaves the cache as it was.
 from __future__ import annotations
 
 import inspect
-import os
 from pathlib import Path
 
-import platformdirs
-
+from .cache import data_dir
 from .dataset import Dataset, DatasetError
+from .sources import SOURCES
 
 __all__ = ["data_dir", "available", "load", "import_datasets", "SYNTHETIC"]
 
 SYNTHETIC = "synthetic"
-
-
-def data_dir() -> Path:
-    return Path(os.environ.get("OPTFARM_DATA") or platformdirs.user_cache_dir("optfarm"))
 
 
 def _path(name: str) -> Path:
@@ -48,8 +44,6 @@ def load(name: str) -> Dataset:
         dataset = make_synthetic()
         dataset.write(path)
         return dataset
-    from .sources import SOURCES
-
     hint = (f"run `farm datasets fetch {name}`" if name in SOURCES else
             "run `farm datasets import FORMAT --from PATH`")
     raise DatasetError(f"dataset {name!r} is not in {data_dir()}: {hint} "

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from .cache import data_dir
 from .dataset import Dataset, DatasetError
 
 __all__ = ["SOURCES", "TIMEOUT_S", "Source", "fetch"]
@@ -119,7 +120,6 @@ def fetch(names: Sequence[str], from_dir: str | Path | None = None) -> list[str]
     """Import the public datasets ``names`` (``"all"``: every name in SOURCES) into the cache,
     from ``from_dir`` or by downloading; return the names imported."""
     from .formats import FORMATS
-    from .registry import data_dir
 
     wanted = list(SOURCES) if "all" in names else list(dict.fromkeys(names))
     unknown = [n for n in wanted if n not in SOURCES]

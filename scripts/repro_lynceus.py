@@ -69,7 +69,7 @@ def drive(task: dict) -> dict:
         n += 1
         timeouts += bool(obs.timed_out)
         inc = opt.recommend()
-        cid, fid = inc if isinstance(inc, tuple) else (inc, 1.0)
+        cid, fid = (None, 1.0) if inc is None else (inc.config_id, inc.fidelity)
         if cid is not None and oracle.is_feasible(cid, fid):
             cno = oracle.cno(cid, fid) * norm
             for t in targets:

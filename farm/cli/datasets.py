@@ -33,9 +33,10 @@ def cmd_datasets_list(args) -> int:
 
 
 def cmd_datasets_show(args) -> int:
+    from oracle.oracle import Oracle
     from oracle.registry import load
 
-    info = load(args.name).summary()
+    info = Oracle(load(args.name)).summary()
     if args.json:
         print(json.dumps(info, default=json_default))
         return EXIT_OK

@@ -47,20 +47,12 @@ class RunResult:
 
 def execute(oracle: Oracle, suggestion: Suggestion, rng: np.random.Generator) -> Observation:
     """Run ``suggestion`` on the oracle as the benchmark loop does: at its fidelity, under its
-    time cap, plus what the simulation grants some algorithms:
-
-    - ``info["snapshots"]``: one training run also measured these smaller dataset sizes
-      (TrimTuner's bootstrap); they are not charged and come back in ``extra["snapshots"]``
-      as {s: Observation};
-    - ``info["reveal_full"]`` (Lynceus' IDEAL timeout policy): a capped run is charged as
-      capped, and ``extra["full_cost"]`` tells what the full run would have cost.
-    """
+    time cap, granting its ``snapshots`` and ``reveal_full_cost`` requests (``Suggestion``)."""
     obs = oracle.run(suggestion.config_id, suggestion.fidelity, rng, suggestion.time_cap)
-    if suggestion.info.get("snapshots"):
-        snapshots = {f: oracle.run(suggestion.config_id, f, rng)
-                     for f in suggestion.info["snapshots"]}
+    if suggestion.snapshots:
+        snapshots = {f: oracle.run(suggestion.config_id, f, rng) for f in suggestion.snapshots}
         obs = replace(obs, extra={**obs.extra, "snapshots": snapshots})
-    if obs.timed_out and suggestion.info.get("reveal_full"):
+    if obs.timed_out and suggestion.reveal_full_cost:
         obs = replace(obs, extra={**obs.extra, "full_cost": oracle.true_value(
             suggestion.config_id, suggestion.fidelity, "cost")})
     return obs
@@ -100,9 +92,8 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
         fit = time.perf_counter() - t1
         cum_cost += obs.cost
         cum_time += obs.time
-        inc = opt.recommend()
-        # an optimizer over dataset sizes (Nephele) recommends a (config_id, fidelity) pair
-        inc, inc_fid = inc if isinstance(inc, tuple) else (inc, 1.0)
+        rec = opt.recommend()
+        inc, inc_fid = (None, 1.0) if rec is None else (rec.config_id, rec.fidelity)
         is_cno = problem.metric == "cno"
         rows.append({
             "run_key": key, "dataset": spec.dataset, "optimizer": spec.optimizer,

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from farm.run.recurring_job import recurring_job_metrics
+from optimizers.base import Recommendation
 from oracle.oracle import Oracle
 
 __all__ = ["REACH_TARGETS", "cost_to_reach", "summarize"]
@@ -38,23 +39,19 @@ def cost_to_reach(trace: pa.Table, metric: str, label: str, optimum_value: float
     return float(cum[idx[0]]) if len(idx) else None
 
 
-def summarize(spec, oracle: Oracle, trace: pa.Table, recommendation: int | None,
-              stop_reason: str) -> dict[str, Any]:
+def summarize(spec, oracle: Oracle, trace: pa.Table,
+              recommendation: Recommendation | None, stop_reason: str) -> dict[str, Any]:
     """The run summary ``farm run --json`` prints."""
     metric = oracle.problem.metric
     best = oracle.optimum()
     optimum_value = oracle.metric(best) if best is not None else math.nan
     latency = trace.column("recommendation_latency_s").to_numpy()
     rec = None
-    if isinstance(recommendation, tuple):  # (config_id, fidelity) of Nephele: CNO at that s
-        cid, fid = recommendation
+    if recommendation is not None:  # scored at its dataset size (Nephele's may be s < 1)
+        cid, fid = recommendation.config_id, recommendation.fidelity
         rec = {"config_id": cid, "fidelity": fid, "config": oracle.space.config(cid),
                metric: oracle.cno(cid, fid) if metric == "cno" else oracle.metric(cid),
                "feasible": oracle.is_feasible(cid, fid)}
-    elif recommendation is not None:
-        rec = {"config_id": recommendation, "config": oracle.space.config(recommendation),
-               metric: oracle.metric(recommendation),
-               "feasible": oracle.is_feasible(recommendation)}
     n = trace.num_rows
     return {
         "run_key": spec.run_key,

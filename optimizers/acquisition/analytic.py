@@ -23,8 +23,10 @@ __all__ = [
     "log_expected_improvement",
     "probability_of_feasibility",
     "log_probability_of_feasibility",
+    "constraints_log_pf",
     "constrained_ei",
     "incumbent_for_eic",
+    "reference_without_feasible",
     "gauss_hermite",
     "truncated_gaussian_mean",
 ]
@@ -83,6 +85,18 @@ def log_probability_of_feasibility(mu, sigma, threshold, op="<="):
     return np.where(sigma > 0, log_ndtr(margin / safe), np.where(margin >= 0, 0.0, -np.inf))
 
 
+def constraints_log_pf(constraints, pred):
+    """log P(every constraint holds), the constraints independent: the sum over
+    ``constraints`` [(metric, op, threshold), ...] of ``log_probability_of_feasibility`` under
+    the predictions ``pred`` {metric: (mu, sigma)} (``models.targets.Targets`` holds both on
+    its model scale). 0 everywhere without constraints [Gardner14]."""
+    total = 0.0
+    for metric, op, threshold in constraints:
+        mu, sigma = pred[metric]
+        total = total + log_probability_of_feasibility(mu, sigma, threshold, op)
+    return np.zeros(len(next(iter(pred.values()))[0])) + total
+
+
 def constrained_ei(mu, sigma, best, log_pf=0.0):
     """EIc [Gardner14]: EI x product of the constraints' feasibility probabilities, given
     as the sum of their logs (``log_pf``)."""
@@ -108,8 +122,16 @@ def incumbent_for_eic(observed, feasible, sigma_untested, rule="lynceus"):
         raise ValueError(f"incumbent rule {rule!r} is not 'lynceus' or 'best'")
     if feasible.any():
         return float(observed[feasible].min())
+    return reference_without_feasible(float(observed.max()), sigma_untested)
+
+
+def reference_without_feasible(worst, sigma_untested):
+    """y* while no observation is feasible [Lynceus Sec. IV-A]: the worst observed value + 3
+    x the largest predictive std over the untested candidates (0 without any), so that EI
+    still ranks them. (The look-ahead kernel, ``models/_kernels._score_level``, has its own
+    numba copy; ``tests/optimizers/test_acquisition.py`` checks that the two agree.)"""
     spread = float(np.max(sigma_untested)) if np.size(sigma_untested) else 0.0
-    return float(observed.max()) + 3.0 * spread
+    return float(worst) + 3.0 * spread
 
 
 def gauss_hermite(k: int):

@@ -36,6 +36,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
+from ..linalg import cholesky_with_jitter, diagonal_scale
+
 __all__ = ["entropy", "joint_samples", "pmax_from_samples", "pmax_monte_carlo",
            "information_gain_gp", "information_gain_refit"]
 
@@ -61,14 +63,11 @@ def pmax_from_samples(F):
     return counts.reshape(F.shape[:-2] + (R,)) / M
 
 
+_JITTER = 1e-10  # diagonal jitter of the representer covariance, relative to its scale
+
+
 def _cholesky(cov):
-    jitter = 1e-10 * max(float(np.mean(np.diag(cov))), 1e-300)
-    for _ in range(10):
-        try:
-            return np.linalg.cholesky(cov + jitter * np.eye(len(cov)))
-        except np.linalg.LinAlgError:
-            jitter *= 10.0
-    raise np.linalg.LinAlgError("representer covariance is not positive semi-definite")
+    return cholesky_with_jitter(cov, "representer covariance", jitter=_JITTER, tries=10)
 
 
 def joint_samples(mean, cov, z):
@@ -77,8 +76,7 @@ def joint_samples(mean, cov, z):
     normals. LAPACK's default symmetric eigensolver can fail to converge on such matrices;
     the relatively robust representations driver (``evr``) is the fall-back."""
     cov = np.asarray(cov, dtype=float)
-    jitter = 1e-10 * max(float(np.mean(np.diag(cov))), 1e-300)
-    cov = cov + jitter * np.eye(len(cov))
+    cov = cov + _JITTER * diagonal_scale(cov) * np.eye(len(cov))
     try:
         w, V = np.linalg.eigh(cov)
     except np.linalg.LinAlgError:

@@ -55,6 +55,8 @@ from george import kernels
 from scipy.linalg import cho_solve, solve_triangular
 from scipy.optimize import minimize
 
+from ..linalg import cholesky_with_jitter
+
 __all__ = ["GaussianProcess"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -155,23 +157,11 @@ class GaussianProcess:
         g[-1] = (-2.0 * u / (1.0 + u)) / math.log1p(u)
         return g
 
-    def _factor(self, K: np.ndarray) -> np.ndarray:
-        """Lower Cholesky factor of K, adding jitter until it succeeds."""
-        jitter = 0.0
-        scale = float(np.mean(np.diag(K))) or 1.0
-        for _ in range(8):
-            try:
-                return np.linalg.cholesky(K + jitter * np.eye(len(K)))
-            except np.linalg.LinAlgError:
-                jitter = scale * (1e-10 if jitter == 0.0 else 10.0 * jitter / scale)
-        raise np.linalg.LinAlgError("GP: covariance matrix is not positive definite even with "
-                                    "jitter (non-finite inputs?)")
-
     def _log_likelihood(self, theta: np.ndarray, grad: bool = False):
         noise = self._set(theta)
         K = self._kernel.get_value(self._Xt) + noise * np.eye(self._n)
         try:
-            L = self._factor(K)
+            L = cholesky_with_jitter(K, "GP: covariance matrix")
         except np.linalg.LinAlgError:
             return (-np.inf, np.zeros_like(theta)) if grad else -np.inf
         alpha = cho_solve((L, True), self._yn)
@@ -273,7 +263,7 @@ class GaussianProcess:
         for i, theta in enumerate(self.theta_):
             noise = self._set(theta)
             K = self._kernel.get_value(self._Xt) + noise * np.eye(self._n)
-            self._L[i] = self._factor(K)
+            self._L[i] = cholesky_with_jitter(K, "GP: covariance matrix")
             self._alpha[i] = cho_solve((self._L[i], True), self._yn)
             self.noise_[i] = noise
 

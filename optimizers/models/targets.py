@@ -6,22 +6,20 @@ needs (objective, every constrained metric, and the cost of a run), each on a lo
 - cost, time -> ``log(value)``, FABOLAS cost basis.
 
 Every objective handled is then "minimise z" (max accuracy, min cost, min time), and each
-constraint becomes ``z op' threshold'`` (``accuracy >= a`` is ``z <= log(1 - a)``).
+constraint becomes ``z op' threshold'`` (``accuracy >= a`` is ``z <= log(1 - a)``), kept in
+``Targets.constraints`` for the acquisition functions
+(``acquisition.analytic.constraints_log_pf``).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 import numpy as np
 
 from oracle.problem import Problem
 
-from ..acquisition.analytic import log_probability_of_feasibility
-from ..acquisition.filters import cea
-
-__all__ = ["to_model_scale", "Targets", "incumbent", "cea_incumbent"]
+__all__ = ["to_model_scale", "Targets"]
 
 _EPS = 1e-9
 
@@ -80,33 +78,9 @@ class Targets:
         """{metric: (mean, std)} on the model scale."""
         return {m: model.predict(X) for m, model in self.models.items()}
 
-    def log_pf(self, pred: dict[str, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-        """log P(every constraint holds), constraints independent."""
-        n = len(pred[self.objective][0])
-        total = np.zeros(n)
-        for m, op, thr in self.constraints:
-            mu, sd = pred[m]
-            total = total + log_probability_of_feasibility(mu, sd, thr, op)
-        return total
-
     def quality(self, mean_objective: np.ndarray) -> np.ndarray:
         """Predicted quality to maximise in CEA: accuracy 1 - exp(z); for cost/time 1/value."""
         if self.objective == "accuracy":
             return 1.0 - np.exp(mean_objective)
         return np.exp(-mean_objective)
 
-
-def incumbent(objective_mean: np.ndarray, log_pf: np.ndarray, min_pf: float) -> int:
-    """Index of the best predicted objective among rows with P(feasible) >= ``min_pf``; the
-    most probably feasible row when there is none [TrimTuner Alg. 1 line 19]."""
-    ok = log_pf >= math.log(min_pf) - 1e-12
-    if ok.any():
-        return int(np.argmin(np.where(ok, objective_mean, np.inf)))
-    return int(np.argmax(log_pf))
-
-
-def cea_incumbent(quality: np.ndarray, log_pf: np.ndarray) -> int:
-    """Index of the row with the best constrained expected accuracy, predicted quality x
-    P(feasible): the incumbent rule of the TrimTuner authors' code, which trades a little
-    predicted accuracy for confidence that the cap holds [TrimTuner Sec. III-B, CEA]."""
-    return int(np.argmax(cea(quality, log_pf)))

@@ -15,6 +15,7 @@ from optimizers.acquisition import (
     incumbent_for_eic,
     log_probability_of_feasibility,
     probability_of_feasibility,
+    reference_without_feasible,
     truncated_gaussian_mean,
 )
 from optimizers.acquisition.cost_aware import (
@@ -82,6 +83,8 @@ def test_incumbent_rules():
     assert incumbent_for_eic(obs, feas, np.array([1.0, 2.0])) == 3.0
     assert incumbent_for_eic(obs, np.zeros(3, bool), np.array([1.0, 2.0])) == 9.0 + 3 * 2.0
     assert incumbent_for_eic(obs, np.zeros(3, bool), np.array([1.0]), rule="best") == 3.0
+    assert reference_without_feasible(9.0, np.array([1.0, 2.0])) == 9.0 + 3 * 2.0
+    assert reference_without_feasible(9.0, np.zeros(0)) == 9.0
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 5, 8])
@@ -146,7 +149,8 @@ def test_lookahead_kernel_scores_match_the_scipy_pieces():
     for best, worst, budget in ((2.5, 6.0, np.inf), (np.inf, 6.0, 4.0)):
         arg = _score_level(mu, sd, mu_a, sd_a, True, price, 300.0, np.inf, 0.85, untested,
                            budget, best, worst, eic)
-        ystar = best if np.isfinite(best) else worst + 3 * sd[untested].max()
+        # the kernel's numba copy of the no-feasible rule agrees with the Python definition
+        ystar = best if np.isfinite(best) else reference_without_feasible(worst, sd[untested])
         want = eic_on_cost(mu, sd, ystar, price, time_max=300.0,
                            log_pf_other=log_probability_of_feasibility(mu_a, sd_a, 0.85, ">="))
         gamma = untested & (stats.norm.cdf(budget, mu, sd) >= 0.99)

@@ -43,7 +43,7 @@ def test_ask_tell_loop_on_a_hand_made_job():
         opt.observe(s, Observation(time=t, cost=t * space.price_per_s[s.config_id]))
         seen.append(s.config_id)
     assert sorted(seen) == list(range(6))
-    best = space.config(opt.recommend())
+    best = space.config(opt.recommend().config_id)
     assert best == {"vm": "m5.large", "workers": 8}  # 540 s for $0.115: the cheapest under 600 s
 
 

@@ -1,16 +1,18 @@
 """One suite over every registered optimizer (STYLE.md #6): the ask/tell contract on the
 synthetic dataset — suggestions inside the space, budget respected, deterministic per seed,
-unknown parameters rejected."""
+no configuration run twice (unless the algorithm says it repeats), NaN/inf observations
+rejected, unknown parameters rejected, fixed parameters held."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from farm.run.loop import execute
-from optimizers.base import ParameterError
+from optimizers.base import ParameterError, Recommendation
 from optimizers.registry import available, get, make_optimizer
 from oracle.oracle import Oracle
 from oracle.synthetic import make_synthetic
@@ -58,7 +60,11 @@ def test_suggestions_are_in_the_space(oracle, name):
         assert s in oracle.space.fidelities
         assert phase in ("init", "search")
     rec = opt.recommend()
-    assert rec is None or 0 <= (rec[0] if isinstance(rec, tuple) else rec) < oracle.space.n_configs
+    assert rec is None or isinstance(rec, Recommendation)
+    if rec is not None:
+        assert 0 <= rec.config_id < oracle.space.n_configs
+        assert rec.fidelity in oracle.space.fidelities
+        assert opt.uses_fidelity or rec.fidelity == 1.0
 
 
 @pytest.mark.parametrize("name", available())
@@ -97,3 +103,55 @@ def test_parameters_are_documented(name):
 def test_out_of_range_parameter_names_parameter_and_value(oracle):
     with pytest.raises(ParameterError, match=r"random: parameter 'n_init' = -1 is outside"):
         make_optimizer("random", oracle.space, oracle.problem, 0, n_init=-1)
+
+
+def _runs(trace_suggestions):
+    """Every (config_id, fidelity) a list of suggestions measured, snapshots included."""
+    return [(s.config_id, f) for s in trace_suggestions for f in (s.fidelity, *s.snapshots)]
+
+
+@pytest.mark.parametrize("name", [n for n in available() if not get(n).repeats])
+def test_never_repeats_a_configuration(oracle, name):
+    problem = oracle.problem.with_overrides(budget=math.inf)
+    opt = make_optimizer(name, oracle.space, problem, 4, **FAST_PARAMS.get(name, {}))
+    noise = np.random.default_rng(4)
+    suggestions = []
+    for _ in range(14):
+        s = opt.suggest()
+        if s is None:
+            break
+        opt.observe(s, execute(oracle, s, noise))
+        suggestions.append(s)
+    runs = _runs(suggestions)
+    assert len(suggestions) >= 6 and len(set(runs)) == len(runs), runs
+
+
+def test_an_optimizer_that_repeats_says_so(oracle):
+    # Guindani's recurring job runs its incumbent again once the search has stopped
+    assert get("guindani").repeats and not get("lynceus").repeats
+
+
+@pytest.mark.parametrize("name", available())
+@pytest.mark.parametrize("field,value", [("time", math.nan), ("cost", math.inf),
+                                         ("cost", math.nan), ("time", -1.0),
+                                         ("accuracy", math.inf)])
+def test_rejects_nan_and_inf_observations(oracle, name, field, value):
+    opt = make_optimizer(name, oracle.space, oracle.problem, 0, **FAST_PARAMS.get(name, {}))
+    s = opt.suggest()
+    good = execute(oracle, s, np.random.default_rng(0))
+    with pytest.raises(ValueError, match=rf"{name}: observation {field} = {value!r}"):
+        opt.observe(s, replace(good, **{field: value}))
+    assert opt.history == []            # nothing recorded
+    opt.observe(s, good)                # and the optimizer carries on
+    assert len(opt.history) == 1 and opt.suggest() is not None
+
+
+@pytest.mark.parametrize("name", available())
+def test_every_parameter_the_code_reads_is_in_the_table(oracle, name):
+    # variants fix parameters instead of dropping them: config holds every declared one, and
+    # a fixed one accepts its value (a resolved run spec passes it back) but no other
+    opt = make_optimizer(name, oracle.space, oracle.problem, 0, **FAST_PARAMS.get(name, {}))
+    assert list(opt.config) == [p.name for p in get(name).params]
+    for p in get(name).params:
+        if p.fixed:
+            make_optimizer(name, oracle.space, oracle.problem, 0, **{p.name: p.default})

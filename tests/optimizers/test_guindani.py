@@ -17,7 +17,7 @@ from farm.run.loop import run_one
 from farm.run.spec import RunSpec
 from optimizers import make_optimizer
 from optimizers.acquisition.analytic import expected_improvement
-from optimizers.base import Suggestion
+from optimizers.base import Recommendation, Suggestion
 from optimizers.acquisition.analytic import log_expected_improvement
 from optimizers.guindani import ml_corrected
 from optimizers.models.ridge import RidgeModel, reciprocal_features
@@ -124,7 +124,7 @@ def test_stopping_band_stops_exactly_when_the_observed_time_enters_it():
     feasible = {steps[i].config_id: t for i, t in ((1, 280.0), (4, 269.99), (6, 270.0))}
     price = opt.space.price_per_s
     best = min(feasible, key=lambda c: feasible[c] * price[c])
-    assert {s.config_id for s in exploit} == {best} == {opt.recommend()}
+    assert {s.config_id for s in exploit} == {best} == {opt.recommend().config_id}
 
 
 def test_recurring_job_keeps_the_best_mean_feasible_configuration():
@@ -134,11 +134,11 @@ def test_recurring_job_keeps_the_best_mean_feasible_configuration():
     _tell(opt, Suggestion(lucky, phase="init"), 290.0)     # 14 VMs under T_max by luck
     _tell(opt, Suggestion(steady, phase="search"), 280.0)  # in the band: the search stops
     assert opt.stopped_at == 1 and opt.stop_config == steady
-    assert opt.recommend() == lucky          # cheapest mean cost among mean-feasible
+    assert opt.recommend() == Recommendation(lucky)  # cheapest mean cost among mean-feasible
     s = opt.suggest()
     assert s.config_id == lucky and s.info["exploit"]
     _tell(opt, s, 330.0)                     # its second run breaks T_max: mean 310 s
-    assert opt.recommend() == steady
+    assert opt.recommend() == Recommendation(steady)
     assert opt.suggest().config_id == steady
 
 
@@ -149,7 +149,7 @@ def test_runs_total_n0_plus_n_and_repeats_are_allowed():
     assert opt.stopped_at is not None
     ids = [s.config_id for s, _ in trace]
     assert len(set(ids)) < len(ids)
-    assert ids[-1] == opt.recommend()
+    assert ids[-1] == opt.recommend().config_id
     assert 0.9 * 300 <= trace[opt.stopped_at][1] <= 300
 
 

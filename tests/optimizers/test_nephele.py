@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
+from scipy import stats
 
 from farm.run.loop import run_one
 from farm.run.spec import RunSpec
+from optimizers.lookahead import PathContext, explore_chunk, level_predictions
 from optimizers.registry import make_optimizer
 from oracle.oracle import Oracle
 from oracle.registry import import_datasets, load
@@ -56,16 +60,49 @@ def test_nephele_deterministic_and_defaults(trimtuner):
     assert a == run_one(spec).trace.column("config_id").to_pylist()
 
 
-def test_bivariate_quadrature_changes_paths(trimtuner):
-    d = load("trimtuner-rnn")
-    spec = RunSpec("trimtuner-rnn", "nephele", seed=2, **PROBLEM)
-    oracle = Oracle(d, spec.problem(d))
-    noise = np.random.default_rng(0)
-    picks = {}
-    for k_acc in (1, 3):
-        opt = make_optimizer("nephele", oracle.space, oracle.problem, seed=2, la=1,
-                             k_acc=k_acc, b_init=0.05)
-        while (s := opt.suggest()).phase == "init":
-            opt.observe(s, oracle.run(s.config_id, s.fidelity, noise))
-        picks[k_acc] = s.info["reward"]
-    assert picks[1] != picks[3]
+def _ei(mu, sd, best):
+    """E[max(best - Y, 0)], Y ~ N(mu, sd^2), from scipy's normal (independent of the code)."""
+    z = (best - mu) / sd
+    return (best - mu) * stats.norm.cdf(z) + sd * stats.norm.pdf(z)
+
+
+@pytest.mark.parametrize("k_acc", [1, 3])
+def test_bivariate_quadrature_by_hand(k_acc):
+    """Lynceus' three-configuration problem (test_lynceus_lookahead) with an accuracy model:
+    A tested (cost 1, accuracy 0.8), B untested with A's features, X elsewhere; LA = 1,
+    A_min = 0.79. The accuracy nodes a_j = mu_a + sd_a t_j decide whether the simulated run
+    of X is feasible, hence whether the simulated incumbent becomes min(1, c_i) or stays 1:
+
+        R_X = EIc(X) + gamma sum_i sum_j w_i v_j EI(1, R s_i, y*_ij) P_a(B),
+        y*_ij = min(1, c_i) if a_j >= A_min else 1.
+
+    With one accuracy node every simulated run is feasible; with three the lowest node is
+    not, which raises the reward of the branch where X came out cheaper than A."""
+    R, gamma, acc_min = 0.1, 0.9, 0.79
+    F = np.array([[0.0], [0.0], [1.0]])
+    gh_t, gh_w = np.polynomial.hermite.hermgauss(3)
+    ga_t, ga_w = np.polynomial.hermite.hermgauss(k_acc)
+    ctx = PathContext(
+        Xc=F[:1].copy(), yc=np.array([1.0]), nc=1, Xa=F[:1].copy(), ya=np.array([0.8]), na=1,
+        F=F, price=np.ones(3), untested=np.array([False, True, True]), budget=np.inf,
+        time_max=np.inf, cost_max=np.inf, acc_min=acc_min, best=1.0, worst=1.0,
+        gh_t=np.sqrt(2) * gh_t, gh_w=gh_w / np.sqrt(np.pi),
+        gha_t=np.sqrt(2) * ga_t, gha_w=ga_w / np.sqrt(np.pi), la=1, gamma=gamma,
+        discount_cost=False, key=123, n_trees=1, n_trees_acc=1, max_features=1, floor_rel=R)
+    _, _, mu_a, sd_a, _, _ = level_predictions(ctx)
+    assert mu_a[1] == mu_a[2] == pytest.approx(0.8) and sd_a[2] > 0
+    p_acc = stats.norm.sf(acc_min, mu_a[1], sd_a[1])        # P(A(B) >= A_min), as for X
+    want = _ei(1.0, R, 1.0) * p_acc
+    for t_i, w_i in zip(np.sqrt(2) * gh_t, gh_w / np.sqrt(np.pi)):
+        c_i = 1 + R * t_i
+        spread = abs(c_i - 1) / 2 or 1.0
+        for t_j, v_j in zip(np.sqrt(2) * ga_t, ga_w / np.sqrt(np.pi)):
+            feasible = mu_a[2] + sd_a[2] * t_j >= acc_min
+            best = min(1.0, c_i) if feasible else 1.0
+            want += gamma * w_i * v_j * _ei(1.0, R * spread, best) * p_acc
+    (r, c), = explore_chunk(ctx, [2])
+    assert r == pytest.approx(want, rel=1e-9)
+    assert c == pytest.approx(2.0)
+    if k_acc == 3:  # the infeasible node's branch is worth more than under one node
+        ctx1 = replace(ctx, gha_t=np.zeros(1), gha_w=np.ones(1))
+        assert r > explore_chunk(ctx1, [2])[0, 0]

@@ -8,9 +8,13 @@ import pickle
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from farm.run.loop import execute, run_one
 from farm.run.spec import RunSpec
+from optimizers.acquisition.analytic import constraints_log_pf
+from optimizers.acquisition.entropy import joint_samples
+from optimizers.base import Recommendation
 from optimizers.registry import make_optimizer
 from optimizers.trimtuner import acquisition_chunk
 from oracle.oracle import Oracle
@@ -52,7 +56,7 @@ def test_bootstrap_is_one_half_size_run_snapshotting_the_smaller_sizes(rnn):
     opt = make_optimizer("trimtuner", rnn.space, rnn.problem, 0, model="dt")
     s = opt.suggest()
     assert s.phase == "init" and math.isclose(s.fidelity, 0.5)
-    assert [round(1 / f) for f in s.info["snapshots"]] == [60, 10, 4]
+    assert [round(1 / f) for f in s.snapshots] == [60, 10, 4]
 
 
 def test_farm_run_reports_accuracy_c_and_cost_to_reach(rnn, tmp_path):
@@ -94,21 +98,21 @@ def _tested_at_full_size(opt):
     ids = np.unique([cid for cid, *_ in opt._runs])
     pred = opt._targets.predict(opt._inputs(ids, np.ones(len(ids))))
     accuracy = opt._targets.quality(pred[opt._targets.objective][0])
-    return ids, accuracy, np.exp(opt._targets.log_pf(pred))
+    return ids, accuracy, np.exp(constraints_log_pf(opt._targets.constraints, pred))
 
 
 def test_incumbent_rules_cea_by_default_and_the_papers_feasible_rule(rnn):
     opt, _ = _drive(rnn, "trimtuner", 6, model="dt")
     ids, accuracy, pf = _tested_at_full_size(opt)
     # the authors' code: the tested configuration with the best accuracy x P(feasible)
-    assert opt.recommend() == ids[np.argmax(accuracy * pf)]
+    assert opt.recommend() == Recommendation(ids[np.argmax(accuracy * pf)])
     strict = make_optimizer("trimtuner", rnn.space, rnn.problem, 0, model="dt",
                             incumbent_rule="feasible", incumbent_pf=0.9)
     strict._runs, strict._targets = opt._runs, opt._targets
     ok = pf >= 0.9
     assert ok.any()
     # the paper's text: the best predicted accuracy among the predicted feasible
-    assert strict.recommend() == ids[ok][np.argmax(accuracy[ok])]
+    assert strict.recommend() == Recommendation(ids[ok][np.argmax(accuracy[ok])])
 
 
 def test_gp_run_survives_a_covariance_the_default_eigensolver_rejects(rnn):
@@ -116,15 +120,33 @@ def test_gp_run_survives_a_covariance_the_default_eigensolver_rejects(rnn):
     # covariance on which LAPACK's default symmetric eigensolver does not converge
     result = run_one(RunSpec("trimtuner-rnn", "trimtuner", seed=1, iterations=5,
                              params={"model": "gp", "filter": "random", "hyper": "ml"}))
-    assert result.trace.num_rows == 5
+    rows = result.trace.to_pylist()
+    assert len(rows) == 5 and [r["phase"] for r in rows] == ["init"] + ["search"] * 4
+    measured = {(rows[0]["config_id"], round(f, 6)) for f in (1 / 60, 1 / 10, 1 / 4, 1 / 2)}
+    for r in rows[1:]:  # each step a pair not measured before (snapshots included)
+        pair = (r["config_id"], round(r["fidelity"], 6))
+        assert pair not in measured
+        measured.add(pair)
+    assert result.summary["recommendation"]["config_id"] in {c for c, _ in measured}
+
+
+def test_joint_samples_of_a_rank_deficient_covariance():
+    # 40 points of a rank-3 covariance: the samples have that covariance (Monte Carlo check)
+    rng = np.random.default_rng(0)
+    B = rng.standard_normal((40, 3))
+    cov, mean = B @ B.T, rng.standard_normal(40)
+    samples = joint_samples(mean, cov, rng.standard_normal((20000, 40)))
+    np.testing.assert_allclose(samples.mean(axis=0), mean, atol=0.1)
+    np.testing.assert_allclose(np.cov(samples.T), cov, atol=0.15 * np.abs(cov).max())
+    assert np.linalg.matrix_rank(samples - mean, tol=1e-2) == 3  # up to the 1e-10 jitter
 
 
 def test_fabolas_recommends_an_evaluated_configuration_and_fabulinus_bootstraps_3_percent(rnn):
     fab, trace = _drive(rnn, "fabolas", 4, **{**FAST, "beta": 0.02})
-    assert fab.recommend() in {cid for cid, *_ in fab._runs}
+    assert fab.recommend().config_id in {cid for cid, *_ in fab._runs}
     ful = make_optimizer("fabulinus", rnn.space, rnn.problem, 0, **FAST)
     assert len(ful._bootstrap) == math.ceil(0.03 * 288)
-    assert all(s.fidelity == 0.5 and s.info["snapshots"] for s in ful._bootstrap)
+    assert all(s.fidelity == 0.5 and s.snapshots for s in ful._bootstrap)
 
 
 def test_eic_baselines_start_with_four_lhs_points_at_full_size(rnn):
@@ -134,7 +156,18 @@ def test_eic_baselines_start_with_four_lhs_points_at_full_size(rnn):
     assert len({cid for cid, _, _ in trace}) == 6
     usd, _ = _drive(rnn, "eic-usd-gp", 5, hyper="ml")
     ids = np.flatnonzero(~usd.tested())
-    acq, ei, _ = usd.acquisition(ids)
-    pred = usd._targets.predict(rnn.space.features[ids])
-    expected = ei * np.exp(usd._targets.log_pf(pred)) / np.exp(pred["cost"][0])
-    np.testing.assert_allclose(acq, expected)
+    acq, _, _ = usd.acquisition(ids)
+    # EIc per dollar from the models' predictions, with scipy's normal: the objective is
+    # log(1 - accuracy), y* the best observed among the feasible runs (cost <= C_max)
+    t = usd._targets
+    pred = t.predict(rnn.space.features[ids])
+    mu, sd = pred["accuracy"]
+    cap = rnn.problem.constraint_on("cost").threshold
+    runs = [o for _, o in usd.history]
+    feasible = [np.log(1 - o.accuracy) for o in runs if o.cost <= cap]
+    best = min(feasible) if feasible else (max(np.log(1 - o.accuracy) for o in runs)
+                                           + 3 * sd.max())
+    z = (best - mu) / sd
+    ei = (best - mu) * stats.norm.cdf(z) + sd * stats.norm.pdf(z)
+    pf = stats.norm.cdf(np.log(cap), *pred["cost"])
+    np.testing.assert_allclose(acq, ei * pf / np.exp(pred["cost"][0]), rtol=1e-9, atol=1e-300)
