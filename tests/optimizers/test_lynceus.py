@@ -145,8 +145,12 @@ def test_parameters_validated():
     with pytest.raises(ParameterError, match="timeout"):
         make_optimizer("lynceus", oracle.space, oracle.problem, timeout="sometimes")
     make_optimizer("obol", oracle.space, oracle.problem, la=5)
-    with pytest.raises(ParameterError, match="'la'"):
+    with pytest.raises(ParameterError, match="eic-usd: parameter 'la' is fixed at 0, got 1"):
         make_optimizer("eic-usd", oracle.space, oracle.problem, la=1)
+    with pytest.raises(ParameterError, match="cherrypick-trees: parameter 'k' is fixed at 1"):
+        make_optimizer("cherrypick-trees", oracle.space, oracle.problem, k=3)
+    greedy = make_optimizer("cherrypick-trees", oracle.space, oracle.problem, k="1")
+    assert (greedy.config["la"], greedy.config["k"], greedy.config["gamma"]) == (0, 1, 0.0)
     with pytest.raises(ValueError, match="objective must be 'min cost'"):
         bad = oracle.problem.with_overrides(objective=type(oracle.problem.objective)(
             "accuracy", "max"))
@@ -165,6 +169,15 @@ def test_ideal_policy_through_the_run_loop(lynceus_jobs):
     rec = result.summary["recommendation"]
     assert rec["config_id"] == cheapest["config_id"] and rec["fidelity"] == 1.0
     assert rows[-1]["incumbent_config_id"] == cheapest["config_id"]
+
+
+def test_farm_optimizers_shows_the_fixed_values(capsys):
+    assert farm_main(["optimizers"]) == 0
+    out = capsys.readouterr().out
+    block = out[out.index("cherrypick-trees:"):].split("\n\n")[0]
+    rows = {line.split()[0]: line.split()[1:3] for line in block.splitlines()[3:]}
+    assert rows["la"] == ["0", "fixed"] and rows["k"] == ["1", "fixed"]
+    assert rows["init"] == ["random", "fixed"] and rows["n_init"] == ["5", "[1,"]
 
 
 def test_farm_run_cli(lynceus_jobs, capsys):
