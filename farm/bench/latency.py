@@ -1,8 +1,8 @@
 """Recommendation latency benchmark (``farm bench``): how long ``suggest()`` takes at fixed
 points of a real run, next to what the papers report.
 
-For each case (optimizer, parameters, dataset) one run is driven with a fixed seed exactly as
-``farm.run.loop.run_one`` drives it (suggest -> oracle.run -> observe). At point ``n`` the run
+For each case (optimizer, parameters, dataset) one run is driven with a fixed seed by the run
+loop's ``farm.run.loop.Stepper`` (suggest -> oracle.run -> observe). At point ``n`` the run
 has made ``n - 1`` observations and the oracle has run the ``n``-th suggestion; the optimizer
 is deep-copied ``repeats`` times (after one untimed warm-up copy per case and executor: numba
 compilation, Ray workers) and each copy times ``observe(n-th observation)`` (the model refits
@@ -48,7 +48,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from farm.report.papers import paper_latency
-from farm.run.loop import execute
+from farm.run.loop import Stepper
 
 __all__ = ["BenchCase", "DEFAULT_CASES", "ONE_THREAD_ENV", "parse_cases", "bench",
            "bench_case", "format_rows", "run_isolated", "LYNCEUS_TF_SWEEP", "sweep_estimate"]
@@ -170,7 +170,7 @@ def bench_case(case: BenchCase, points: Sequence[int], repeats: int, seed: int =
     oracle = Oracle(dataset, spec.problem(dataset), aggregate=spec.aggregate)
     opt = make_optimizer(spec.optimizer, oracle.space, oracle.problem, spec.seed, None,
                          **spec.params)
-    noise = np.random.default_rng([spec.seed, 7])  # as farm.run.loop.run_one
+    stepper = Stepper(opt, oracle, spec.seed)
     paper = paper_latency(spec.optimizer, spec.params, spec.dataset)
     base = {"optimizer": case.optimizer, "params": _params_text(case.params),
             "dataset": case.dataset, "seed": seed, "repeats": repeats,
@@ -184,17 +184,18 @@ def bench_case(case: BenchCase, points: Sequence[int], repeats: int, seed: int =
             stopped = f"--max-drive-s {max_drive_s:g} (about {ahead * step_s:.0f} s more needed)"
         t0 = time.perf_counter()
         while stopped is None and len(opt.history) < point - 1:
-            stopped = _step(opt, oracle, noise)
+            stopped = stepper.stop_reason()
+            if stopped is None and stepper.step() is None:
+                stopped = "optimizer"
         pending = None
         if stopped is None:
-            if opt.spent >= oracle.problem.budget:
-                stopped = "budget"
+            stopped = stepper.stop_reason()
+        if stopped is None:
+            asked = stepper.ask()
+            if asked is None:
+                stopped = "optimizer"
             else:
-                s = opt.suggest()
-                if s is None:
-                    stopped = "optimizer"
-                else:
-                    pending = (s, execute(oracle, s, noise))
+                pending = asked[:2]
         drive_s += time.perf_counter() - t0
         if pending is None:
             rows.append({**base, "at": point, "executor": "-", "status": "skipped",
@@ -223,19 +224,8 @@ def bench_case(case: BenchCase, points: Sequence[int], repeats: int, seed: int =
                     notes.append("differs from the serial suggestion")
             row["note"] = "; ".join(notes)
             rows.append(row)
-        opt.observe(*pending)
+        stepper.tell(*pending)
     return rows
-
-
-def _step(opt, oracle, noise) -> str | None:
-    """One suggest -> run -> observe step of the run loop; the stop reason, or None."""
-    if opt.spent >= oracle.problem.budget:
-        return "budget"
-    s = opt.suggest()
-    if s is None:
-        return "optimizer"
-    opt.observe(s, execute(oracle, s, noise))
-    return None
 
 
 def _params_text(params: Mapping[str, Any]) -> str:
@@ -313,8 +303,9 @@ def sweep_estimate(cases: Sequence[BenchCase], runs: int, sweep_seeds: int,
             walls.append(time.perf_counter() - t0)
             cpus.append(time.process_time() - c0)
             evals.append(result.summary["n_evaluations"])
-            suggest.append(float(np.sum(
-                result.trace.column("recommendation_latency_s").to_numpy())))
+            suggest.append(float(np.nansum(np.concatenate([
+                result.trace.column(c).to_numpy()
+                for c in ("recommendation_latency_s", "warmup_s")]))))
         row = {"optimizer": case.optimizer, "params": _params_text(case.params),
                "dataset": case.dataset, "runs": runs, "run_mean_s": float(np.mean(walls)),
                "run_max_s": float(np.max(walls)), "run_cpu_mean_s": float(np.mean(cpus)),

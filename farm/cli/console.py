@@ -35,10 +35,12 @@ def print_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
 
 
 def fmt(v: Any) -> str:
+    """A table cell: "-" for nothing, "never" for inf (a quality or a target never reached, as
+    ``farm report`` shows it), floats to 4 significant digits."""
     if v is None:
         return "-"
     if isinstance(v, float):
-        return "inf" if math.isinf(v) else f"{v:.4g}"
+        return "never" if math.isinf(v) else f"{v:.4g}"
     return str(v)
 
 

@@ -6,16 +6,12 @@ The core, ``analyse(trace, summaries)``, works on plain inputs: a pyarrow table 
 (``farm.run.loop.TRACE_SCHEMA``, concatenated over runs) and the runs' summary dicts
 (``farm.run.loop.run_one(spec).summary``). ``load_sweep`` reads them from a sweep's results store.
 
-Definitions (DESIGN.md, "Metrics"):
-  - CNO of a recommendation (Lynceus Sec. VI) is inf while the optimizer has no recommendation
-    or recommends a truly infeasible configuration: a run "has" CNO c only with a valid one.
-  - Curves are step functions of the cumulative exploration cost on a common cost grid per
-    dataset (a run that stopped keeps its last recommendation); percentiles are taken over
-    seeds at each grid point (``inverted_cdf``: an actual run's value, inf-safe).
-  - Exploration cost / time to reach a target: at the first step whose incumbent meets it
-    (CNO <= 2, <= 1.1, = 1 with a feasible incumbent; Accuracy_C >= 90% of the feasible
-    optimum's, TrimTuner Fig. 1); inf when never reached. Reported as p50 / p90 over seeds,
-    and for Accuracy_C also as the mean over seeds, the statistic of TrimTuner's figures.
+The metrics (CNO, Accuracy_C, the reach targets, the quantile method, latency) are those of
+``farm.run.metrics``. Curves are step functions of the cumulative exploration cost on a common
+cost grid per dataset (a run that stopped keeps its last recommendation); percentiles are taken
+over seeds at each grid point. Costs and times to reach a target are inf when never reached,
+reported as p50 / p90 over seeds, and for Accuracy_C also as the mean over seeds, the statistic
+of TrimTuner's figures.
 """
 
 from __future__ import annotations
@@ -34,26 +30,27 @@ import numpy as np
 import pyarrow as pa
 
 from farm.report.papers import PAPER_NUMBERS, PaperNumber
+from farm.run.metrics import (
+    QUANTILE_METHOD,
+    REACH_TARGETS,
+    final_quality,
+    first_reach,
+    quantile,
+    step_quality,
+    worse_quantile,
+)
 
 __all__ = [
     "GUINDANI_METRICS",
-    "REACH",
     "DatasetAnalysis",
     "Group",
     "analyse",
-    "final_quality",
     "load_sweep",
     "paper_rows",
     "variant_labels",
     "write_report",
 ]
 
-# metric -> {label: threshold}; CNO thresholds of Lynceus Fig. 4-5 (1: the optimum itself),
-# Accuracy_C as a fraction of the feasible optimum's (TrimTuner Fig. 1).
-REACH = {
-    "cno": {"cno<=2": 2.0, "cno<=1.1": 1.1, "cno<=1": 1.0},
-    "accuracy_c": {"acc_c>=0.9opt": 0.9},
-}
 # Guindani et al. Table 1: the per-run metrics guindani runs carry in summary["recurring_job"]
 GUINDANI_METRICS = ("unfeasible_executions", "unfeasible_cost_ratio", "mean_feasible_cost")
 GRID_POINTS = 200
@@ -181,17 +178,17 @@ def _analyse_dataset(dataset: str, groups: dict[str, Group]) -> DatasetAnalysis:
     time_grid = _grid([t["cum_exploration_time"] for t in runs])
     curves, reach, stats = {}, {}, {}
     for label, g in groups.items():
-        values = np.stack([_on_grid(t["cum_exploration_cost"], _quality(t, metric), cost_grid,
-                                    _before(metric)) for t in g.traces])
+        values = np.stack([_on_grid(t["cum_exploration_cost"], step_quality(t, metric),
+                                    cost_grid, _before(metric)) for t in g.traces])
         if metric == "cno":
-            p50, p90 = np.quantile(values, [0.5, 0.9], axis=0, method="inverted_cdf")
+            p50, p90 = np.quantile(values, [0.5, 0.9], axis=0, method=QUANTILE_METHOD)
             curves[label] = {"p50": p50, "p90": p90}
         else:
-            by_time = np.stack([_on_grid(t["cum_exploration_time"], _quality(t, metric),
+            by_time = np.stack([_on_grid(t["cum_exploration_time"], step_quality(t, metric),
                                          time_grid, 0.0) for t in g.traces])
             curves[label] = {"mean": values.mean(axis=0), "mean_by_time": by_time.mean(axis=0)}
         reached = {target: np.array([_first_reach(t, metric, thr, optimum) for t in g.traces])
-                   for target, thr in REACH[metric].items()}
+                   for target, thr in REACH_TARGETS[metric].items()}
         reach[label] = {target: r[:, 0] for target, r in reached.items()}
         stats[label] = group_stats(g, metric, reached)
     return DatasetAnalysis(dataset, metric, optimum, cost_grid, time_grid, groups, curves,
@@ -213,13 +210,6 @@ def _before(metric: str) -> float:
     return math.inf if metric == "cno" else 0.0
 
 
-def _quality(run: Mapping[str, np.ndarray], metric: str) -> np.ndarray:
-    """Per-step incumbent quality: CNO (inf unless truly feasible) or Accuracy_C."""
-    if metric == "cno":
-        return np.where(run["incumbent_feasible"].astype(bool), run["incumbent_cno"], math.inf)
-    return np.nan_to_num(run["incumbent_accuracy_c"].astype(float), nan=0.0)
-
-
 def _on_grid(cum: np.ndarray, values: np.ndarray, grid: np.ndarray, before: float) -> np.ndarray:
     """The step function ``values`` (changing at ``cum``) evaluated at ``grid``."""
     idx = np.searchsorted(cum, grid, side="right") - 1
@@ -229,33 +219,28 @@ def _on_grid(cum: np.ndarray, values: np.ndarray, grid: np.ndarray, before: floa
 def _first_reach(run: Mapping[str, np.ndarray], metric: str, threshold: float,
                  optimum: float) -> tuple[float, float]:
     """(cumulative exploration cost, time) at the first step whose incumbent meets the
-    target; (inf, inf) when never reached."""
-    q = _quality(run, metric)
-    hit = q <= threshold + 1e-12 if metric == "cno" else q >= threshold * optimum - 1e-12
-    idx = np.flatnonzero(hit)
-    if not len(idx):
+    target (``farm.run.metrics.first_reach``); (inf, inf) when never reached."""
+    i = first_reach(step_quality(run, metric), metric, threshold, optimum)
+    if i is None:
         return math.inf, math.inf
-    return float(run["cum_exploration_cost"][idx[0]]), float(run["cum_exploration_time"][idx[0]])
-
-
-def _q(values: np.ndarray, q: float) -> float:
-    return float(np.quantile(values, q, method="inverted_cdf")) if len(values) else math.nan
+    return float(run["cum_exploration_cost"][i]), float(run["cum_exploration_time"][i])
 
 
 def group_stats(g: Group, metric: str, reached: Mapping[str, np.ndarray]) -> dict[str, Any]:
     """The statistics tables and paper comparisons use (keys named in ``paper_numbers``)."""
-    final = np.array([final_quality(s, metric) for s in g.summaries])
-    latency = np.concatenate([t["recommendation_latency_s"] for t in g.traces])
-    fit = np.concatenate([t["model_fit_s"] for t in g.traces])
+    final = np.array([final_quality(s) for s in g.summaries])
+    latency = np.concatenate([_after_warmup(t["recommendation_latency_s"]) for t in g.traces])
+    fit = np.concatenate([_after_warmup(t["model_fit_s"]) for t in g.traces])
     stats: dict[str, Any] = {
         "runs": len(g.summaries),
         "nex_median": float(np.median([s["n_evaluations"] for s in g.summaries])),
         "exploration_cost_median": float(np.median([s["exploration_cost"]
                                                     for s in g.summaries])),
-        "final_p50": _q(final, 0.5), "final_p90": _q(final, 0.9),
+        "final_p50": worse_quantile(final, 0.5, metric),
+        "final_p90": worse_quantile(final, 0.9, metric),
         "final_mean": float(final.mean()),
         "latency_median_s": float(np.median(latency)) if len(latency) else math.nan,
-        "latency_p90_s": _q(latency, 0.9),
+        "latency_p90_s": quantile(latency, 0.9),
         "latency_mean_s": float(latency.mean()) if len(latency) else math.nan,
         "model_fit_mean_s": float(fit.mean()) if len(fit) else math.nan,
     }
@@ -264,8 +249,8 @@ def group_stats(g: Group, metric: str, reached: Mapping[str, np.ndarray]) -> dic
     for target, r in reached.items():
         stats[f"reach_frac:{target}"] = float(np.isfinite(r[:, 0]).mean())
         for q in (50, 90):
-            stats[f"reach_p{q}:{target}"] = _q(r[:, 0], q / 100)
-            stats[f"reach_time_p{q}:{target}"] = _q(r[:, 1], q / 100)
+            stats[f"reach_p{q}:{target}"] = quantile(r[:, 0], q / 100)
+            stats[f"reach_time_p{q}:{target}"] = quantile(r[:, 1], q / 100)
         # TrimTuner's figures average over runs (inf when a run never reached the target)
         stats[f"reach_mean:{target}"] = float(np.mean(r[:, 0])) if len(r) else math.nan
         stats[f"reach_time_mean:{target}"] = float(np.mean(r[:, 1])) if len(r) else math.nan
@@ -277,12 +262,12 @@ def group_stats(g: Group, metric: str, reached: Mapping[str, np.ndarray]) -> dic
     return stats
 
 
-def final_quality(summary: Mapping, metric: str) -> float:
-    """The final recommendation's quality: CNO (inf unless valid) or Accuracy_C (0 if none)."""
-    rec = summary.get("recommendation")
-    if metric == "cno":
-        return float(rec["cno"]) if rec and rec["feasible"] else math.inf
-    return float(rec["accuracy_c"]) if rec else 0.0
+def _after_warmup(latency: np.ndarray) -> np.ndarray:
+    """A run's per-step latencies without its warm-up step (NaN in traces written since the
+    warm-up is kept apart; the first step of older ones)."""
+    latency = np.asarray(latency, dtype=float)
+    return latency[1:] if len(latency) and not np.isnan(latency[0]) else latency[
+        ~np.isnan(latency)]
 
 
 # -- the papers' numbers beside ours ----------------------------------------------------------
@@ -383,7 +368,7 @@ def _summary_rows(a: DatasetAnalysis) -> list[dict[str, Any]]:
         else:
             row.update({"final Accuracy_C mean": s["final_mean"],
                         "final Accuracy_C p50": s["final_p50"]})
-        for target in REACH[a.metric]:
+        for target in REACH_TARGETS[a.metric]:
             row[f"cost to {target} p50 / p90"] = (f"{_fmt(s[f'reach_p50:{target}'])} / "
                                                   f"{_fmt(s[f'reach_p90:{target}'])}")
             if a.metric != "cno":

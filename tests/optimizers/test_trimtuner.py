@@ -9,7 +9,7 @@ import pickle
 import numpy as np
 import pytest
 
-from farm.run.loop import execute, run_one
+from farm.run.loop import Stepper, run_one
 from farm.run.spec import RunSpec
 from optimizers.registry import make_optimizer
 from optimizers.trimtuner import acquisition_chunk
@@ -38,12 +38,10 @@ class PicklingReversedExecutor:
 
 def _drive(oracle, name, steps, executor=None, seed=0, **params):
     opt = make_optimizer(name, oracle.space, oracle.problem, seed, executor, **params)
-    noise = np.random.default_rng(seed)
+    stepper = Stepper(opt, oracle, seed)
     trace = []
     for _ in range(steps):
-        s = opt.suggest()
-        obs = execute(oracle, s, noise)
-        opt.observe(s, obs)
+        s = stepper.step().suggestion
         trace.append((s.config_id, s.fidelity, opt.recommend()))
     return opt, trace
 
