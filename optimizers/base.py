@@ -107,6 +107,7 @@ class Optimizer(ABC):
     summary: ClassVar[str] = ""
     params: ClassVar[tuple[Param, ...]] = ()
     uses_fidelity: ClassVar[bool] = False
+    version: ClassVar[int] = 1  # in every run key: bump only when results change on purpose
 
     def __init__(self, space: SearchSpace, problem: Problem, seed: int = 0,
                  executor: Executor | None = None, **params: Any):

@@ -143,7 +143,7 @@ def add_report_commands(sub) -> None:
     r.add_argument("--out", help="output folder (default SWEEP_DIR/report)")
     r.add_argument("--current", action="store_true",
                    help="only the runs the sweep's spec expands to now (leave out runs stored "
-                   "under older optimizer parameters)")
+                   "under an older optimizer version)")
     r.add_argument("--tracking-uri", help="MLflow tracking URI (default $MLFLOW_TRACKING_URI, "
                    "else the folder's sqlite)")
     r.add_argument("--no-tracking", action="store_true",

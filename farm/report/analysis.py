@@ -473,8 +473,8 @@ padding:3px 8px;font-size:13px;text-align:right}}th{{background:#f0f0f0}}img{{ma
 def load_sweep(sweep_dir: Path, current: bool = False) -> tuple[pa.Table, list[dict]]:
     """The finished runs of a sweep's results store (``farm.sweep.store``): their traces
     concatenated, and their summaries. Failed runs are left out; with ``current``, so are runs
-    the stored spec no longer expands to (e.g. stored before an optimizer gained a
-    parameter, which changes run keys)."""
+    the stored spec no longer expands to (e.g. runs of an optimizer whose ``version`` has
+    been bumped since: its results changed on purpose)."""
     from farm.sweep.spec import expand, parse_spec
     from farm.sweep.store import Store
 

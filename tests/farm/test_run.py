@@ -79,6 +79,22 @@ def test_same_spec_same_trace_and_key():
         RunSpec("synthetic", "random").run_key
 
 
+def test_run_keys_survive_an_added_parameter_and_change_with_the_version(monkeypatch):
+    from optimizers.base import Param
+    from optimizers.registry import get
+
+    lynceus = get("lynceus")
+    plain = RunSpec("lynceus-cnn", "lynceus", seed=3)
+    tuned = RunSpec("lynceus-cnn", "lynceus", seed=3, params={"la": 2, "gamma": 0.5})
+    before = plain.run_key, tuned.run_key
+    monkeypatch.setattr(lynceus, "params", lynceus.params + (Param("new_knob", 3),))
+    assert (plain.run_key, tuned.run_key) == before       # stored runs still match
+    assert RunSpec("lynceus-cnn", "lynceus", seed=3, params={"new_knob": 3}).run_key == before[0]
+    assert RunSpec("lynceus-cnn", "lynceus", seed=3, params={"new_knob": 4}).run_key != before[0]
+    monkeypatch.setattr(lynceus, "version", lynceus.version + 1)
+    assert plain.run_key != before[0] and tuned.run_key != before[1]
+
+
 def test_constraint_override_changes_the_problem(capsys):
     assert main(["run", "--iterations", "5", "--constraint", "time<=100000", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
