@@ -47,6 +47,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from farm.cli.console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_table
 from farm.report.papers import paper_latency
 from farm.run.loop import Stepper
 
@@ -381,7 +382,7 @@ def run_isolated(options: Mapping[str, Any]) -> int:
     if code < 0:
         print(f"farm: failed: the benchmark process was killed by signal {-code}",
               file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     return code
 
 
@@ -424,7 +425,7 @@ def _child_main(options: Mapping[str, Any]) -> int:
                          float(options.get("max_drive_s") or math.inf), progress=progress)
     except (ValueError, ParameterError, DatasetError) as e:
         print(f"farm: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     meta = {"machine": before, "loadavg_after": list(os.getloadavg()),
             "pinned": executor == "serial", "executor": executor,
             "workers": int(options.get("workers") or 2)}
@@ -432,14 +433,12 @@ def _child_main(options: Mapping[str, Any]) -> int:
         meta.update(seed=int(options.get("seed") or 0), repeats=int(options.get("repeats") or 5))
     if as_json:
         print(json.dumps({"meta": meta, "rows": rows}, default=_json_default))
-        return 0
+        return EXIT_OK
     _print_report(meta, rows, bool(runs))
-    return 0
+    return EXIT_OK
 
 
 def _print_report(meta: Mapping[str, Any], rows: list[dict[str, Any]], runs: bool) -> None:
-    from farm.cli.console import print_table
-
     m = meta["machine"]
     where = ("1 pinned core" if meta["pinned"] else f"unpinned, Ray with {meta['workers']} CPUs")
     print(f"{m['cpu']}: {where}, 1 BLAS/numba thread per process, load average "

@@ -12,9 +12,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["add_report_commands"]
+from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+__all__ = ["add_report_commands"]
 DEFAULT_SPECS = ["sweeps/nightly.yaml", "sweeps/nightly-accuracy.yaml",
                  "sweeps/nightly-guindani.yaml"]
 
