@@ -25,7 +25,8 @@ def _error(message: str) -> int:
 
 
 def cmd_report(args) -> int:
-    from farm.report.analysis import analyse, load_sweep, write_report
+    from farm.report.analysis import analyse, load_sweep
+    from farm.report.page import write_report
 
     sweep_dir = Path(args.sweep_dir)
     try:

@@ -1,6 +1,7 @@
-"""Reports in the papers' form: from a sweep's traces and run summaries, the figures of the
-papers (``farm.report.plots``), the tables of their metrics, and their published numbers beside ours
-(``farm.report.papers``), as PNG files plus one self-contained HTML page.
+"""The numbers of a report in the papers' form: from a sweep's traces and run summaries, the
+curves, reach costs and statistics per dataset and optimizer variant, and the papers' published
+numbers beside ours (``farm.report.papers``). ``farm.report.page`` writes them as figures
+(``farm.report.plots``) and one HTML page with the sections of ``farm.report.sections``.
 
 The core, ``analyse(trace, summaries)``, works on plain inputs: a pyarrow table of trace rows
 (``farm.run.loop.TRACE_SCHEMA``, concatenated over runs) and the runs' summary dicts
@@ -16,8 +17,6 @@ of TrimTuner's figures.
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -48,7 +47,6 @@ __all__ = [
     "load_sweep",
     "paper_rows",
     "variant_labels",
-    "write_report",
 ]
 
 # Guindani et al. Table 1: the per-run metrics guindani runs carry in summary["recurring_job"]
@@ -310,163 +308,6 @@ def _ratio(num: float, den: float) -> float:
     if math.isinf(den) or den == 0:
         return math.nan
     return num / den
-
-
-# -- the HTML page ----------------------------------------------------------------------------
-def write_report(analyses: Mapping[str, DatasetAnalysis], out_dir: Path,
-                 title: str = "optfarm report") -> list[Path]:
-    """Write the PNG figures, ``stats.json`` and ``report.html`` (figures inlined as
-    base64, so the page is one file) into ``out_dir``; returns the files written."""
-    from farm.report import plots
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files: list[Path] = []
-    body = [f"<h1>{html.escape(title)}</h1>", _DEFINITIONS]
-    for name, a in analyses.items():
-        slug = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)
-        body.append(f"<h2>{html.escape(name)} ({'CNO' if a.metric == 'cno' else 'Accuracy_C'},"
-                    f" {sum(s['runs'] for s in a.stats.values())} runs)</h2>")
-        body.append(_table(_summary_rows(a)))
-        if a.metric == "cno":
-            figs = [plots.plot_cno(out_dir / f"cno_{slug}.png", name, a.cost_grid, a.curves),
-                    plots.plot_reach_cdf(out_dir / f"reach_{slug}.png", name,
-                                         {k: {t: v for t, v in r.items() if t != "cno<=1"}
-                                          for k, r in a.reach.items()})]
-        else:
-            figs = [plots.plot_accuracy(
-                out_dir / f"accuracy_{slug}.png", name, a.optimum,
-                {"cumulative exploration cost ($)":
-                     (a.cost_grid, {k: c["mean"] for k, c in a.curves.items()}),
-                 "cumulative exploration time (s)":
-                     (a.time_grid, {k: c["mean_by_time"] for k, c in a.curves.items()})})]
-        files += figs
-        body += [_img(f) for f in figs]
-    body += ["<h2>Recommendation latency</h2>", _table(_latency_rows(analyses))]
-    guindani = _guindani_rows(analyses)
-    if guindani:
-        body += ["<h2>Guindani et al. Table 1 metrics (means over seeds)</h2>", _table(guindani)]
-    papers = sorted(paper_rows(analyses), key=lambda r: (r["section"], r["paper"], r["where"]))
-    body.append("<h2>Published numbers beside ours</h2>")
-    body.append(_table(papers) if papers else
-                "<p>No published experiment matches this sweep's datasets and optimizers.</p>")
-    stats_path = out_dir / "stats.json"
-    stats_path.write_text(json.dumps({n: a.stats for n, a in analyses.items()}, indent=1,
-                                     default=_json_float))
-    page = out_dir / "report.html"
-    page.write_text(_PAGE.format(title=html.escape(title), body="\n".join(body)))
-    return files + [stats_path, page]
-
-
-def _summary_rows(a: DatasetAnalysis) -> list[dict[str, Any]]:
-    rows = []
-    for label, s in a.stats.items():
-        row = {"optimizer": label, "runs": s["runs"], "evaluations (median)": s["nex_median"],
-               "exploration cost (median)": s["exploration_cost_median"]}
-        if a.metric == "cno":
-            row.update({"final CNO p50": s["final_p50"], "final CNO p90": s["final_p90"]})
-        else:
-            row.update({"final Accuracy_C mean": s["final_mean"],
-                        "final Accuracy_C p50": s["final_p50"]})
-        for target in REACH_TARGETS[a.metric]:
-            row[f"cost to {target} p50 / p90"] = (f"{_fmt(s[f'reach_p50:{target}'])} / "
-                                                  f"{_fmt(s[f'reach_p90:{target}'])}")
-            if a.metric != "cno":
-                row[f"cost to {target} mean"] = s[f"reach_mean:{target}"]
-            row[f"time to {target} p50"] = s[f"reach_time_p50:{target}"]
-            row[f"reached {target}"] = f"{s[f'reach_frac:{target}']:.0%}"
-        rows.append(row)
-    return rows
-
-
-def _latency_rows(analyses: Mapping[str, DatasetAnalysis]) -> list[dict[str, Any]]:
-    """Ours per dataset and variant, with the paper's mean latency where one was published
-    (``farm.report.papers``: other hardware, Java for Lynceus)."""
-    from farm.report.papers import paper_latency
-
-    rows = []
-    for name, a in analyses.items():
-        for label, s in a.stats.items():
-            g = a.groups[label]
-            paper = paper_latency(g.optimizer, g.params, a.dataset)
-            rows.append({"dataset": name, "optimizer": label, "median (s)": s["latency_median_s"],
-                         "p90 (s)": s["latency_p90_s"], "mean (s)": s["latency_mean_s"],
-                         "model update mean (s)": s["model_fit_mean_s"],
-                         "paper mean (s)": paper.seconds if paper else None,
-                         "paper source": f"{paper.ref} ({paper.machine})" if paper else None})
-    return rows
-
-
-def _guindani_rows(analyses: Mapping[str, DatasetAnalysis]) -> list[dict[str, Any]]:
-    """Table 1 (``farm.run.recurring_job.table1``) for each section where the guindani
-    optimizer ran, over every variant there whose runs carry the recurring-job metrics; mean
-    feasible cost normalised to variant A's (else to the first variant's)."""
-    from farm.run.recurring_job import table1
-
-    rows = []
-    for name, a in analyses.items():
-        if not any(g.optimizer == "guindani" for g in a.groups.values()):
-            continue
-        runs = {label: [s["recurring_job"] for s in g.summaries if s.get("recurring_job")]
-                for label, g in a.groups.items()}
-        runs = {label: jobs for label, jobs in runs.items() if jobs}
-        if not runs:
-            continue
-        reference = next((label for label in runs if a.groups[label].params.get("variant")
-                          == "a"), next(iter(runs)))
-        rows += [{"section": name, "optimizer": r.pop("variant"), **r}
-                 for r in table1(runs, reference)]
-    return rows
-
-
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, (float, np.floating)):
-        if math.isnan(v):
-            return "-"
-        return "never" if math.isinf(v) else f"{v:.4g}"
-    return html.escape(str(v))
-
-
-def _json_float(o):
-    if isinstance(o, np.generic):
-        return o.item()
-    raise TypeError(f"not JSON serialisable: {o!r}")
-
-
-def _table(rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return "<p>(none)</p>"
-    cols = list(dict.fromkeys(k for r in rows for k in r))
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{_fmt(r.get(c))}</td>" for c in cols) + "</tr>"
-                   for r in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _img(path: Path) -> str:
-    data = base64.b64encode(path.read_bytes()).decode()
-    return f'<p><img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}"></p>'
-
-
-_DEFINITIONS = """<p>CNO: true cost of the recommended configuration over the cheapest feasible
-one's (Lynceus Sec. VI); a run without a truly feasible recommendation has CNO = inf (drawn at
-the top edge, "never" in tables). Curves are step functions of the cumulative exploration cost
-on a common grid per dataset; p50/p90 are over seeds. Accuracy_C: true accuracy if the
-recommendation meets the cost cap, else accuracy x C_max / cost (TrimTuner Sec. V). Cost/time
-to a target: cumulative exploration cost/time at the first step whose recommendation meets it
-("never" when a run did not; a p90 is "never" when more than 10% of runs did not).</p>"""
-
-_PAGE = """<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>{title}</title>
-<style>body{{font-family:sans-serif;margin:2em;max-width:1300px}}
-table{{border-collapse:collapse;margin:0.5em 0 1.5em}}td,th{{border:1px solid #ccc;
-padding:3px 8px;font-size:13px;text-align:right}}th{{background:#f0f0f0}}img{{max-width:100%}}
-</style></head><body>
-{body}
-</body></html>
-"""
 
 
 # -- a sweep folder ---------------------------------------------------------------------------

@@ -139,6 +139,8 @@ def summarize(spec, oracle: Oracle, trace: pa.Table, recommendation: tuple[int |
         "stop_reason": stop_reason,
         "recommendation": rec,
         "optimum": None if best is None else {"config_id": best, metric: optimum_value},
+        # the unit of Lynceus' pooled cost CDFs over jobs (Sec. VI: Scout, CherryPick)
+        "mean_config_cost": float(np.nanmean(oracle.true_cost[:, -1])),
         "exploration_cost_to_reach": reach,
         "recommendation_latency_s": {
             **latency_stats(trace.column("recommendation_latency_s").to_numpy()),
