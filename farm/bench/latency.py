@@ -8,12 +8,13 @@ is deep-copied ``repeats`` times (after one untimed warm-up copy per case and ex
 compilation, Ray workers) and each copy times ``observe(n-th observation)`` (the model refits
 some optimizers do as data arrive) then ``suggest()`` (the latency the run loop records), so
 the timed suggestion is the one made after ``n`` observations. ``total`` = observe +
-suggest is the papers' "time to recommend the next configuration"; ratio = paper / our
-median total (wall), for model-based (search-phase) suggestions only. CPU seconds of the
-process are reported beside the wall times: on a shared machine they are what a run would take on a core of its own. Copies share nothing
-with the driven run, so timing never changes the run, and every copy must suggest the same
-configuration (a mismatch is reported; with the Ray executor this also checks that the
-executor does not change results). Points a run never reaches (the optimizer stopped, the
+suggest is the papers' "time to recommend the next configuration" (``farm.run.metrics``; the
+warm-up copy's total is reported apart, ``warmup_s``); ratio = paper / our median total
+(wall), for model-based (search-phase) suggestions only. CPU seconds of the process are
+reported beside the wall times: on a shared machine they are what a run would take on a core
+of its own. Copies share nothing with the driven run, so timing never changes the run, and
+every copy must suggest the same configuration (a mismatch is reported; with the Ray executor
+this also checks that the executor does not change results). Points a run never reaches (the optimizer stopped, the
 budget ran out, or reaching them would exceed ``max_drive_s``) are reported, not timed;
 suggestions made in a bootstrap phase are flagged.
 
@@ -126,6 +127,7 @@ def _time_point(opt, pending, repeats: int, executor, warm_up: bool) -> dict[str
     """Time observe(pending) + suggest() on ``repeats`` deep copies of ``opt``, after one
     untimed copy when ``warm_up`` (numba compilation, Ray workers' imports)."""
     sug, sug_cpu, obs, total, total_cpu, picks, phases = [], [], [], [], [], set(), set()
+    warmup = None
     for k in range(repeats + warm_up):
         c = copy.deepcopy(opt)
         if executor is not None:
@@ -135,6 +137,7 @@ def _time_point(opt, pending, repeats: int, executor, warm_up: bool) -> dict[str
         picks.add(None if s is None else (s.config_id, round(float(s.fidelity), 12)))
         phases.add("stop" if s is None else s.phase)
         if k < warm_up:
+            warmup = t_obs + t_sug
             continue
         sug.append(t_sug)
         sug_cpu.append(c_sug)
@@ -148,7 +151,7 @@ def _time_point(opt, pending, repeats: int, executor, warm_up: bool) -> dict[str
             "total_median_s": float(np.median(total)), "total_p90_s": _stats(total)[1],
             "total_cpu_median_s": float(np.median(total_cpu)),
             "suggestion": next(iter(picks)) if len(picks) == 1 else None,
-            "phase": "/".join(sorted(phases)),
+            "phase": "/".join(sorted(phases)), "warmup_s": warmup,
             "consistent": len(picks) == 1}
 
 

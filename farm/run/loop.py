@@ -25,7 +25,8 @@ from optimizers.registry import make_optimizer
 from oracle.oracle import Observation, Oracle
 from oracle.registry import load
 
-__all__ = ["RunResult", "Step", "Stepper", "TIMING_COLUMNS", "TRACE_SCHEMA", "execute", "incumbent", "run_one"]
+__all__ = ["RunResult", "Step", "Stepper", "TIMING_COLUMNS", "TRACE_SCHEMA", "execute",
+           "incumbent", "run_one"]
 
 TRACE_SCHEMA = pa.schema([
     ("run_key", pa.string()), ("dataset", pa.string()), ("optimizer", pa.string()),

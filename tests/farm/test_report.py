@@ -244,5 +244,6 @@ def test_scout_jobs_pool_into_one_cdf_in_mean_configuration_cost_units():
     assert {r["family"] for r in rows} == {"Scout"} and by["lynceus"]["runs"] == 4
     assert by["lynceus"]["cost to cno<=1.1 p90 (mean config costs)"] == 2.0
     assert by["eic-usd"]["cost to cno<=1.1 p90 (mean config costs)"] == 4.0
-    assert by["eic-usd"]["p90 / lynceus p90"] == 2.0 and by["eic-usd"]["paper (BO / Lynceus)"] == 1.6
+    assert by["eic-usd"]["p90 / lynceus p90"] == 2.0
+    assert by["eic-usd"]["paper (BO / Lynceus)"] == 1.6
     assert by["lynceus"]["p90 / lynceus p90"] is None
