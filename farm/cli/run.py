@@ -54,7 +54,8 @@ def cmd_run(args) -> int:
     for label, cost in summary["exploration_cost_to_reach"].items():
         print(f"exploration cost to reach {label}: {'never' if cost is None else fmt(cost)}")
     lat = summary["recommendation_latency_s"]
-    print(f"recommendation latency: median {fmt(lat['median'])} s, p90 {fmt(lat['p90'])} s")
+    print(f"recommendation latency (observe + suggest): median {fmt(lat['median'])} s, p90 "
+          f"{fmt(lat['p90'])} s; first step (warm-up) {fmt(lat.get('warmup'))} s")
     return EXIT_OK
 
 
