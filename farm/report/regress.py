@@ -67,6 +67,8 @@ def quality_values(summaries: Sequence[Mapping]) -> dict[str, dict[str, Any]]:
         values = {f"final_{s['metric']}": final_quality(s)}
         for target, cost in s["exploration_cost_to_reach"].items():
             values[f"cost_to_{target}"] = math.inf if cost is None else float(cost)
+        gated = {quality for quality, _ in QUALITY[s["metric"]]}
+        values = {quality: v for quality, v in values.items() if quality in gated}
         if s["seed"] in entry["seeds"]:
             raise BaselineError(f"{key}: seed {s['seed']} appears twice (the spec poses "
                                 "several problems on one dataset)")
