@@ -15,6 +15,7 @@ from pathlib import Path
 from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
 __all__ = ["add_report_commands"]
+
 DEFAULT_SPECS = ["sweeps/nightly.yaml", "sweeps/nightly-accuracy.yaml",
                  "sweeps/nightly-guindani.yaml"]
 
