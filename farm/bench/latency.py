@@ -51,6 +51,7 @@ import numpy as np
 from farm.cli.console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_table
 from farm.report.papers import paper_latency
 from farm.run.loop import Stepper
+from farm.run.metrics import latency_stats
 
 __all__ = ["BenchCase", "DEFAULT_CASES", "ONE_THREAD_ENV", "parse_cases", "bench",
            "bench_case", "format_rows", "run_isolated", "LYNCEUS_TF_SWEEP", "sweep_estimate"]
@@ -111,10 +112,6 @@ def parse_cases(optimizers: str | None, datasets: str | None) -> list[BenchCase]
     return cases
 
 
-def _stats(times: Sequence[float]) -> tuple[float, float]:
-    return float(np.median(times)), float(np.percentile(times, 90))
-
-
 def _timed(fn) -> tuple[float, float, Any]:
     """(wall seconds, CPU seconds of this process, result) of ``fn()``."""
     gc.collect()
@@ -144,11 +141,11 @@ def _time_point(opt, pending, repeats: int, executor, warm_up: bool) -> dict[str
         obs.append(t_obs)
         total.append(t_obs + t_sug)
         total_cpu.append(c_obs + c_sug)
-    med, p90 = _stats(sug)
-    return {"suggest_median_s": med, "suggest_p90_s": p90,
+    suggest, recommend = latency_stats(sug), latency_stats(total)  # farm.run.metrics
+    return {"suggest_median_s": suggest["median"], "suggest_p90_s": suggest["p90"],
             "suggest_cpu_median_s": float(np.median(sug_cpu)),
             "observe_median_s": float(np.median(obs)),
-            "total_median_s": float(np.median(total)), "total_p90_s": _stats(total)[1],
+            "total_median_s": recommend["median"], "total_p90_s": recommend["p90"],
             "total_cpu_median_s": float(np.median(total_cpu)),
             "suggestion": next(iter(picks)) if len(picks) == 1 else None,
             "phase": "/".join(sorted(phases)), "warmup_s": warmup,
