@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 
@@ -127,3 +128,16 @@ def test_console_script_runs_the_default_job():
     out = subprocess.run([sys.executable, "-m", "farm", "run", "--iterations", "3"],
                          capture_output=True, text=True, check=True).stdout
     assert "random on synthetic" in out and "3 evaluations" in out
+
+
+def test_latency_is_observe_plus_suggest_with_the_first_step_apart():
+    result = run_one(RunSpec("synthetic", "lynceus", seed=2, iterations=8, params={"la": 0}))
+    t = result.trace.to_pylist()
+    lat = result.summary["recommendation_latency_s"]
+    assert t[0]["recommendation_latency_s"] != t[0]["recommendation_latency_s"]  # NaN
+    assert lat["warmup"] == t[0]["warmup_s"] > 0
+    later = [r["recommendation_latency_s"] for r in t[1:]]
+    assert all(r["warmup_s"] != r["warmup_s"] for r in t[1:])
+    assert lat["median"] == statistics.median(later)
+    # each step's latency includes the observe() of the step before it (model fits)
+    assert all(later[i] >= t[i]["model_fit_s"] for i in range(len(later)))
