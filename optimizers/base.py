@@ -173,6 +173,7 @@ class Optimizer(ABC):
     params: ClassVar[tuple[Param, ...]] = ()
     uses_fidelity: ClassVar[bool] = False
     repeats: ClassVar[bool] = False  # may suggest a configuration it has already run
+    version: ClassVar[int] = 1  # in every run key: bump only when results change on purpose
 
     def __init__(self, space: SearchSpace, problem: Problem, seed: int = 0,
                  executor: Executor | None = None, **params: Any):

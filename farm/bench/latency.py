@@ -1,19 +1,20 @@
 """Recommendation latency benchmark (``farm bench``): how long ``suggest()`` takes at fixed
 points of a real run, next to what the papers report.
 
-For each case (optimizer, parameters, dataset) one run is driven with a fixed seed exactly as
-``farm.run.loop.run_one`` drives it (suggest -> oracle.run -> observe). At point ``n`` the run
+For each case (optimizer, parameters, dataset) one run is driven with a fixed seed by the run
+loop's ``farm.run.loop.Stepper`` (suggest -> oracle.run -> observe). At point ``n`` the run
 has made ``n - 1`` observations and the oracle has run the ``n``-th suggestion; the optimizer
 is deep-copied ``repeats`` times (after one untimed warm-up copy per case and executor: numba
 compilation, Ray workers) and each copy times ``observe(n-th observation)`` (the model refits
 some optimizers do as data arrive) then ``suggest()`` (the latency the run loop records), so
 the timed suggestion is the one made after ``n`` observations. ``total`` = observe +
-suggest is the papers' "time to recommend the next configuration"; ratio = paper / our
-median total (wall), for model-based (search-phase) suggestions only. CPU seconds of the
-process are reported beside the wall times: on a shared machine they are what a run would take on a core of its own. Copies share nothing
-with the driven run, so timing never changes the run, and every copy must suggest the same
-configuration (a mismatch is reported; with the Ray executor this also checks that the
-executor does not change results). Points a run never reaches (the optimizer stopped, the
+suggest is the papers' "time to recommend the next configuration" (``farm.run.metrics``; the
+warm-up copy's total is reported apart, ``warmup_s``); ratio = paper / our median total
+(wall), for model-based (search-phase) suggestions only. CPU seconds of the process are
+reported beside the wall times: on a shared machine they are what a run would take on a core
+of its own. Copies share nothing with the driven run, so timing never changes the run, and
+every copy must suggest the same configuration (a mismatch is reported; with the Ray executor
+this also checks that the executor does not change results). Points a run never reaches (the optimizer stopped, the
 budget ran out, or reaching them would exceed ``max_drive_s``) are reported, not timed;
 suggestions made in a bootstrap phase are flagged.
 
@@ -47,8 +48,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from farm.cli.console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_table
 from farm.report.papers import paper_latency
-from farm.run.loop import execute
+from farm.run.loop import Stepper
+from farm.run.metrics import latency_stats
 
 __all__ = ["BenchCase", "DEFAULT_CASES", "ONE_THREAD_ENV", "parse_cases", "bench",
            "bench_case", "format_rows", "run_isolated", "LYNCEUS_TF_SWEEP", "sweep_estimate"]
@@ -109,10 +112,6 @@ def parse_cases(optimizers: str | None, datasets: str | None) -> list[BenchCase]
     return cases
 
 
-def _stats(times: Sequence[float]) -> tuple[float, float]:
-    return float(np.median(times)), float(np.percentile(times, 90))
-
-
 def _timed(fn) -> tuple[float, float, Any]:
     """(wall seconds, CPU seconds of this process, result) of ``fn()``."""
     gc.collect()
@@ -125,6 +124,7 @@ def _time_point(opt, pending, repeats: int, executor, warm_up: bool) -> dict[str
     """Time observe(pending) + suggest() on ``repeats`` deep copies of ``opt``, after one
     untimed copy when ``warm_up`` (numba compilation, Ray workers' imports)."""
     sug, sug_cpu, obs, total, total_cpu, picks, phases = [], [], [], [], [], set(), set()
+    warmup = None
     for k in range(repeats + warm_up):
         c = copy.deepcopy(opt)
         if executor is not None:
@@ -134,20 +134,21 @@ def _time_point(opt, pending, repeats: int, executor, warm_up: bool) -> dict[str
         picks.add(None if s is None else (s.config_id, round(float(s.fidelity), 12)))
         phases.add("stop" if s is None else s.phase)
         if k < warm_up:
+            warmup = t_obs + t_sug
             continue
         sug.append(t_sug)
         sug_cpu.append(c_sug)
         obs.append(t_obs)
         total.append(t_obs + t_sug)
         total_cpu.append(c_obs + c_sug)
-    med, p90 = _stats(sug)
-    return {"suggest_median_s": med, "suggest_p90_s": p90,
+    suggest, recommend = latency_stats(sug), latency_stats(total)  # farm.run.metrics
+    return {"suggest_median_s": suggest["median"], "suggest_p90_s": suggest["p90"],
             "suggest_cpu_median_s": float(np.median(sug_cpu)),
             "observe_median_s": float(np.median(obs)),
-            "total_median_s": float(np.median(total)), "total_p90_s": _stats(total)[1],
+            "total_median_s": recommend["median"], "total_p90_s": recommend["p90"],
             "total_cpu_median_s": float(np.median(total_cpu)),
             "suggestion": next(iter(picks)) if len(picks) == 1 else None,
-            "phase": "/".join(sorted(phases)),
+            "phase": "/".join(sorted(phases)), "warmup_s": warmup,
             "consistent": len(picks) == 1}
 
 
@@ -170,7 +171,7 @@ def bench_case(case: BenchCase, points: Sequence[int], repeats: int, seed: int =
     oracle = Oracle(dataset, spec.problem(dataset), aggregate=spec.aggregate)
     opt = make_optimizer(spec.optimizer, oracle.space, oracle.problem, spec.seed, None,
                          **spec.params)
-    noise = np.random.default_rng([spec.seed, 7])  # as farm.run.loop.run_one
+    stepper = Stepper(opt, oracle, spec.seed)
     paper = paper_latency(spec.optimizer, spec.params, spec.dataset)
     base = {"optimizer": case.optimizer, "params": _params_text(case.params),
             "dataset": case.dataset, "seed": seed, "repeats": repeats,
@@ -184,17 +185,18 @@ def bench_case(case: BenchCase, points: Sequence[int], repeats: int, seed: int =
             stopped = f"--max-drive-s {max_drive_s:g} (about {ahead * step_s:.0f} s more needed)"
         t0 = time.perf_counter()
         while stopped is None and len(opt.history) < point - 1:
-            stopped = _step(opt, oracle, noise)
+            stopped = stepper.stop_reason()
+            if stopped is None and stepper.step() is None:
+                stopped = "optimizer"
         pending = None
         if stopped is None:
-            if opt.spent >= oracle.problem.budget:
-                stopped = "budget"
+            stopped = stepper.stop_reason()
+        if stopped is None:
+            asked = stepper.ask()
+            if asked is None:
+                stopped = "optimizer"
             else:
-                s = opt.suggest()
-                if s is None:
-                    stopped = "optimizer"
-                else:
-                    pending = (s, execute(oracle, s, noise))
+                pending = asked[:2]
         drive_s += time.perf_counter() - t0
         if pending is None:
             rows.append({**base, "at": point, "executor": "-", "status": "skipped",
@@ -223,19 +225,8 @@ def bench_case(case: BenchCase, points: Sequence[int], repeats: int, seed: int =
                     notes.append("differs from the serial suggestion")
             row["note"] = "; ".join(notes)
             rows.append(row)
-        opt.observe(*pending)
+        stepper.tell(*pending)
     return rows
-
-
-def _step(opt, oracle, noise) -> str | None:
-    """One suggest -> run -> observe step of the run loop; the stop reason, or None."""
-    if opt.spent >= oracle.problem.budget:
-        return "budget"
-    s = opt.suggest()
-    if s is None:
-        return "optimizer"
-    opt.observe(s, execute(oracle, s, noise))
-    return None
 
 
 def _params_text(params: Mapping[str, Any]) -> str:
@@ -313,8 +304,9 @@ def sweep_estimate(cases: Sequence[BenchCase], runs: int, sweep_seeds: int,
             walls.append(time.perf_counter() - t0)
             cpus.append(time.process_time() - c0)
             evals.append(result.summary["n_evaluations"])
-            suggest.append(float(np.sum(
-                result.trace.column("recommendation_latency_s").to_numpy())))
+            suggest.append(float(np.nansum(np.concatenate([
+                result.trace.column(c).to_numpy()
+                for c in ("recommendation_latency_s", "warmup_s")]))))
         row = {"optimizer": case.optimizer, "params": _params_text(case.params),
                "dataset": case.dataset, "runs": runs, "run_mean_s": float(np.mean(walls)),
                "run_max_s": float(np.max(walls)), "run_cpu_mean_s": float(np.mean(cpus)),
@@ -390,7 +382,7 @@ def run_isolated(options: Mapping[str, Any]) -> int:
     if code < 0:
         print(f"farm: failed: the benchmark process was killed by signal {-code}",
               file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     return code
 
 
@@ -433,7 +425,7 @@ def _child_main(options: Mapping[str, Any]) -> int:
                          float(options.get("max_drive_s") or math.inf), progress=progress)
     except (ValueError, ParameterError, DatasetError) as e:
         print(f"farm: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     meta = {"machine": before, "loadavg_after": list(os.getloadavg()),
             "pinned": executor == "serial", "executor": executor,
             "workers": int(options.get("workers") or 2)}
@@ -441,14 +433,12 @@ def _child_main(options: Mapping[str, Any]) -> int:
         meta.update(seed=int(options.get("seed") or 0), repeats=int(options.get("repeats") or 5))
     if as_json:
         print(json.dumps({"meta": meta, "rows": rows}, default=_json_default))
-        return 0
+        return EXIT_OK
     _print_report(meta, rows, bool(runs))
-    return 0
+    return EXIT_OK
 
 
 def _print_report(meta: Mapping[str, Any], rows: list[dict[str, Any]], runs: bool) -> None:
-    from farm.cli.console import print_table
-
     m = meta["machine"]
     where = ("1 pinned core" if meta["pinned"] else f"unpinned, Ray with {meta['workers']} CPUs")
     print(f"{m['cpu']}: {where}, 1 BLAS/numba thread per process, load average "

@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Sequence
 
-from .console import EXIT_BAD_INPUT, EXIT_FAILED, UsageError
+from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, UsageError
 
 __all__ = ["build_parser", "main"]
 
@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("farm: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as e:  # a crash: one line, exit 1; FARM_DEBUG=1 shows the traceback
         if os.environ.get("FARM_DEBUG"):
             raise

@@ -3,7 +3,7 @@ sweep)."""
 
 from __future__ import annotations
 
-from .console import print_table
+from .console import EXIT_OK, print_table
 
 
 def cmd_bench(args) -> int:
@@ -30,7 +30,7 @@ def cmd_bench_farm(args) -> int:
     print(f"throughput {res['workers']} workers / 1 worker: {res['speedup']:.2f}x"
           f"   (target >= 1.7x; this machine's own speed-up for {res['workers']} CPU-bound"
           f" processes meanwhile: {res['machine_speedup']:.2f}x)")
-    return 0
+    return EXIT_OK
 
 
 def add_bench_commands(sub) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_OK", "UsageError", "fmt", "json_default",
-           "parse_params", "print_table"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "UsageError", "fmt",
+           "json_default", "parse_params", "print_table"]
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+# every command's exit codes: success; a run or the command failed; bad input; Ctrl-C
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 class UsageError(Exception):
@@ -35,10 +36,12 @@ def print_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
 
 
 def fmt(v: Any) -> str:
+    """A table cell: "-" for nothing, "never" for inf (a quality or a target never reached, as
+    ``farm report`` shows it), floats to 4 significant digits."""
     if v is None:
         return "-"
     if isinstance(v, float):
-        return "inf" if math.isinf(v) else f"{v:.4g}"
+        return "never" if math.isinf(v) else f"{v:.4g}"
     return str(v)
 
 

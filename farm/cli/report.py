@@ -12,9 +12,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+
 __all__ = ["add_report_commands"]
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_SPECS = ["sweeps/nightly.yaml", "sweeps/nightly-accuracy.yaml",
                  "sweeps/nightly-guindani.yaml"]
 
@@ -25,7 +26,8 @@ def _error(message: str) -> int:
 
 
 def cmd_report(args) -> int:
-    from farm.report.analysis import analyse, load_sweep, write_report
+    from farm.report.analysis import analyse, load_sweep
+    from farm.report.page import write_report
 
     sweep_dir = Path(args.sweep_dir)
     try:
@@ -143,7 +145,7 @@ def add_report_commands(sub) -> None:
     r.add_argument("--out", help="output folder (default SWEEP_DIR/report)")
     r.add_argument("--current", action="store_true",
                    help="only the runs the sweep's spec expands to now (leave out runs stored "
-                   "under older optimizer parameters)")
+                   "under an older optimizer version)")
     r.add_argument("--tracking-uri", help="MLflow tracking URI (default $MLFLOW_TRACKING_URI, "
                    "else the folder's sqlite)")
     r.add_argument("--no-tracking", action="store_true",

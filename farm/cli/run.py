@@ -45,13 +45,17 @@ def cmd_run(args) -> int:
           f"{', '.join(summary['problem']['constraints']) or 'nothing'}")
     if rec is None:
         print("recommendation: none (no configuration observed feasible)")
+    elif metric == "cno" and not rec["feasible"]:
+        print(f"recommendation: {rec['config']} -> infeasible: CNO inf (cost ratio "
+              f"{fmt(rec['cno_raw'])})")
     else:
         print(f"recommendation: {rec['config']} -> {metric} {fmt(rec[metric])}"
               f"{'' if rec['feasible'] else ' (infeasible)'}")
     for label, cost in summary["exploration_cost_to_reach"].items():
-        print(f"exploration cost to reach {label}: {fmt(cost)}")
+        print(f"exploration cost to reach {label}: {'never' if cost is None else fmt(cost)}")
     lat = summary["recommendation_latency_s"]
-    print(f"recommendation latency: median {fmt(lat['median'])} s, p90 {fmt(lat['p90'])} s")
+    print(f"recommendation latency (observe + suggest): median {fmt(lat['median'])} s, p90 "
+          f"{fmt(lat['p90'])} s; first step (warm-up) {fmt(lat.get('warmup'))} s")
     return EXIT_OK
 
 

@@ -1,2 +1,3 @@
-"""Reports in the papers' form (``analysis``, ``plots``), the papers' published numbers in one
-place (``papers``) and the nightly regression gate (``regress``)."""
+"""Reports in the papers' form: their numbers (``analysis``), the HTML page and figures
+(``page``, ``plots``), the page's sections (``sections``: a registry; ``pooled``), the papers'
+published numbers in one place (``papers``) and the nightly regression gate (``regress``)."""

@@ -1,27 +1,22 @@
-"""Reports in the papers' form: from a sweep's traces and run summaries, the figures of the
-papers (``farm.report.plots``), the tables of their metrics, and their published numbers beside ours
-(``farm.report.papers``), as PNG files plus one self-contained HTML page.
+"""The numbers of a report in the papers' form: from a sweep's traces and run summaries, the
+curves, reach costs and statistics per dataset and optimizer variant, and the papers' published
+numbers beside ours (``farm.report.papers``). ``farm.report.page`` writes them as figures
+(``farm.report.plots``) and one HTML page with the sections of ``farm.report.sections``.
 
 The core, ``analyse(trace, summaries)``, works on plain inputs: a pyarrow table of trace rows
 (``farm.run.loop.TRACE_SCHEMA``, concatenated over runs) and the runs' summary dicts
 (``farm.run.loop.run_one(spec).summary``). ``load_sweep`` reads them from a sweep's results store.
 
-Definitions (DESIGN.md, "Metrics"):
-  - CNO of a recommendation (Lynceus Sec. VI) is inf while the optimizer has no recommendation
-    or recommends a truly infeasible configuration: a run "has" CNO c only with a valid one.
-  - Curves are step functions of the cumulative exploration cost on a common cost grid per
-    dataset (a run that stopped keeps its last recommendation); percentiles are taken over
-    seeds at each grid point (``inverted_cdf``: an actual run's value, inf-safe).
-  - Exploration cost / time to reach a target: at the first step whose incumbent meets it
-    (CNO <= 2, <= 1.1, = 1 with a feasible incumbent; Accuracy_C >= 90% of the feasible
-    optimum's, TrimTuner Fig. 1); inf when never reached. Reported as p50 / p90 over seeds,
-    and for Accuracy_C also as the mean over seeds, the statistic of TrimTuner's figures.
+The metrics (CNO, Accuracy_C, the reach targets, the quantile method, latency) are those of
+``farm.run.metrics``. Curves are step functions of the cumulative exploration cost on a common
+cost grid per dataset (a run that stopped keeps its last recommendation); percentiles are taken
+over seeds at each grid point. Costs and times to reach a target are inf when never reached,
+reported as p50 / p90 over seeds, and for Accuracy_C also as the mean over seeds, the statistic
+of TrimTuner's figures.
 """
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -34,26 +29,26 @@ import numpy as np
 import pyarrow as pa
 
 from farm.report.papers import PAPER_NUMBERS, PaperNumber
+from farm.run.metrics import (
+    QUANTILE_METHOD,
+    REACH_TARGETS,
+    final_quality,
+    first_reach,
+    quantile,
+    step_quality,
+    worse_quantile,
+)
 
 __all__ = [
     "GUINDANI_METRICS",
-    "REACH",
     "DatasetAnalysis",
     "Group",
     "analyse",
-    "final_quality",
     "load_sweep",
     "paper_rows",
     "variant_labels",
-    "write_report",
 ]
 
-# metric -> {label: threshold}; CNO thresholds of Lynceus Fig. 4-5 (1: the optimum itself),
-# Accuracy_C as a fraction of the feasible optimum's (TrimTuner Fig. 1).
-REACH = {
-    "cno": {"cno<=2": 2.0, "cno<=1.1": 1.1, "cno<=1": 1.0},
-    "accuracy_c": {"acc_c>=0.9opt": 0.9},
-}
 # Guindani et al. Table 1: the per-run metrics guindani runs carry in summary["recurring_job"]
 GUINDANI_METRICS = ("unfeasible_executions", "unfeasible_cost_ratio", "mean_feasible_cost")
 GRID_POINTS = 200
@@ -181,17 +176,17 @@ def _analyse_dataset(dataset: str, groups: dict[str, Group]) -> DatasetAnalysis:
     time_grid = _grid([t["cum_exploration_time"] for t in runs])
     curves, reach, stats = {}, {}, {}
     for label, g in groups.items():
-        values = np.stack([_on_grid(t["cum_exploration_cost"], _quality(t, metric), cost_grid,
-                                    _before(metric)) for t in g.traces])
+        values = np.stack([_on_grid(t["cum_exploration_cost"], step_quality(t, metric),
+                                    cost_grid, _before(metric)) for t in g.traces])
         if metric == "cno":
-            p50, p90 = np.quantile(values, [0.5, 0.9], axis=0, method="inverted_cdf")
+            p50, p90 = np.quantile(values, [0.5, 0.9], axis=0, method=QUANTILE_METHOD)
             curves[label] = {"p50": p50, "p90": p90}
         else:
-            by_time = np.stack([_on_grid(t["cum_exploration_time"], _quality(t, metric),
+            by_time = np.stack([_on_grid(t["cum_exploration_time"], step_quality(t, metric),
                                          time_grid, 0.0) for t in g.traces])
             curves[label] = {"mean": values.mean(axis=0), "mean_by_time": by_time.mean(axis=0)}
         reached = {target: np.array([_first_reach(t, metric, thr, optimum) for t in g.traces])
-                   for target, thr in REACH[metric].items()}
+                   for target, thr in REACH_TARGETS[metric].items()}
         reach[label] = {target: r[:, 0] for target, r in reached.items()}
         stats[label] = group_stats(g, metric, reached)
     return DatasetAnalysis(dataset, metric, optimum, cost_grid, time_grid, groups, curves,
@@ -213,13 +208,6 @@ def _before(metric: str) -> float:
     return math.inf if metric == "cno" else 0.0
 
 
-def _quality(run: Mapping[str, np.ndarray], metric: str) -> np.ndarray:
-    """Per-step incumbent quality: CNO (inf unless truly feasible) or Accuracy_C."""
-    if metric == "cno":
-        return np.where(run["incumbent_feasible"].astype(bool), run["incumbent_cno"], math.inf)
-    return np.nan_to_num(run["incumbent_accuracy_c"].astype(float), nan=0.0)
-
-
 def _on_grid(cum: np.ndarray, values: np.ndarray, grid: np.ndarray, before: float) -> np.ndarray:
     """The step function ``values`` (changing at ``cum``) evaluated at ``grid``."""
     idx = np.searchsorted(cum, grid, side="right") - 1
@@ -229,33 +217,28 @@ def _on_grid(cum: np.ndarray, values: np.ndarray, grid: np.ndarray, before: floa
 def _first_reach(run: Mapping[str, np.ndarray], metric: str, threshold: float,
                  optimum: float) -> tuple[float, float]:
     """(cumulative exploration cost, time) at the first step whose incumbent meets the
-    target; (inf, inf) when never reached."""
-    q = _quality(run, metric)
-    hit = q <= threshold + 1e-12 if metric == "cno" else q >= threshold * optimum - 1e-12
-    idx = np.flatnonzero(hit)
-    if not len(idx):
+    target (``farm.run.metrics.first_reach``); (inf, inf) when never reached."""
+    i = first_reach(step_quality(run, metric), metric, threshold, optimum)
+    if i is None:
         return math.inf, math.inf
-    return float(run["cum_exploration_cost"][idx[0]]), float(run["cum_exploration_time"][idx[0]])
-
-
-def _q(values: np.ndarray, q: float) -> float:
-    return float(np.quantile(values, q, method="inverted_cdf")) if len(values) else math.nan
+    return float(run["cum_exploration_cost"][i]), float(run["cum_exploration_time"][i])
 
 
 def group_stats(g: Group, metric: str, reached: Mapping[str, np.ndarray]) -> dict[str, Any]:
     """The statistics tables and paper comparisons use (keys named in ``paper_numbers``)."""
-    final = np.array([final_quality(s, metric) for s in g.summaries])
-    latency = np.concatenate([t["recommendation_latency_s"] for t in g.traces])
-    fit = np.concatenate([t["model_fit_s"] for t in g.traces])
+    final = np.array([final_quality(s) for s in g.summaries])
+    latency = np.concatenate([_after_warmup(t["recommendation_latency_s"]) for t in g.traces])
+    fit = np.concatenate([_after_warmup(t["model_fit_s"]) for t in g.traces])
     stats: dict[str, Any] = {
         "runs": len(g.summaries),
         "nex_median": float(np.median([s["n_evaluations"] for s in g.summaries])),
         "exploration_cost_median": float(np.median([s["exploration_cost"]
                                                     for s in g.summaries])),
-        "final_p50": _q(final, 0.5), "final_p90": _q(final, 0.9),
+        "final_p50": worse_quantile(final, 0.5, metric),
+        "final_p90": worse_quantile(final, 0.9, metric),
         "final_mean": float(final.mean()),
         "latency_median_s": float(np.median(latency)) if len(latency) else math.nan,
-        "latency_p90_s": _q(latency, 0.9),
+        "latency_p90_s": quantile(latency, 0.9),
         "latency_mean_s": float(latency.mean()) if len(latency) else math.nan,
         "model_fit_mean_s": float(fit.mean()) if len(fit) else math.nan,
     }
@@ -264,8 +247,8 @@ def group_stats(g: Group, metric: str, reached: Mapping[str, np.ndarray]) -> dic
     for target, r in reached.items():
         stats[f"reach_frac:{target}"] = float(np.isfinite(r[:, 0]).mean())
         for q in (50, 90):
-            stats[f"reach_p{q}:{target}"] = _q(r[:, 0], q / 100)
-            stats[f"reach_time_p{q}:{target}"] = _q(r[:, 1], q / 100)
+            stats[f"reach_p{q}:{target}"] = quantile(r[:, 0], q / 100)
+            stats[f"reach_time_p{q}:{target}"] = quantile(r[:, 1], q / 100)
         # TrimTuner's figures average over runs (inf when a run never reached the target)
         stats[f"reach_mean:{target}"] = float(np.mean(r[:, 0])) if len(r) else math.nan
         stats[f"reach_time_mean:{target}"] = float(np.mean(r[:, 1])) if len(r) else math.nan
@@ -277,12 +260,12 @@ def group_stats(g: Group, metric: str, reached: Mapping[str, np.ndarray]) -> dic
     return stats
 
 
-def final_quality(summary: Mapping, metric: str) -> float:
-    """The final recommendation's quality: CNO (inf unless valid) or Accuracy_C (0 if none)."""
-    rec = summary.get("recommendation")
-    if metric == "cno":
-        return float(rec["cno"]) if rec and rec["feasible"] else math.inf
-    return float(rec["accuracy_c"]) if rec else 0.0
+def _after_warmup(latency: np.ndarray) -> np.ndarray:
+    """A run's per-step latencies without its warm-up step (NaN in traces written since the
+    warm-up is kept apart; the first step of older ones)."""
+    latency = np.asarray(latency, dtype=float)
+    return latency[1:] if len(latency) and not np.isnan(latency[0]) else latency[
+        ~np.isnan(latency)]
 
 
 # -- the papers' numbers beside ours ----------------------------------------------------------
@@ -327,169 +310,12 @@ def _ratio(num: float, den: float) -> float:
     return num / den
 
 
-# -- the HTML page ----------------------------------------------------------------------------
-def write_report(analyses: Mapping[str, DatasetAnalysis], out_dir: Path,
-                 title: str = "optfarm report") -> list[Path]:
-    """Write the PNG figures, ``stats.json`` and ``report.html`` (figures inlined as
-    base64, so the page is one file) into ``out_dir``; returns the files written."""
-    from farm.report import plots
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files: list[Path] = []
-    body = [f"<h1>{html.escape(title)}</h1>", _DEFINITIONS]
-    for name, a in analyses.items():
-        slug = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)
-        body.append(f"<h2>{html.escape(name)} ({'CNO' if a.metric == 'cno' else 'Accuracy_C'},"
-                    f" {sum(s['runs'] for s in a.stats.values())} runs)</h2>")
-        body.append(_table(_summary_rows(a)))
-        if a.metric == "cno":
-            figs = [plots.plot_cno(out_dir / f"cno_{slug}.png", name, a.cost_grid, a.curves),
-                    plots.plot_reach_cdf(out_dir / f"reach_{slug}.png", name,
-                                         {k: {t: v for t, v in r.items() if t != "cno<=1"}
-                                          for k, r in a.reach.items()})]
-        else:
-            figs = [plots.plot_accuracy(
-                out_dir / f"accuracy_{slug}.png", name, a.optimum,
-                {"cumulative exploration cost ($)":
-                     (a.cost_grid, {k: c["mean"] for k, c in a.curves.items()}),
-                 "cumulative exploration time (s)":
-                     (a.time_grid, {k: c["mean_by_time"] for k, c in a.curves.items()})})]
-        files += figs
-        body += [_img(f) for f in figs]
-    body += ["<h2>Recommendation latency</h2>", _table(_latency_rows(analyses))]
-    guindani = _guindani_rows(analyses)
-    if guindani:
-        body += ["<h2>Guindani et al. Table 1 metrics (means over seeds)</h2>", _table(guindani)]
-    papers = sorted(paper_rows(analyses), key=lambda r: (r["section"], r["paper"], r["where"]))
-    body.append("<h2>Published numbers beside ours</h2>")
-    body.append(_table(papers) if papers else
-                "<p>No published experiment matches this sweep's datasets and optimizers.</p>")
-    stats_path = out_dir / "stats.json"
-    stats_path.write_text(json.dumps({n: a.stats for n, a in analyses.items()}, indent=1,
-                                     default=_json_float))
-    page = out_dir / "report.html"
-    page.write_text(_PAGE.format(title=html.escape(title), body="\n".join(body)))
-    return files + [stats_path, page]
-
-
-def _summary_rows(a: DatasetAnalysis) -> list[dict[str, Any]]:
-    rows = []
-    for label, s in a.stats.items():
-        row = {"optimizer": label, "runs": s["runs"], "evaluations (median)": s["nex_median"],
-               "exploration cost (median)": s["exploration_cost_median"]}
-        if a.metric == "cno":
-            row.update({"final CNO p50": s["final_p50"], "final CNO p90": s["final_p90"]})
-        else:
-            row.update({"final Accuracy_C mean": s["final_mean"],
-                        "final Accuracy_C p50": s["final_p50"]})
-        for target in REACH[a.metric]:
-            row[f"cost to {target} p50 / p90"] = (f"{_fmt(s[f'reach_p50:{target}'])} / "
-                                                  f"{_fmt(s[f'reach_p90:{target}'])}")
-            if a.metric != "cno":
-                row[f"cost to {target} mean"] = s[f"reach_mean:{target}"]
-            row[f"time to {target} p50"] = s[f"reach_time_p50:{target}"]
-            row[f"reached {target}"] = f"{s[f'reach_frac:{target}']:.0%}"
-        rows.append(row)
-    return rows
-
-
-def _latency_rows(analyses: Mapping[str, DatasetAnalysis]) -> list[dict[str, Any]]:
-    """Ours per dataset and variant, with the paper's mean latency where one was published
-    (``farm.report.papers``: other hardware, Java for Lynceus)."""
-    from farm.report.papers import paper_latency
-
-    rows = []
-    for name, a in analyses.items():
-        for label, s in a.stats.items():
-            g = a.groups[label]
-            paper = paper_latency(g.optimizer, g.params, a.dataset)
-            rows.append({"dataset": name, "optimizer": label, "median (s)": s["latency_median_s"],
-                         "p90 (s)": s["latency_p90_s"], "mean (s)": s["latency_mean_s"],
-                         "model update mean (s)": s["model_fit_mean_s"],
-                         "paper mean (s)": paper.seconds if paper else None,
-                         "paper source": f"{paper.ref} ({paper.machine})" if paper else None})
-    return rows
-
-
-def _guindani_rows(analyses: Mapping[str, DatasetAnalysis]) -> list[dict[str, Any]]:
-    """Table 1 (``farm.run.recurring_job.table1``) for each section where the guindani
-    optimizer ran, over every variant there whose runs carry the recurring-job metrics; mean
-    feasible cost normalised to variant A's (else to the first variant's)."""
-    from farm.run.recurring_job import table1
-
-    rows = []
-    for name, a in analyses.items():
-        if not any(g.optimizer == "guindani" for g in a.groups.values()):
-            continue
-        runs = {label: [s["recurring_job"] for s in g.summaries if s.get("recurring_job")]
-                for label, g in a.groups.items()}
-        runs = {label: jobs for label, jobs in runs.items() if jobs}
-        if not runs:
-            continue
-        reference = next((label for label in runs if a.groups[label].params.get("variant")
-                          == "a"), next(iter(runs)))
-        rows += [{"section": name, "optimizer": r.pop("variant"), **r}
-                 for r in table1(runs, reference)]
-    return rows
-
-
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, (float, np.floating)):
-        if math.isnan(v):
-            return "-"
-        return "never" if math.isinf(v) else f"{v:.4g}"
-    return html.escape(str(v))
-
-
-def _json_float(o):
-    if isinstance(o, np.generic):
-        return o.item()
-    raise TypeError(f"not JSON serialisable: {o!r}")
-
-
-def _table(rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return "<p>(none)</p>"
-    cols = list(dict.fromkeys(k for r in rows for k in r))
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{_fmt(r.get(c))}</td>" for c in cols) + "</tr>"
-                   for r in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _img(path: Path) -> str:
-    data = base64.b64encode(path.read_bytes()).decode()
-    return f'<p><img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}"></p>'
-
-
-_DEFINITIONS = """<p>CNO: true cost of the recommended configuration over the cheapest feasible
-one's (Lynceus Sec. VI); a run without a truly feasible recommendation has CNO = inf (drawn at
-the top edge, "never" in tables). Curves are step functions of the cumulative exploration cost
-on a common grid per dataset; p50/p90 are over seeds. Accuracy_C: true accuracy if the
-recommendation meets the cost cap, else accuracy x C_max / cost (TrimTuner Sec. V). Cost/time
-to a target: cumulative exploration cost/time at the first step whose recommendation meets it
-("never" when a run did not; a p90 is "never" when more than 10% of runs did not).</p>"""
-
-_PAGE = """<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>{title}</title>
-<style>body{{font-family:sans-serif;margin:2em;max-width:1300px}}
-table{{border-collapse:collapse;margin:0.5em 0 1.5em}}td,th{{border:1px solid #ccc;
-padding:3px 8px;font-size:13px;text-align:right}}th{{background:#f0f0f0}}img{{max-width:100%}}
-</style></head><body>
-{body}
-</body></html>
-"""
-
-
 # -- a sweep folder ---------------------------------------------------------------------------
 def load_sweep(sweep_dir: Path, current: bool = False) -> tuple[pa.Table, list[dict]]:
     """The finished runs of a sweep's results store (``farm.sweep.store``): their traces
     concatenated, and their summaries. Failed runs are left out; with ``current``, so are runs
-    the stored spec no longer expands to (e.g. stored before an optimizer gained a
-    parameter, which changes run keys)."""
+    the stored spec no longer expands to (e.g. runs of an optimizer whose ``version`` has
+    been bumped since: its results changed on purpose)."""
     from farm.sweep.spec import expand, parse_spec
     from farm.sweep.store import Store
 

@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import mannwhitneyu
 
-from farm.report.analysis import final_quality, variant_labels
+from farm.report.analysis import variant_labels
+from farm.run.metrics import final_quality, quantile
 
 __all__ = [
     "QUALITY",
@@ -63,9 +64,11 @@ def quality_values(summaries: Sequence[Mapping]) -> dict[str, dict[str, Any]]:
     for s in sorted(summaries, key=lambda s: (s["dataset"], labels[s["run_key"]], s["seed"])):
         key = f"{s['dataset']} / {labels[s['run_key']]}"
         entry = out.setdefault(key, {"metric": s["metric"], "seeds": {}})
-        values = {f"final_{s['metric']}": final_quality(s, s["metric"])}
+        values = {f"final_{s['metric']}": final_quality(s)}
         for target, cost in s["exploration_cost_to_reach"].items():
             values[f"cost_to_{target}"] = math.inf if cost is None else float(cost)
+        gated = {quality for quality, _ in QUALITY[s["metric"]]}
+        values = {quality: v for quality, v in values.items() if quality in gated}
         if s["seed"] in entry["seeds"]:
             raise BaselineError(f"{key}: seed {s['seed']} appears twice (the spec poses "
                                 "several problems on one dataset)")
@@ -118,8 +121,7 @@ def _compare_one(key: str, quality: str, better: str, bv: np.ndarray, cv: np.nda
     worse, improved = ("greater", "less") if better == "lower" else ("less", "greater")
     p_worse = _mwu(cv, bv, worse)
     p_better = _mwu(cv, bv, improved)
-    bm = float(np.quantile(bv, 0.5, method="inverted_cdf"))
-    cm = float(np.quantile(cv, 0.5, method="inverted_cdf"))
+    bm, cm = quantile(bv, 0.5), quantile(cv, 0.5)
     change = _relative_change(bm, cm, sign)
     if p_worse < alpha and change > tolerance:
         verdict = "REGRESSION"

@@ -1,3 +1,3 @@
-"""One optimizer run: its specification (``spec``), the stepper that drives it on an oracle
-(``loop``), and the metrics every summary, report and gate computes from it (``metrics``,
-``recurring_job``)."""
+"""One optimizer run: its specification and run key (``spec``), the ``Stepper`` that drives
+every run on an oracle (``loop``), and every metric summaries, reports, gates and benchmarks
+compute from it, defined once (``metrics``, ``recurring_job``)."""

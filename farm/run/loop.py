@@ -1,8 +1,10 @@
-"""The serial benchmark loop: bootstrap, then suggest -> oracle.run -> observe until the
-optimizer stops or the budget or iteration limit is reached, one trace row per evaluation.
+"""The run loop: one ``Stepper`` drives every optimizer run (``run_one``, ``farm bench``, the
+tests): bootstrap, then suggest -> oracle.run -> observe until the optimizer stops or the
+budget or iteration limit is reached, one trace row per evaluation.
 
-Oracle time is simulated (the job time from the data), never slept. The time ``suggest``
-takes is the recommendation latency.
+Oracle time is simulated (the job time from the data), never slept. The recommendation
+latency of a step is observe() of the previous observation + suggest() (``farm.run.metrics``);
+the first step's is the warm-up (imports, numba compilation), kept apart.
 """
 
 from __future__ import annotations
@@ -15,15 +17,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
-from farm.run.metrics import summarize
+from farm.run.metrics import recommendation_quality, summarize
 from farm.run.spec import RunSpec
-from optimizers.base import Suggestion
+from optimizers.base import Optimizer, Suggestion
 from optimizers.executor import Executor
 from optimizers.registry import make_optimizer
 from oracle.oracle import Observation, Oracle
 from oracle.registry import load
 
-__all__ = ["RunResult", "execute", "run_one", "TRACE_SCHEMA"]
+__all__ = ["RunResult", "Step", "Stepper", "TIMING_COLUMNS", "TRACE_SCHEMA", "execute",
+           "incumbent", "run_one"]
 
 TRACE_SCHEMA = pa.schema([
     ("run_key", pa.string()), ("dataset", pa.string()), ("optimizer", pa.string()),
@@ -35,8 +38,11 @@ TRACE_SCHEMA = pa.schema([
     ("incumbent_config_id", pa.int64()), ("incumbent_cno", pa.float64()),
     ("incumbent_accuracy_c", pa.float64()), ("incumbent_feasible", pa.bool_()),
     ("recommendation_latency_s", pa.float64()), ("model_fit_s", pa.float64()),
-    ("incumbent_fidelity", pa.float64()),
+    ("incumbent_fidelity", pa.float64()), ("incumbent_cno_raw", pa.float64()),
+    ("warmup_s", pa.float64()),
 ])
+# the columns that are measured, not computed: they differ between two runs of one spec
+TIMING_COLUMNS = ("recommendation_latency_s", "model_fit_s", "warmup_s")
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,76 @@ def execute(oracle: Oracle, suggestion: Suggestion, rng: np.random.Generator) ->
     return obs
 
 
+def incumbent(optimizer: Optimizer) -> tuple[int | None, float]:
+    """The optimizer's recommendation as (config_id, fidelity); (None, 1.0) without one."""
+    rec = optimizer.recommend()
+    return (None, 1.0) if rec is None else (rec.config_id, rec.fidelity)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One evaluation: what was suggested, what the oracle measured, and the seconds the
+    optimizer took to recommend it (observe of the previous observation + suggest; the
+    first step's is the warm-up) and to observe it."""
+
+    suggestion: Suggestion
+    observation: Observation
+    latency_s: float
+    observe_s: float
+
+
+class Stepper:
+    """Drives ``optimizer`` on ``oracle`` as every run does: ``ask`` (suggest, then run the
+    suggestion on the oracle), ``tell`` (observe), or both with ``step``. It owns the oracle's
+    noise stream, seeded apart from the optimizer's (``[seed, 7]``), and the cumulative
+    exploration cost and time."""
+
+    def __init__(self, optimizer: Optimizer, oracle: Oracle, seed: int):
+        self.optimizer = optimizer
+        self.oracle = oracle
+        self.noise = np.random.default_rng([seed, 7])  # the oracle's draws
+        self.spent = 0.0
+        self.elapsed = 0.0
+        self.steps = 0
+        self._observe_s = 0.0  # the last observe(), part of the next recommendation
+
+    def ask(self) -> tuple[Suggestion, Observation, float] | None:
+        """The next suggestion, its observation, and the recommendation latency; None when
+        the optimizer stops."""
+        t0 = time.perf_counter()
+        suggestion = self.optimizer.suggest()
+        latency = self._observe_s + time.perf_counter() - t0
+        if suggestion is None:
+            return None
+        return suggestion, execute(self.oracle, suggestion, self.noise), latency
+
+    def tell(self, suggestion: Suggestion, observation: Observation) -> float:
+        """Observe; returns the seconds observe() took."""
+        t0 = time.perf_counter()
+        self.optimizer.observe(suggestion, observation)
+        self._observe_s = time.perf_counter() - t0
+        self.spent += observation.cost
+        self.elapsed += observation.time
+        self.steps += 1
+        return self._observe_s
+
+    def step(self) -> Step | None:
+        """One suggest -> run -> observe; None when the optimizer stops."""
+        asked = self.ask()
+        if asked is None:
+            return None
+        suggestion, observation, latency = asked
+        return Step(suggestion, observation, latency, self.tell(suggestion, observation))
+
+    def stop_reason(self, iterations: int | None = None) -> str | None:
+        """"iterations" or "budget" when the run must stop before the next step, else None."""
+        if iterations is not None and self.steps >= iterations:
+            return "iterations"
+        if self.spent >= self.oracle.problem.budget:
+            return "budget"
+        return None
+
+
 def run_one(spec: RunSpec, oracle: Oracle | None = None,
             executor: Executor | None = None) -> RunResult:
     """Run one optimizer run as ``spec`` says. ``oracle`` (already built over the spec's
@@ -66,49 +142,39 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
     if oracle is None:
         dataset = load(spec.dataset)
         oracle = Oracle(dataset, spec.problem(dataset), aggregate=spec.aggregate)
-    problem = oracle.problem
     space = oracle.space
-    opt = make_optimizer(spec.optimizer, space, problem, spec.seed, executor, **spec.params)
-    noise = np.random.default_rng([spec.seed, 7])  # the oracle's draws, apart from the optimizer's
+    opt = make_optimizer(spec.optimizer, space, oracle.problem, spec.seed, executor,
+                         **spec.params)
+    stepper = Stepper(opt, oracle, spec.seed)
     key, params = spec.run_key, json.dumps(spec.params, sort_keys=True, default=str)
     rows: list[dict] = []
-    cum_cost = cum_time = 0.0
-    stop = "optimizer"
-    while True:
-        if spec.iterations is not None and len(rows) >= spec.iterations:
-            stop = "iterations"
+    warmup = None
+    while (stop := stepper.stop_reason(spec.iterations)) is None:
+        step = stepper.step()
+        if step is None:
+            stop = "optimizer"
             break
-        if cum_cost >= problem.budget:
-            stop = "budget"
-            break
-        t0 = time.perf_counter()
-        suggestion = opt.suggest()
-        latency = time.perf_counter() - t0
-        if suggestion is None:
-            break
-        obs = execute(oracle, suggestion, noise)
-        t1 = time.perf_counter()
-        opt.observe(suggestion, obs)
-        fit = time.perf_counter() - t1
-        cum_cost += obs.cost
-        cum_time += obs.time
-        rec = opt.recommend()
-        inc, inc_fid = (None, 1.0) if rec is None else (rec.config_id, rec.fidelity)
-        is_cno = problem.metric == "cno"
+        s, obs = step.suggestion, step.observation
+        inc, inc_fid = incumbent(opt)
+        quality = recommendation_quality(oracle, inc, inc_fid)
+        if warmup is None:
+            warmup = step.latency_s
         rows.append({
             "run_key": key, "dataset": spec.dataset, "optimizer": spec.optimizer,
-            "params": params, "seed": spec.seed, "step": len(rows), "phase": suggestion.phase,
-            "config_id": suggestion.config_id,
-            "config": json.dumps(space.config(suggestion.config_id)),
-            "fidelity": suggestion.fidelity, "time": obs.time, "cost": obs.cost,
+            "params": params, "seed": spec.seed, "step": len(rows), "phase": s.phase,
+            "config_id": s.config_id, "config": json.dumps(space.config(s.config_id)),
+            "fidelity": s.fidelity, "time": obs.time, "cost": obs.cost,
             "accuracy": obs.accuracy, "timed_out": obs.timed_out,
-            "cum_exploration_cost": cum_cost, "cum_exploration_time": cum_time,
+            "cum_exploration_cost": stepper.spent, "cum_exploration_time": stepper.elapsed,
             "incumbent_config_id": inc,
-            "incumbent_cno": oracle.cno(inc, inc_fid) if is_cno else math.nan,
-            "incumbent_accuracy_c": math.nan if is_cno else oracle.accuracy_c(inc),
-            "incumbent_feasible": oracle.is_feasible(inc, inc_fid),
+            "incumbent_cno": quality.get("cno", math.nan),
+            "incumbent_cno_raw": quality.get("cno_raw", math.nan),
+            "incumbent_accuracy_c": quality.get("accuracy_c", math.nan),
+            "incumbent_feasible": quality["feasible"],
             "incumbent_fidelity": inc_fid,
-            "recommendation_latency_s": latency, "model_fit_s": fit,
+            "recommendation_latency_s": math.nan if len(rows) == 0 else step.latency_s,
+            "warmup_s": step.latency_s if len(rows) == 0 else math.nan,
+            "model_fit_s": step.observe_s,
         })
     trace = pa.Table.from_pylist(rows, schema=TRACE_SCHEMA)
-    return RunResult(summarize(spec, oracle, trace, opt.recommend(), stop), trace)
+    return RunResult(summarize(spec, oracle, trace, incumbent(opt), stop, warmup), trace)

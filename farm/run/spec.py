@@ -1,6 +1,8 @@
 """A run specification: which optimizer, with which parameters, on which dataset and problem,
-with which seed and limits. Its ``run_key`` is a hash of the fully resolved spec, stable across
-machines and sessions (it keys resumable sweeps and MLflow runs)."""
+with which seed and limits. Its ``run_key`` keys resumable sweeps, MLflow runs and ``farm
+sync``: a hash stable across machines and sessions, and across optimizer releases that add a
+parameter (only the parameters set away from their defaults are hashed, with the optimizer's
+``version``, which is bumped when its results change on purpose)."""
 
 from __future__ import annotations
 
@@ -47,7 +49,13 @@ class RunSpec:
 
     @property
     def run_key(self) -> str:
+        from optimizers.registry import get
+
+        optimizer = get(self.optimizer)
+        defaults = optimizer.resolve_params({})
         d = asdict(self.resolved())
+        d["params"] = {k: v for k, v in d["params"].items() if v != defaults[k]}
+        d["version"] = optimizer.version
         budget = d["budget"]
         d["budget"] = None if budget is None or math.isinf(budget) else float(budget)
         text = json.dumps(d, sort_keys=True, default=str)

@@ -9,7 +9,6 @@ key, so nothing is run or logged twice.
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from farm.run.metrics import final_quality, worse_quantile
 from farm.run.spec import RunSpec
 from farm.sweep.spec import SweepSpec, expand
 from farm.sweep.store import Store
@@ -146,7 +146,8 @@ SUMMARY_COLUMNS = ["dataset", "optimizer", "params", "runs", "failed", "metric",
 def summary_rows(store: Store, runs: list[RunSpec]) -> list[dict]:
     """One row per (dataset, optimizer, parameters; those set away from the defaults shown):
     runs done / failed, the final quality metric (CNO or Accuracy_C) p50 / p90 over seeds
-    (worse side), median exploration cost, evaluations and recommendation latency."""
+    (worse side, ``farm.run.metrics``: the numbers ``farm report`` shows), median exploration
+    cost, evaluations and recommendation latency."""
     keys = {r.run_key for r in runs}
     groups: dict[tuple, list[dict]] = {}
     for rec in store.records():
@@ -159,35 +160,18 @@ def summary_rows(store: Store, runs: list[RunSpec]) -> list[dict]:
     for (dataset, optimizer, params), recs in sorted(groups.items()):
         done = [r["summary"] for r in recs if r["status"] == "done"]
         metric = done[0]["metric"] if done else None
-        final = np.array([_final(s) for s in done], dtype=float)
+        final = np.array([final_quality(s) for s in done], dtype=float)
         rows.append({
             "dataset": dataset, "optimizer": optimizer, "params": _short(optimizer, params),
             "runs": len(done), "failed": len(recs) - len(done), "metric": metric,
-            "final_p50": _quantile(final, 50, metric),
-            "final_p90": _quantile(final, 90, metric),
+            "final_p50": worse_quantile(final, 0.5, metric) if done else None,
+            "final_p90": worse_quantile(final, 0.9, metric) if done else None,
             "cost_p50": float(np.median([s["exploration_cost"] for s in done])) if done else None,
             "evals_p50": float(np.median([s["n_evaluations"] for s in done])) if done else None,
             "latency_p50_s": float(np.median([s["recommendation_latency_s"]["median"] or 0.0
                                               for s in done])) if done else None,
         })
     return rows
-
-
-def _quantile(values: np.ndarray, q: float, metric: str | None) -> float | None:
-    """The q-th percentile of quality over seeds, worse side up (CNO: high is bad; Accuracy_C:
-    low is bad), without interpolating into infinities."""
-    if not len(values):
-        return None
-    if metric == "cno":
-        return float(np.percentile(values, q, method="higher"))
-    return float(np.percentile(values, 100 - q, method="lower"))
-
-
-def _final(summary: dict) -> float:
-    rec, metric = summary["recommendation"], summary["metric"]
-    if rec is None:
-        return math.inf if metric == "cno" else 0.0
-    return rec[metric]
 
 
 def _short(optimizer: str, params_json: str) -> str:

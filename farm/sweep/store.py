@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from farm.run.loop import RunResult
+from farm.run.metrics import final_quality
 from farm.run.spec import RunSpec
 
 __all__ = ["Store", "atomic_write_bytes", "atomic_write_json"]
@@ -168,9 +169,7 @@ class Store:
 def _index_row(r: dict) -> dict:
     spec, s = r["spec"], r.get("summary") or {}
     rec, metric = s.get("recommendation"), s.get("metric")
-    final = None
-    if s:
-        final = rec[metric] if rec else (math.inf if metric == "cno" else 0.0)
+    final = final_quality(s) if s else None
     return {
         "run_key": r["run_key"], "dataset": spec["dataset"], "optimizer": spec["optimizer"],
         "params": json.dumps(spec["params"], sort_keys=True), "seed": spec["seed"],

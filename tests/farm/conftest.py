@@ -21,6 +21,8 @@ os.environ.pop("RAY_ADDRESS", None)
 
 import pytest  # noqa: E402
 
+from farm.run.loop import TIMING_COLUMNS  # noqa: E402
+
 
 @pytest.fixture(scope="module")
 def ray_local():
@@ -108,7 +110,7 @@ def descendants(root: int) -> set[int]:
 
 
 LOOPBACK = ("127.0.0.1", "::ffff:127.0.0.1", "::1")
-TIMING = ("recommendation_latency_s", "model_fit_s")
+TIMING = TIMING_COLUMNS
 
 
 def same_trace(a, b) -> bool:

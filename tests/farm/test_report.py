@@ -15,7 +15,8 @@ import pytest
 
 from farm.run.loop import TRACE_SCHEMA, run_one
 from farm.report.papers import PAPER_NUMBERS, PaperNumber, Selector
-from farm.report.analysis import analyse, paper_rows, variant_labels, write_report
+from farm.report.analysis import analyse, paper_rows, variant_labels
+from farm.report.page import write_report
 from farm.run.spec import RunSpec
 
 
@@ -225,3 +226,24 @@ def test_farm_report_bad_input_exits_2(tmp_path, capsys):
 
     assert main(["report", str(tmp_path)]) == 2
     assert "not a sweep output folder" in capsys.readouterr().err
+
+
+def test_scout_jobs_pool_into_one_cdf_in_mean_configuration_cost_units():
+    from farm.report.pooled import pooled_reach_rows
+
+    runs, unit = [], {"scout-a": 2.0, "scout-b": 10.0}
+    for job, u in unit.items():
+        for seed in range(2):
+            for opt, first in (("lynceus", 1), ("eic-usd", 3)):
+                # CNO <= 1.1 reached at step `first`: cumulative cost (first + 1) x u
+                cnos = [2.0] * first + [1.0] * (4 - first)
+                runs.append(make_run(f"{job}{opt}{seed}", job, opt, seed, [u] * 4, cnos,
+                                     [True] * 4, extra={"mean_config_cost": u}))
+    rows = pooled_reach_rows(analyse(*sweep(runs)))
+    by = {r["optimizer"]: r for r in rows}
+    assert {r["family"] for r in rows} == {"Scout"} and by["lynceus"]["runs"] == 4
+    assert by["lynceus"]["cost to cno<=1.1 p90 (mean config costs)"] == 2.0
+    assert by["eic-usd"]["cost to cno<=1.1 p90 (mean config costs)"] == 4.0
+    assert by["eic-usd"]["p90 / lynceus p90"] == 2.0
+    assert by["eic-usd"]["paper (BO / Lynceus)"] == 1.6
+    assert by["lynceus"]["p90 / lynceus p90"] is None

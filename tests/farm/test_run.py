@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 
@@ -10,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from farm.cli import main
-from farm.run.loop import TRACE_SCHEMA, run_one
+from farm.run.loop import TIMING_COLUMNS, TRACE_SCHEMA, run_one
 from farm.run.spec import RunSpec
 
 
@@ -23,7 +24,7 @@ def test_run_json_summary_has_the_documented_fields(capsys):
         assert key in out
     assert out["dataset"] == "synthetic" and out["optimizer"] == "random" and out["seed"] == 4
     assert out["n_evaluations"] == 25
-    assert set(out["exploration_cost_to_reach"]) == {"cno<=2", "cno<=1.1"}
+    assert set(out["exploration_cost_to_reach"]) == {"cno<=2", "cno<=1.1", "cno<=1"}
     assert out["recommendation_latency_s"]["median"] >= 0
     if out["recommendation"] is not None:
         assert out["recommendation"]["cno"] >= 1.0 or not out["recommendation"]["feasible"]
@@ -69,7 +70,7 @@ def test_budget_stops_the_run():
 def test_same_spec_same_trace_and_key():
     a = run_one(RunSpec("synthetic", "random", seed=9, iterations=12))
     b = run_one(RunSpec("synthetic", "random", seed=9, iterations=12))
-    drop = ["recommendation_latency_s", "model_fit_s"]
+    drop = list(TIMING_COLUMNS)
     assert a.trace.drop_columns(drop).to_pandas().equals(b.trace.drop_columns(drop).to_pandas())
     assert a.summary["run_key"] == b.summary["run_key"]
     assert RunSpec("synthetic", "random", seed=9).run_key != RunSpec("synthetic", "random",
@@ -77,6 +78,22 @@ def test_same_spec_same_trace_and_key():
     # defaults made explicit do not change the key
     assert RunSpec("synthetic", "random", params={"n_init": 1}).run_key == \
         RunSpec("synthetic", "random").run_key
+
+
+def test_run_keys_survive_an_added_parameter_and_change_with_the_version(monkeypatch):
+    from optimizers.base import Param
+    from optimizers.registry import get
+
+    lynceus = get("lynceus")
+    plain = RunSpec("lynceus-cnn", "lynceus", seed=3)
+    tuned = RunSpec("lynceus-cnn", "lynceus", seed=3, params={"la": 2, "gamma": 0.5})
+    before = plain.run_key, tuned.run_key
+    monkeypatch.setattr(lynceus, "params", lynceus.params + (Param("new_knob", 3),))
+    assert (plain.run_key, tuned.run_key) == before       # stored runs still match
+    assert RunSpec("lynceus-cnn", "lynceus", seed=3, params={"new_knob": 3}).run_key == before[0]
+    assert RunSpec("lynceus-cnn", "lynceus", seed=3, params={"new_knob": 4}).run_key != before[0]
+    monkeypatch.setattr(lynceus, "version", lynceus.version + 1)
+    assert plain.run_key != before[0] and tuned.run_key != before[1]
 
 
 def test_constraint_override_changes_the_problem(capsys):
@@ -111,3 +128,16 @@ def test_console_script_runs_the_default_job():
     out = subprocess.run([sys.executable, "-m", "farm", "run", "--iterations", "3"],
                          capture_output=True, text=True, check=True).stdout
     assert "random on synthetic" in out and "3 evaluations" in out
+
+
+def test_latency_is_observe_plus_suggest_with_the_first_step_apart():
+    result = run_one(RunSpec("synthetic", "lynceus", seed=2, iterations=8, params={"la": 0}))
+    t = result.trace.to_pylist()
+    lat = result.summary["recommendation_latency_s"]
+    assert t[0]["recommendation_latency_s"] != t[0]["recommendation_latency_s"]  # NaN
+    assert lat["warmup"] == t[0]["warmup_s"] > 0
+    later = [r["recommendation_latency_s"] for r in t[1:]]
+    assert all(r["warmup_s"] != r["warmup_s"] for r in t[1:])
+    assert lat["median"] == statistics.median(later)
+    # each step's latency includes the observe() of the step before it (model fits)
+    assert all(later[i] >= t[i]["model_fit_s"] for i in range(len(later)))

@@ -109,7 +109,8 @@ def test_shipped_specs_validate():
     paths = sorted(SWEEPS.glob("*.yaml"))
     names = {p.stem for p in paths}
     assert {"quickstart", "lynceus-tf", "lynceus-sensitivity", "trimtuner-filters",
-            "guindani-variants", "nightly"} <= names
+            "guindani-variants", "nightly", "lynceus-timeouts", "lynceus-scout-cherrypick",
+            "obol", "nephele", "trimtuner-comparison"} <= names
     for path in paths:
         spec = load_spec(path)
         if all(o.name in available() for o in spec.optimizer_entries()):

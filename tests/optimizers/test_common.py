@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from farm.run.loop import execute
+from farm.run.loop import Stepper, execute
 from optimizers.base import ParameterError, Recommendation
 from optimizers.registry import available, get, make_optimizer
 from oracle.oracle import Oracle
@@ -36,19 +36,12 @@ def oracle():
 def _drive(oracle, name, seed, budget=math.inf, steps=STEPS):
     problem = oracle.problem.with_overrides(budget=budget)
     opt = make_optimizer(name, oracle.space, problem, seed, **FAST_PARAMS.get(name, {}))
-    noise = np.random.default_rng(seed)
-    trace, spent = [], 0.0
-    for _ in range(steps):
-        if spent >= budget:
-            break
-        s = opt.suggest()
-        if s is None:
-            break
-        obs = execute(oracle, s, noise)
-        opt.observe(s, obs)
-        spent += obs.cost
-        trace.append((s.config_id, s.fidelity, s.phase, round(obs.cost, 12)))
-    return opt, trace, spent
+    stepper = Stepper(opt, Oracle(oracle.dataset, problem), seed)
+    trace = []
+    while stepper.stop_reason(steps) is None and (step := stepper.step()) is not None:
+        s = step.suggestion
+        trace.append((s.config_id, s.fidelity, s.phase, round(step.observation.cost, 12)))
+    return opt, trace, stepper.spent
 
 
 @pytest.mark.parametrize("name", available())

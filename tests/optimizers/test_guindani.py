@@ -13,7 +13,7 @@ import pytest
 from farm.cli import main
 from farm.report.papers import PAPER_TABLE1
 from farm.run.recurring_job import recurring_job_metrics, table1
-from farm.run.loop import run_one
+from farm.run.loop import TIMING_COLUMNS, run_one
 from farm.run.spec import RunSpec
 from optimizers import make_optimizer
 from optimizers.acquisition.analytic import expected_improvement
@@ -259,7 +259,7 @@ def test_recurring_job_metrics_have_exact_values():
 
 # -- the real datasets ------------------------------------------------------------------------
 def _trace_without_timings(result):
-    rows = result.trace.drop_columns(["recommendation_latency_s", "model_fit_s"]).to_pylist()
+    rows = result.trace.drop_columns(list(TIMING_COLUMNS)).to_pylist()
     return json.dumps(rows)  # NaN (no accuracy) compares equal as text
 
 

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from farm.cli import main as farm_main
-from farm.run.loop import execute, run_one
+from farm.run.loop import Stepper, run_one
 from farm.run.spec import RunSpec
 from optimizers.base import ParameterError
 from optimizers.lynceus import Lynceus
@@ -33,15 +33,10 @@ def _oracle(name="lynceus-cnn", budget=None):
 
 def _drive(opt, oracle, steps):
     """suggest -> run -> observe as farm.run.loop does; returns [(suggestion, observation)]."""
-    noise = np.random.default_rng(0)
+    stepper = Stepper(opt, oracle, seed=0)
     out = []
-    for _ in range(steps):
-        s = opt.suggest()
-        if s is None:
-            break
-        obs = execute(oracle, s, noise)
-        opt.observe(s, obs)
-        out.append((s, obs))
+    while len(out) < steps and (step := stepper.step()) is not None:
+        out.append((step.suggestion, step.observation))
     return out
 
 

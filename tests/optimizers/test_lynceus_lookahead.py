@@ -8,6 +8,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 import pytest
 
+from farm.run.loop import Stepper
 from optimizers.acquisition import expected_improvement, gauss_hermite
 from optimizers.lookahead import PathContext, explore_chunk, level_predictions
 from optimizers.registry import make_optimizer
@@ -95,14 +96,11 @@ def _trace(executor, la=2, seed=3, steps=14):
     oracle = Oracle(make_synthetic())
     opt = make_optimizer("lynceus", oracle.space, oracle.problem, seed=seed, executor=executor,
                          la=la, path_chunks=3)
-    noise = np.random.default_rng(0)
+    stepper = Stepper(opt, oracle, seed=0)
     picks = []
-    for _ in range(steps):
-        s = opt.suggest()
-        if s is None:
-            break
+    while len(picks) < steps and (step := stepper.step()) is not None:
+        s = step.suggestion
         picks.append((s.config_id, s.time_cap, s.info.get("reward")))
-        opt.observe(s, oracle.run(s.config_id, s.fidelity, noise, s.time_cap))
     return picks
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from farm.run.loop import execute, run_one
+from farm.run.loop import Stepper, run_one
 from farm.run.spec import RunSpec
 from optimizers.acquisition.analytic import constraints_log_pf
 from optimizers.acquisition.entropy import joint_samples
@@ -42,12 +42,10 @@ class PicklingReversedExecutor:
 
 def _drive(oracle, name, steps, executor=None, seed=0, **params):
     opt = make_optimizer(name, oracle.space, oracle.problem, seed, executor, **params)
-    noise = np.random.default_rng(seed)
+    stepper = Stepper(opt, oracle, seed)
     trace = []
     for _ in range(steps):
-        s = opt.suggest()
-        obs = execute(oracle, s, noise)
-        opt.observe(s, obs)
+        s = stepper.step().suggestion
         trace.append((s.config_id, s.fidelity, opt.recommend()))
     return opt, trace
 

@@ -1,0 +1,140 @@
+"""The report as files: one PNG per figure, ``stats.json`` and one self-contained
+``report.html`` (figures inlined), from the analyses of ``farm.report.analysis``: a table and
+figures per dataset, then the page-wide sections of ``farm.report.sections``."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from farm.report import plots
+from farm.report.analysis import DatasetAnalysis
+from farm.report.sections import SECTIONS
+from farm.run.metrics import REACH_TARGETS
+
+__all__ = ["write_report"]
+
+
+def write_report(analyses: Mapping[str, DatasetAnalysis], out_dir: Path,
+                 title: str = "optfarm report") -> list[Path]:
+    """Write the PNG figures, ``stats.json`` and ``report.html`` into ``out_dir``; returns
+    the files written."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files: list[Path] = []
+    body = [f"<h1>{html.escape(title)}</h1>", _DEFINITIONS]
+    for name, a in analyses.items():
+        body.append(f"<h2>{html.escape(name)} ({'CNO' if a.metric == 'cno' else 'Accuracy_C'},"
+                    f" {sum(s['runs'] for s in a.stats.values())} runs)</h2>")
+        body.append(_table(_summary_rows(a)))
+        figs = _figures(name, a, out_dir)
+        files += figs
+        body += [_img(f) for f in figs]
+    for section in SECTIONS:
+        rows = section.rows(analyses)
+        if rows or section.empty is not None:
+            body += [f"<h2>{html.escape(section.title)}</h2>",
+                     _table(rows) if rows else f"<p>{html.escape(section.empty)}</p>"]
+    stats_path = out_dir / "stats.json"
+    stats_path.write_text(json.dumps({n: a.stats for n, a in analyses.items()}, indent=1,
+                                     default=_json_float))
+    page = out_dir / "report.html"
+    page.write_text(_PAGE.format(title=html.escape(title), body="\n".join(body)))
+    return files + [stats_path, page]
+
+
+def _figures(name: str, a: DatasetAnalysis, out_dir: Path) -> list[Path]:
+    """Lynceus Fig. 4-5 for CNO (p50/p90 CNO against cost; CDFs of the cost to reach CNO <= 2
+    and <= 1.1), TrimTuner Fig. 1-2 for Accuracy_C (mean against cost and time)."""
+    slug = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)
+    if a.metric == "cno":
+        return [plots.plot_cno(out_dir / f"cno_{slug}.png", name, a.cost_grid, a.curves),
+                plots.plot_reach_cdf(out_dir / f"reach_{slug}.png", name,
+                                     {k: {t: v for t, v in r.items() if t != "cno<=1"}
+                                      for k, r in a.reach.items()})]
+    return [plots.plot_accuracy(
+        out_dir / f"accuracy_{slug}.png", name, a.optimum,
+        {"cumulative exploration cost ($)":
+             (a.cost_grid, {k: c["mean"] for k, c in a.curves.items()}),
+         "cumulative exploration time (s)":
+             (a.time_grid, {k: c["mean_by_time"] for k, c in a.curves.items()})})]
+
+
+def _summary_rows(a: DatasetAnalysis) -> list[dict[str, Any]]:
+    rows = []
+    for label, s in a.stats.items():
+        row = {"optimizer": label, "runs": s["runs"], "evaluations (median)": s["nex_median"],
+               "exploration cost (median)": s["exploration_cost_median"]}
+        if a.metric == "cno":
+            row.update({"final CNO p50": s["final_p50"], "final CNO p90": s["final_p90"]})
+        else:
+            row.update({"final Accuracy_C mean": s["final_mean"],
+                        "final Accuracy_C p50": s["final_p50"]})
+        for target in REACH_TARGETS[a.metric]:
+            row[f"cost to {target} p50 / p90"] = (f"{_fmt(s[f'reach_p50:{target}'])} / "
+                                                  f"{_fmt(s[f'reach_p90:{target}'])}")
+            if a.metric != "cno":
+                row[f"cost to {target} mean"] = s[f"reach_mean:{target}"]
+            row[f"time to {target} p50"] = s[f"reach_time_p50:{target}"]
+            row[f"reached {target}"] = f"{s[f'reach_frac:{target}']:.0%}"
+        rows.append(row)
+    return rows
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, (float, np.floating)):
+        if math.isnan(v):
+            return "-"
+        return "never" if math.isinf(v) else f"{v:.4g}"
+    return html.escape(str(v))
+
+
+def _json_float(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(f"not JSON serialisable: {o!r}")
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "<p>(none)</p>"
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{_fmt(r.get(c))}</td>" for c in cols) + "</tr>"
+                   for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _img(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<p><img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}"></p>'
+
+
+_DEFINITIONS = """<p>CNO: true cost of the recommended configuration over the cheapest feasible
+one's (Lynceus Sec. VI); a run without a truly feasible recommendation has CNO = inf (drawn at
+the top edge, "never" in tables). Curves are step functions of the cumulative exploration cost
+on a common grid per dataset; p50/p90 are over seeds. Accuracy_C: true accuracy if the
+recommendation meets the cost cap, else accuracy x C_max / cost (TrimTuner Sec. V). Cost/time
+to a target: cumulative exploration cost/time at the first step whose recommendation meets it
+("never" when a run did not; a p90 is "never" when more than 10% of runs did not).</p>"""
+
+_PAGE = """<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>{title}</title>
+<style>body{{font-family:sans-serif;margin:2em;max-width:1300px}}
+table{{border-collapse:collapse;margin:0.5em 0 1.5em}}td,th{{border:1px solid #ccc;
+padding:3px 8px;font-size:13px;text-align:right}}th{{background:#f0f0f0}}img{{max-width:100%}}
+</style></head><body>
+{body}
+</body></html>
+"""
+
+
