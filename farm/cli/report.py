@@ -17,7 +17,8 @@ from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 __all__ = ["add_report_commands"]
 
 DEFAULT_SPECS = ["sweeps/nightly.yaml", "sweeps/nightly-accuracy.yaml",
-                 "sweeps/nightly-guindani.yaml"]
+                 "sweeps/nightly-guindani.yaml", "sweeps/nightly-obol.yaml",
+                 "sweeps/nightly-nephele.yaml"]
 
 
 def _error(message: str) -> int:
@@ -72,14 +73,17 @@ def cmd_regress(args) -> int:
     from farm.sweep.spec import SpecError, load_spec
 
     try:
-        if not 0 < args.alpha < 1 or args.tolerance < 0:
-            raise BaselineError(f"--alpha must be in (0, 1) and --tolerance >= 0, got "
-                                f"{args.alpha:g} and {args.tolerance:g}")
+        if not 0 < args.alpha < 1 or args.tolerance < 0 or not 0.5 <= args.min_effect <= 1:
+            raise BaselineError(f"--alpha must be in (0, 1), --tolerance >= 0 and --min-effect "
+                                f"in [0.5, 1], got {args.alpha:g}, {args.tolerance:g} and "
+                                f"{args.min_effect:g}")
         specs = [load_spec(path) for path in args.specs]
         names = [spec.name for spec in specs]
         if len(set(names)) < len(names):
             raise SpecError(f"the specs' names must differ (got {', '.join(names)})")
         baseline = None if args.update_baseline else read_baseline(args.baseline)
+        if args.mutations:
+            return _mutations(specs, baseline, args)
         out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="farm-regress-"))
         if args.out and out.exists() and any(out.iterdir()):
             raise BaselineError(f"--out {out} is not empty (a regression runs every run "
@@ -103,7 +107,8 @@ def cmd_regress(args) -> int:
             print(f"baseline written: {args.baseline} ({len(current)} entries, "
                   f"{len(summaries)} runs)")
             return EXIT_OK
-        rows = compare(baseline, current, alpha=args.alpha, tolerance=args.tolerance)
+        rows = compare(baseline, current, alpha=args.alpha, tolerance=args.tolerance,
+                       min_effect=args.min_effect)
     except BaselineError as e:
         return _error(str(e))
     print(format_table([r for r in rows if r.verdict != "not run"]))
@@ -112,10 +117,35 @@ def cmd_regress(args) -> int:
         print(f"\nbaseline entries these specs do not run ({len(not_run)}): "
               f"{', '.join(not_run)}")
     regressions = [r for r in rows if r.verdict == "REGRESSION"]
-    print(f"\n{len(regressions)} regression(s), {failed} failed run(s) "
-          f"(one-sided Mann-Whitney U at alpha {args.alpha:g} and median change beyond "
-          f"{args.tolerance:.0%})")
+    print(f"\n{len(regressions)} regression(s), {failed} failed run(s) (one-sided "
+          f"Mann-Whitney U, Holm over {sum(r.verdict in ('ok', 'REGRESSION', 'improved') for r in rows)}"
+          f" comparisons at alpha {args.alpha:g}, Vargha-Delaney A >= {args.min_effect:g}, "
+          f"median or p90 worse by more than {args.tolerance:.0%})")
     return EXIT_FAILED if regressions or failed else EXIT_OK
+
+
+def _mutations(specs, baseline, args) -> int:
+    """``farm regress --mutations``: the gate's detection and false-alarm rates."""
+    from farm.report.mutations import MUTATIONS, format_mutation_table, mutation_table
+    from farm.sweep.spec import expand
+
+    known = {m.name: m for m in MUTATIONS}
+    names = list(known) if args.mutations == "all" else args.mutations.split(",")
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        return _error(f"unknown mutation {unknown[0]!r} (known: {', '.join(known)})")
+    runs = [r for spec in specs for r in expand(spec)]
+    print(f"{len(names)} mutation(s) against {args.baseline} ({len(runs)} runs in the gate; "
+          "each mutation reruns those of the optimizers it touches)", flush=True)
+    results = mutation_table(runs, baseline, [known[n] for n in names], workers=args.workers,
+                             alpha=args.alpha, tolerance=args.tolerance,
+                             min_effect=args.min_effect,
+                             progress=lambda line: print(line, flush=True))
+    print()
+    print(format_mutation_table(results))
+    missed = [r for r in results if r.mutation.kind == "regression" and r.n_runs and not r.caught]
+    alarms = [r for r in results if r.mutation.kind == "neutral" and r.caught]
+    return EXIT_FAILED if missed or alarms else EXIT_OK
 
 
 def _run_specs(specs, args, out: Path) -> tuple[list[dict], int]:
@@ -161,10 +191,20 @@ def add_report_commands(sub) -> None:
                    help="baseline JSON with per-seed values (sweeps/nightly-baseline.json)")
     g.add_argument("--update-baseline", action="store_true",
                    help="write FILE from this run instead of comparing")
-    g.add_argument("--alpha", type=float, default=0.01,
-                   help="significance of the one-sided Mann-Whitney U test (default 0.01)")
+    g.add_argument("--alpha", type=float, default=0.05,
+                   help="family-wise significance: one-sided Mann-Whitney U tests, Holm's "
+                   "correction over every comparison of the gate (default 0.05)")
+    g.add_argument("--min-effect", type=float, default=0.64,
+                   help="smallest Vargha-Delaney A (P(a run is worse than a baseline run)) "
+                   "that counts as a regression (default 0.64)")
     g.add_argument("--tolerance", type=float, default=0.10,
-                   help="relative change of the median allowed (default 0.10)")
+                   help="relative worsening of the median or p90 allowed (default 0.10)")
+    g.add_argument("--mutations", metavar="all|NAME,...",
+                   help="test the gate itself: rerun its runs under each mutation of "
+                   "farm.report.mutations and print which it catches (exit 1 on a missed "
+                   "regression or a false alarm)")
+    g.add_argument("--workers", type=int, default=2,
+                   help="processes for --mutations (default 2)")
     g.add_argument("--out", help="keep the sweeps in this (new or empty) folder, one "
                    "subfolder per spec name, e.g. for `farm report`; default a temporary folder")
     g.add_argument("--serial", action="store_true", help="run in this process, without Ray")

@@ -4,7 +4,9 @@ Each function takes the curves ``farm.report.analysis`` computed and writes one 
   - ``plot_cno``: p50 and p90 of CNO against cumulative exploration cost (Lynceus Fig. 4);
   - ``plot_reach_cdf``: CDFs of the exploration cost needed to reach CNO <= 2 and <= 1.1
     (Lynceus Fig. 5);
-  - ``plot_accuracy``: mean Accuracy_C against exploration cost and time (TrimTuner Fig. 1-2).
+  - ``plot_accuracy``: mean Accuracy_C against exploration cost and time (TrimTuner Fig. 1-2);
+  - ``plot_main_effects``, ``plot_interaction``: a sweep's sensitivity to its parameters
+    (``farm.report.sensitivity``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["plot_accuracy", "plot_cno", "plot_reach_cdf"]
+__all__ = ["plot_accuracy", "plot_cno", "plot_interaction", "plot_main_effects", "plot_reach_cdf"]
 
 _CNO_CEILING = 1e3  # CNO drawn at most this high; no valid recommendation is drawn on top
 
@@ -110,3 +112,53 @@ def plot_accuracy(path: Path, dataset: str, optimum: float,
     axes[0].set_ylabel("Accuracy_C")
     axes[-1].legend(fontsize=8, loc="lower right")
     return _save(fig, path, dataset)
+
+
+def plot_main_effects(path: Path, title: str, sens) -> Path:
+    """One panel per factor of a ``farm.report.sensitivity.Sensitivity``: the median response
+    at each level with its 90% bootstrap interval, factors ordered by importance."""
+    factors = sens.ranking
+    fig, axes = plt.subplots(1, len(factors), figsize=(3.2 * len(factors), 3.4), sharey=True,
+                             squeeze=False)
+    for ax, f in zip(axes[0], factors):
+        rows = sens.main_effects[f]
+        x = np.arange(len(rows))
+        med = np.array([r["median"] for r in rows])
+        err = np.array([[r["median"] - r["ci_low"] for r in rows],
+                        [r["ci_high"] - r["median"] for r in rows]])
+        ax.errorbar(x, med, yerr=err, marker="o", capsize=4, lw=1.4)
+        ax.set_xticks(x, [str(r["level"]) for r in rows])
+        ax.set_title(f"{f}\n{100 * sens.importance[f]:.0f}% of the variance", fontsize=9)
+        ax.grid(True, alpha=0.25)
+    axes[0][0].set_ylabel(f"{sens.response} (lower is better)")
+    return _save(fig, path, title)
+
+
+def plot_interaction(path: Path, title: str, sens, a: str, b: str) -> Path:
+    """Heat map of the mean response over seeds for each (level of ``a``, level of ``b``),
+    averaged over the other factors."""
+    la, lb = sens.factors[a], sens.factors[b]
+    names = list(sens.factors)
+    ia, ib = names.index(a), names.index(b)
+    grid = np.zeros((len(la), len(lb)))
+    count = np.zeros_like(grid)
+    for cell, value in sens.cell_means.items():
+        i, j = la.index(cell[ia]), lb.index(cell[ib])
+        grid[i, j] += value
+        count[i, j] += 1
+    grid /= np.maximum(count, 1)
+    fig, ax = plt.subplots(figsize=(1.2 * len(lb) + 2.5, 0.7 * len(la) + 1.8))
+    im = ax.imshow(grid, cmap="viridis_r", aspect="auto")
+    lo, hi = float(grid.min()), float(grid.max())
+    for i in range(len(la)):
+        for j in range(len(lb)):
+            light = hi == lo or (grid[i, j] - lo) / (hi - lo) < 0.5  # viridis_r: low is light
+            ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=8,
+                    color="k" if light else "w")
+    ax.set_xticks(range(len(lb)), [str(v) for v in lb])
+    ax.set_yticks(range(len(la)), [str(v) for v in la])
+    ax.set_xlabel(b)
+    ax.set_ylabel(a)
+    fig.colorbar(im, ax=ax, label=f"mean {sens.response}")
+    share = sens.importance.get(f"{a} x {b}", sens.importance.get(f"{b} x {a}", 0.0))
+    return _save(fig, path, f"{title}: {a} x {b} ({100 * share:.0f}% of the variance)")

@@ -2,21 +2,30 @@
 
 Fixed sweeps (``sweeps/nightly*.yaml``) are run and, for each (dataset, optimizer variant) and
 each quality metric, the values over seeds are compared with the per-seed values of a committed
-baseline. A metric regresses when BOTH
-  - a one-sided Mann-Whitney U test says the current values are worse than the baseline's
-    (p < ``alpha``, default 0.01), and
-  - the median got worse by more than ``tolerance`` (relative, default 10%; a median going
-    from finite to inf, e.g. a target no longer reached, is always beyond it).
-The test keeps seed noise from failing the gate; the tolerance keeps a real but negligible
-shift from failing it. ``alpha`` applies to each comparison (no multiple-testing correction:
-with 5 seeds a one-sided test cannot go below p = 1/252, so a correction would silence the
-short gate). Only seeds present in both are compared, so a short spec (fewer seeds, same
-settings) checks against the same baseline. Runs are deterministic given their seeds, so
-unchanged code on the same platform reproduces the baseline exactly.
+baseline (only the seeds both have). Runs are deterministic given their seeds, so unchanged code
+on the same platform reproduces the baseline exactly; a change that only alters random streams
+draws new seeds from the same distributions, and must pass.
 
-Quality metrics per run (from its summary): the final recommendation's CNO (inf without a truly
-feasible one) or Accuracy_C, and the exploration cost to reach CNO <= 1.1 and <= 2 or 90% of
-the optimum's Accuracy_C (inf when never reached).
+Quality metrics per run (from its summary; worse = larger, but Accuracy_C):
+  - ``quality_auc``: the area under the run's quality curve against log exploration cost
+    (``farm.run.metrics.quality_auc``) -- the whole trajectory in one number, the statistic
+    with most power: a regression that delays the search or makes some seeds fail moves it;
+  - the end points: the final recommendation's CNO (inf without a truly feasible one) or
+    Accuracy_C, and the exploration cost to reach CNO <= 1.1 and <= 2 or 90% of the optimum's
+    Accuracy_C (inf when never reached).
+
+A metric of an entry REGRESSES when all three hold:
+  1. significance: the one-sided Mann-Whitney U test (current worse than baseline) has a
+     p-value below ``alpha`` after Holm's correction over every comparison of the gate (all
+     entries x metrics), so ``alpha`` (default 0.05) bounds the probability that a gate with no
+     real change flags anything (the family-wise false-alarm rate);
+  2. effect size: Vargha-Delaney A (the probability that a current run is worse than a baseline
+     run, ties counting half) is at least ``min_effect`` (default 0.64, "medium");
+  3. magnitude: the median or the 90th percentile got worse by more than ``tolerance``
+     (relative, default 10%; finite -> inf is always beyond it).
+Significance alone would flag a negligible shift given enough seeds; effect size and magnitude
+alone would flag seed noise. The mutation catalogue (``farm.report.mutations``,
+``farm regress --mutations``) measures the gate's detection and false-alarm rates.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,18 +48,22 @@ __all__ = [
     "BaselineError",
     "Comparison",
     "compare",
+    "holm",
     "format_table",
     "quality_values",
     "read_baseline",
+    "vargha_delaney",
     "write_baseline",
 ]
 
 # problem metric -> (quality metric, better direction); cost_to_<target> are summary targets
 QUALITY = {
-    "cno": (("final_cno", "lower"), ("cost_to_cno<=1.1", "lower"), ("cost_to_cno<=2", "lower")),
-    "accuracy_c": (("final_accuracy_c", "higher"), ("cost_to_acc_c>=0.9opt", "lower")),
+    "cno": (("quality_auc", "lower"), ("final_cno", "lower"), ("cost_to_cno<=1.1", "lower"),
+            ("cost_to_cno<=2", "lower")),
+    "accuracy_c": (("quality_auc", "lower"), ("final_accuracy_c", "higher"),
+                   ("cost_to_acc_c>=0.9opt", "lower")),
 }
-BASELINE_VERSION = 1
+BASELINE_VERSION = 2  # 2: per-seed quality_auc
 
 
 class BaselineError(ValueError):
@@ -64,7 +77,8 @@ def quality_values(summaries: Sequence[Mapping]) -> dict[str, dict[str, Any]]:
     for s in sorted(summaries, key=lambda s: (s["dataset"], labels[s["run_key"]], s["seed"])):
         key = f"{s['dataset']} / {labels[s['run_key']]}"
         entry = out.setdefault(key, {"metric": s["metric"], "seeds": {}})
-        values = {f"final_{s['metric']}": final_quality(s)}
+        values = {"quality_auc": float(s["quality_auc"]),
+                  f"final_{s['metric']}": final_quality(s)}
         for target, cost in s["exploration_cost_to_reach"].items():
             values[f"cost_to_{target}"] = math.inf if cost is None else float(cost)
         gated = {quality for quality, _ in QUALITY[s["metric"]]}
@@ -87,23 +101,27 @@ class Comparison:
     baseline_median: float
     current_median: float
     change: float          # relative change of the median, positive = worse
+    change_p90: float      # relative change of the 90th percentile (of badness), positive = worse
+    effect: float          # Vargha-Delaney A: P(current run worse than a baseline run)
     p_worse: float         # one-sided Mann-Whitney U p-value, current worse than baseline
     p_better: float
-    verdict: str           # ok | REGRESSION | improved | no baseline | not run
+    p_holm: float = math.nan  # p_worse after Holm's correction over the whole gate
+    verdict: str = ""      # ok | REGRESSION | improved | no baseline | not run
 
 
 def compare(baseline: Mapping[str, Mapping], current: Mapping[str, Mapping],
-            alpha: float = 0.01, tolerance: float = 0.10) -> list[Comparison]:
-    """Every quality metric of every entry, baseline against current, on their common seeds."""
+            alpha: float = 0.05, tolerance: float = 0.10,
+            min_effect: float = 0.64) -> list[Comparison]:
+    """Every quality metric of every entry, baseline against current, on their common seeds,
+    with the verdict of the module's rule (Holm's correction over all the rows compared)."""
     rows = []
     for key in sorted(set(baseline) | set(current)):
         b, c = baseline.get(key), current.get(key)
         metric = (c or b)["metric"]
         for quality, better in QUALITY[metric]:
             if b is None or c is None:
-                rows.append(Comparison(key, quality, better, 0, math.nan, math.nan, math.nan,
-                                       math.nan, math.nan,
-                                       "no baseline" if b is None else "not run"))
+                rows.append(Comparison(key, quality, better, 0, *[math.nan] * 7,
+                                       verdict="no baseline" if b is None else "not run"))
                 continue
             seeds = sorted(set(b["seeds"]) & set(c["seeds"]))
             if not seeds:
@@ -111,25 +129,53 @@ def compare(baseline: Mapping[str, Mapping], current: Mapping[str, Mapping],
                                     f"(baseline seeds {sorted(b['seeds'])})")
             bv = np.array([b["seeds"][s][quality] for s in seeds], dtype=float)
             cv = np.array([c["seeds"][s][quality] for s in seeds], dtype=float)
-            rows.append(_compare_one(key, quality, better, bv, cv, alpha, tolerance))
-    return rows
+            rows.append(_compare_one(key, quality, better, bv, cv))
+    return _verdicts(rows, alpha, tolerance, min_effect)
 
 
-def _compare_one(key: str, quality: str, better: str, bv: np.ndarray, cv: np.ndarray,
-                 alpha: float, tolerance: float) -> Comparison:
-    sign = 1.0 if better == "lower" else -1.0   # worse = larger sign * value
+def _compare_one(key: str, quality: str, better: str, bv: np.ndarray,
+                 cv: np.ndarray) -> Comparison:
+    sign = 1.0 if better == "lower" else -1.0   # badness = sign * value
     worse, improved = ("greater", "less") if better == "lower" else ("less", "greater")
-    p_worse = _mwu(cv, bv, worse)
-    p_better = _mwu(cv, bv, improved)
     bm, cm = quantile(bv, 0.5), quantile(cv, 0.5)
-    change = _relative_change(bm, cm, sign)
-    if p_worse < alpha and change > tolerance:
-        verdict = "REGRESSION"
-    elif p_better < alpha and change < -tolerance:
-        verdict = "improved"
-    else:
-        verdict = "ok"
-    return Comparison(key, quality, better, len(bv), bm, cm, change, p_worse, p_better, verdict)
+    b90, c90 = (sign * quantile(sign * v, 0.9) for v in (bv, cv))
+    return Comparison(key, quality, better, len(bv), bm, cm, _relative_change(bm, cm, sign),
+                      _relative_change(b90, c90, sign), vargha_delaney(sign * cv, sign * bv),
+                      _mwu(cv, bv, worse), _mwu(cv, bv, improved))
+
+
+def vargha_delaney(x: np.ndarray, y: np.ndarray) -> float:
+    """A = P(X > Y) + P(X = Y) / 2 over all pairs (inf-safe)."""
+    x, y = np.asarray(x, float)[:, None], np.asarray(y, float)[None, :]
+    return float(np.mean((x > y) + 0.5 * (x == y)))
+
+
+def holm(p: Sequence[float]) -> np.ndarray:
+    """Holm's step-down adjusted p-values (monotone, capped at 1)."""
+    p = np.asarray(p, dtype=float)
+    order = np.argsort(p)
+    adjusted = np.maximum.accumulate((len(p) - np.arange(len(p))) * p[order])
+    out = np.empty_like(p)
+    out[order] = np.minimum(adjusted, 1.0)
+    return out
+
+
+def _verdicts(rows: list[Comparison], alpha: float, tolerance: float,
+              min_effect: float) -> list[Comparison]:
+    tested = [i for i, r in enumerate(rows) if not r.verdict]
+    worse = holm([rows[i].p_worse for i in tested]) if tested else []
+    better = holm([rows[i].p_better for i in tested]) if tested else []
+    out = list(rows)
+    for i, pw, pb in zip(tested, worse, better):
+        r = rows[i]
+        if pw < alpha and r.effect >= min_effect and max(r.change, r.change_p90) > tolerance:
+            verdict = "REGRESSION"
+        elif pb < alpha and 1 - r.effect >= min_effect and min(r.change, r.change_p90) < -tolerance:
+            verdict = "improved"
+        else:
+            verdict = "ok"
+        out[i] = replace(r, p_holm=float(pw), verdict=verdict)
+    return out
 
 
 def _mwu(x: np.ndarray, y: np.ndarray, alternative: str) -> float:
@@ -216,10 +262,11 @@ def _decode(v: Any) -> float:
 
 # -- the readable table -----------------------------------------------------------------------
 def format_table(rows: Sequence[Comparison]) -> str:
-    cols = ("dataset / optimizer", "metric", "seeds", "baseline p50", "current p50", "change",
-            "p(worse)", "verdict")
-    cells = [(r.key, f"{r.quality} ({r.better} better)", str(r.n), _num(r.baseline_median),
-              _num(r.current_median), _pct(r.change), _num(r.p_worse), r.verdict)
+    cols = ("dataset / optimizer", "metric", "n", "base p50", "p50", "p50 chg", "p90 chg", "A",
+            "p (Holm)", "verdict")
+    cells = [(r.key, r.quality + ("" if r.better == "lower" else " (higher better)"), str(r.n),
+              _num(r.baseline_median), _num(r.current_median), _pct(r.change),
+              _pct(r.change_p90), _num(r.effect), _num(r.p_holm), r.verdict)
              for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)),

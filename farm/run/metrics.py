@@ -11,6 +11,8 @@ all compute their numbers here.
   incumbent meets it (``REACH_TARGETS``); None (inf in statistics) when never reached.
 - Quantiles over seeds or steps: ``QUANTILE_METHOD`` (an order statistic: an actual run's
   value, so infinities never interpolate).
+- Quality over the whole run: ``quality_auc``, the area under the incumbent's shortfall
+  against log exploration cost (the regression gate's main statistic).
 - Recommendation latency: observe() of the newest observation + suggest() of the next
   configuration, model fits included wherever an optimizer does them; the first step (imports,
   numba compilation) is the warm-up, measured apart and left out of the statistics.
@@ -28,9 +30,9 @@ import pyarrow as pa
 from farm.run.recurring_job import recurring_job_metrics
 from oracle.oracle import Oracle
 
-__all__ = ["QUANTILE_METHOD", "REACH_TARGETS", "final_quality", "first_reach",
-           "latency_stats", "quantile", "recommendation_quality", "step_quality",
-           "summarize", "worse_quantile"]
+__all__ = ["AUC_CNO_CAP", "QUANTILE_METHOD", "REACH_TARGETS", "final_quality", "first_reach",
+           "latency_stats", "quality_auc", "quantile", "recommendation_quality",
+           "step_quality", "summarize", "worse_quantile"]
 
 # metric -> {label: threshold}: CNO thresholds of Lynceus Fig. 4-5 (1: the optimum itself), and
 # Accuracy_C as a fraction of the feasible optimum's (TrimTuner Fig. 1).
@@ -102,6 +104,45 @@ def latency_stats(latency: np.ndarray) -> dict[str, float | None]:
     return {"median": float(np.median(latency)), "p90": quantile(latency, 0.9)}
 
 
+# the CNO at which the quality curve's area saturates: log2(16) = 4 doublings from the optimum
+AUC_CNO_CAP = 16.0
+
+
+def quality_auc(quality: np.ndarray, cum_cost: np.ndarray, oracle: Oracle) -> float:
+    """Area under the run's quality curve against log exploration cost, normalised to [0, 1]
+    (0: the optimum from the first run on; 1: nothing useful all along).
+
+    The curve is the incumbent's shortfall after each step (``quality``, from
+    ``step_quality``), a step function of the cumulative exploration cost ``cum_cost``; the
+    axis is ``log10(c / c_opt)`` from one run of the optimum (``c = c_opt``) to measuring every
+    configuration once (``c = c_all``), both true mean costs at s = 1, so the window is fixed by
+    the dataset and problem alone. Before the first step, and after the run stopped, the curve
+    holds its last value. Shortfall: for CNO ``log2(min(CNO, 16)) / 4`` (CNO inf, no truly
+    feasible incumbent, at the cap); for Accuracy_C ``1 - Accuracy_C / optimum's``, clipped to
+    [0, 1].
+
+    Where the end points of a run (final quality, cost to a target) are each one number, this
+    reads the whole trajectory: a regression that only delays the search, or that is bimodal
+    over seeds, moves it for every seed (the nightly gate's main statistic).
+    """
+    best = oracle.optimum()
+    if best is None or len(quality) == 0:
+        return 1.0
+    c_opt = oracle.true_value(best, metric="cost")
+    c_all = float(np.nansum([oracle.true_value(c, 1.0, "cost")
+                             for c in range(oracle.space.n_configs)]))
+    lo, hi = 0.0, math.log10(max(c_all / c_opt, 10.0))
+    if oracle.problem.metric == "cno":
+        y = np.log2(np.clip(quality, 1.0, AUC_CNO_CAP)) / math.log2(AUC_CNO_CAP)
+    else:
+        y = np.clip(1.0 - quality / oracle.accuracy_c(best), 0.0, 1.0)
+    x = np.log10(np.maximum(np.asarray(cum_cost, dtype=float), 1e-300) / c_opt)
+    # the step function: 1 before the first step, y[i] from x[i] to x[i+1], y[-1] to the end
+    edges = np.clip(np.concatenate(([lo], x, [hi])), lo, hi)
+    values = np.concatenate(([1.0], y))
+    return float(np.sum(values * np.diff(np.maximum.accumulate(edges))) / (hi - lo))
+
+
 def summarize(spec, oracle: Oracle, trace: pa.Table, recommendation: tuple[int | None, float],
               stop_reason: str, warmup_s: float | None) -> dict[str, Any]:
     """The run summary ``farm run --json`` prints and the store keeps. ``recommendation`` is
@@ -142,6 +183,7 @@ def summarize(spec, oracle: Oracle, trace: pa.Table, recommendation: tuple[int |
         # the unit of Lynceus' pooled cost CDFs over jobs (Sec. VI: Scout, CherryPick)
         "mean_config_cost": float(np.nanmean(oracle.true_cost[:, -1])),
         "exploration_cost_to_reach": reach,
+        "quality_auc": quality_auc(quality, cum, oracle),
         "recommendation_latency_s": {
             **latency_stats(trace.column("recommendation_latency_s").to_numpy()),
             "warmup": warmup_s},

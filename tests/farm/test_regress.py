@@ -12,8 +12,10 @@ from farm.report.regress import (
     BaselineError,
     compare,
     format_table,
+    holm,
     quality_values,
     read_baseline,
+    vargha_delaney,
     write_baseline,
 )
 
@@ -25,9 +27,9 @@ def entry(metric="cno", **columns):
             "seeds": {s: {q: float(v[s]) for q, v in columns.items()} for s in range(n)}}
 
 
-def cno_entry(final, reach11, reach2=None):
-    return entry(final_cno=final, **{"cost_to_cno<=1.1": reach11,
-                                     "cost_to_cno<=2": reach2 or reach11})
+def cno_entry(final, reach11, reach2=None, auc=None):
+    return entry(final_cno=final, quality_auc=auc or [0.2] * len(final),
+                 **{"cost_to_cno<=1.1": reach11, "cost_to_cno<=2": reach2 or reach11})
 
 
 GOOD = cno_entry([1.0, 1.02, 1.0, 1.05, 1.0, 1.0, 1.1, 1.0, 1.0, 1.03],
@@ -67,16 +69,47 @@ def test_a_significant_shift_within_the_tolerance_passes_and_a_noisy_one_too():
 
 def test_accuracy_c_is_higher_better_and_seeds_are_matched():
     base = entry("accuracy_c", final_accuracy_c=[0.9, 0.92, 0.91, 0.93, 0.9, 0.95],
-                 **{"cost_to_acc_c>=0.9opt": [1, 2, 1, 3, 2, 1]})
+                 quality_auc=[0.1] * 6, **{"cost_to_acc_c>=0.9opt": [1, 2, 1, 3, 2, 1]})
     worse = entry("accuracy_c", final_accuracy_c=[0.5, 0.6, 0.55, 0.52, 0.58, 0.61],
-                  **{"cost_to_acc_c>=0.9opt": [1, 2, 1, 3, 2, 1]})
+                  quality_auc=[0.1] * 6, **{"cost_to_acc_c>=0.9opt": [1, 2, 1, 3, 2, 1]})
     v = verdicts(compare({"t / tt": base}, {"t / tt": worse}))
-    assert v == {("t / tt", "final_accuracy_c"): "REGRESSION",
+    assert v == {("t / tt", "final_accuracy_c"): "REGRESSION", ("t / tt", "quality_auc"): "ok",
                  ("t / tt", "cost_to_acc_c>=0.9opt"): "ok"}
     # a short run (seeds 0-2 only) is compared on those seeds
     short = {"metric": "accuracy_c", "seeds": {s: base["seeds"][s] for s in range(3)}}
     rows = compare({"t / tt": base}, {"t / tt": short})
     assert all(r.n == 3 and r.verdict == "ok" for r in rows)
+
+
+def test_holm_and_vargha_delaney_against_hand_computed_values():
+    # Holm: sorted p (0.01, 0.02, 0.04) x (3, 2, 1) = (0.03, 0.04, 0.04), monotone
+    assert holm([0.04, 0.01, 0.02]).tolist() == pytest.approx([0.04, 0.03, 0.04])
+    assert holm([0.5, 0.6]).tolist() == pytest.approx([1.0, 1.0])
+    # A: pairs (x > y) count 1, ties 1/2: x = (1, 2), y = (1, 3) -> (1/2 + 0 + 1 + 0) / 4
+    assert vargha_delaney([1, 2], [1, 3]) == 0.375
+    assert vargha_delaney([math.inf], [3.0]) == 1.0
+
+
+def test_a_bimodal_regression_is_caught_by_the_trajectory_area():
+    """Lynceus without look-ahead on lynceus-cnn: half the seeds end at 2x the optimum, and
+    the end points alone (a two-valued final CNO, 'never' for reaching it) have little power;
+    the area under the quality curve moves for every seed."""
+    rng = [0.18, 0.2, 0.22, 0.19, 0.21, 0.17, 0.23, 0.2, 0.18, 0.22] * 3
+    base = cno_entry([1.0] * 30, [4.0] * 30, auc=rng)
+    final = [1.0, 2.0] * 15
+    worse = cno_entry(final, [4.0 if f == 1 else math.inf for f in final],
+                      auc=[a + 0.08 for a in rng])
+    rows = {r.quality: r for r in compare({"k": base}, {"k": worse})}
+    assert rows["quality_auc"].verdict == "REGRESSION"
+    assert rows["quality_auc"].effect > 0.9
+
+
+def test_a_neutral_reshuffle_of_the_same_values_passes():
+    values = [1.0, 1.0, 1.1, 2.0, 1.0, 1.3, 1.0, 2.1, 1.0, 1.05] * 3
+    base = cno_entry(values, [v * 4 for v in values], auc=[v / 10 for v in values])
+    shuffled = values[7:] + values[:7]
+    current = cno_entry(shuffled, [v * 4 for v in shuffled], auc=[v / 10 for v in shuffled])
+    assert {r.verdict for r in compare({"k": base}, {"k": current})} == {"ok"}
 
 
 def test_entries_only_on_one_side_are_reported_not_failed():
@@ -89,13 +122,15 @@ def test_entries_only_on_one_side_are_reported_not_failed():
 def test_quality_values_from_run_summaries():
     summaries = [{"run_key": f"k{s}", "dataset": "d", "optimizer": "random", "params": {},
                   "seed": s, "metric": "cno",
-                  "recommendation": {"cno": 1.5, "feasible": s == 0},
+                  "recommendation": {"cno": 1.5, "feasible": s == 0}, "quality_auc": 0.25 * s,
                   "exploration_cost_to_reach": {"cno<=2": 3.0, "cno<=1.1": None}}
                  for s in range(2)]
     values = quality_values(summaries)
     assert values == {"d / random": {"metric": "cno", "seeds": {
-        0: {"final_cno": 1.5, "cost_to_cno<=2": 3.0, "cost_to_cno<=1.1": math.inf},
-        1: {"final_cno": math.inf, "cost_to_cno<=2": 3.0, "cost_to_cno<=1.1": math.inf}}}}
+        0: {"final_cno": 1.5, "quality_auc": 0.0, "cost_to_cno<=2": 3.0,
+            "cost_to_cno<=1.1": math.inf},
+        1: {"final_cno": math.inf, "quality_auc": 0.25, "cost_to_cno<=2": 3.0,
+            "cost_to_cno<=1.1": math.inf}}}}
 
 
 def test_baseline_round_trip_keeps_inf(tmp_path):
@@ -109,17 +144,17 @@ def test_baseline_round_trip_keeps_inf(tmp_path):
 @pytest.mark.parametrize("content, message", [
     (None, "does not exist"),
     ("{not json", "not valid JSON"),
-    ('{"version": 9, "entries": {}}', "'version' must be 1"),
-    ('{"version": 1, "entries": []}', "'entries' must be a non-empty mapping"),
-    ('{"version": 1, "entries": {"k": {"metric": "speed", "seeds": {}}}}',
+    ('{"version": 9, "entries": {}}', "'version' must be 2"),
+    ('{"version": 2, "entries": []}', "'entries' must be a non-empty mapping"),
+    ('{"version": 2, "entries": {"k": {"metric": "speed", "seeds": {}}}}',
      "entries.k.metric must be one of"),
-    ('{"version": 1, "entries": {"k": {"metric": "cno", "seeds": {}}}}',
+    ('{"version": 2, "entries": {"k": {"metric": "cno", "seeds": {}}}}',
      "entries.k.seeds must be a non-empty"),
-    ('{"version": 1, "entries": {"k": {"metric": "cno", "seeds": {"x": {}}}}}',
+    ('{"version": 2, "entries": {"k": {"metric": "cno", "seeds": {"x": {}}}}}',
      "entries.k.seeds.x: seed is not an integer"),
-    ('{"version": 1, "entries": {"k": {"metric": "cno", "seeds": {"0": {"final_cno": 1}}}}}',
+    ('{"version": 2, "entries": {"k": {"metric": "cno", "seeds": {"0": {"final_cno": 1}}}}}',
      "entries.k.seeds.0: missing or non-numeric"),
-    (('{"version": 1, "entries": {"k": {"metric": "cno", "seeds": {"0": {"final_cno": "x", '
+    (('{"version": 2, "entries": {"k": {"metric": "cno", "seeds": {"0": {"final_cno": "x", '
       '"cost_to_cno<=1.1": 1, "cost_to_cno<=2": 1}}}}}'), "entries.k.seeds.0: missing or non-num"),
 ])
 def test_malformed_baselines_get_one_line_errors(tmp_path, content, message):
@@ -236,3 +271,53 @@ def test_the_short_spec_runs_a_subset_of_the_nightly_runs():
     full = {r.run_key for path in DEFAULT_SPECS for r in expand(load_spec(root / path))}
     short = {r.run_key for r in expand(load_spec(root / "sweeps" / "nightly-short.yaml"))}
     assert short and short <= full
+
+
+# -- the gate tested on itself ----------------------------------------------------------------
+def test_every_mutation_hook_exists_and_is_restored():
+    """A refactor that renames a hooked function fails here, not silently in the nightly."""
+    import optimizers.lynceus
+    from farm.report.mutations import MUTATIONS, patched
+
+    original = optimizers.lynceus.Lynceus.__init__
+    for m in MUTATIONS:
+        with m.patch():
+            pass
+    assert optimizers.lynceus.Lynceus.__init__ is original
+    with pytest.raises(LookupError, match="optimizers.lynceus:Lynceus._no_such_hook"):
+        with patched("optimizers.lynceus:Lynceus._no_such_hook", lambda f: f):
+            pass
+    assert len([m for m in MUTATIONS if m.kind == "regression"]) >= 10
+    assert len([m for m in MUTATIONS if m.kind == "neutral"]) >= 5
+
+
+MUTATION_SPEC = """\
+name: mutation-gate
+datasets: [synthetic]
+optimizers: [eic-usd]
+seeds: 8
+limits: {iterations: 20}
+tracking: {enabled: false}
+"""
+
+
+def test_regress_mutations_catches_a_broken_bootstrap_and_passes_a_new_random_stream(
+        tmp_path, capsys):
+    from farm.cli import main
+
+    spec = tmp_path / "gate.yaml"
+    spec.write_text(MUTATION_SPEC)
+    baseline = tmp_path / "baseline.json"
+    args = [str(spec), "--baseline", str(baseline), "--no-progress", "--serial"]
+    assert main(["regress", *args, "--update-baseline"]) == 0
+    capsys.readouterr()
+    assert main(["regress", *args, "--mutations",
+                 "bootstrap-not-latin,optimizer-random-stream"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines()
+            if line.startswith(("bootstrap-not-latin ", "optimizer-random-stream "))}
+    assert "caught" in rows["bootstrap-not-latin"]
+    assert "passed" in rows["optimizer-random-stream"]
+    assert "detection rate: 1/1" in out and "false-alarm rate: 0/1" in out
+    assert main(["regress", *args, "--mutations", "no-such-mutation"]) == 2
+    assert "unknown mutation 'no-such-mutation'" in capsys.readouterr().err

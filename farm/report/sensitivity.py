@@ -1,0 +1,178 @@
+"""Sensitivity of a sweep's results to its parameters: which parameter matters, how much, and
+where two interact -- for sweeps whose optimizer parameters (and datasets) form a full grid.
+
+Responses, one number per run (so that means and variances exist with inf outcomes):
+  - ``quality_auc``: the area under the run's quality curve (``farm.run.metrics``), in [0, 1];
+  - ``final``: the final recommendation's shortfall, ``log2(min(CNO, 16))`` (a truly
+    infeasible or missing recommendation at the cap) or ``1 - Accuracy_C / optimum's``;
+  - ``reach``: ``log10`` of the exploration cost to reach CNO <= 1.1 or 90% of the optimum's
+    Accuracy_C; never reached counts as the sweep's costliest reach x 10 (a penalty above
+    every run that got there).
+Lower is better for all three.
+
+Importance is a functional ANOVA over the grid (Hooker 2007; Hutter et al., ICML 2014, for
+hyperparameters): with the response averaged over seeds in each grid cell, the variance of the
+cell means over the (uniformly weighted) grid splits exactly into main effects and interactions
+of every order; a parameter's importance is its main effect's share, a pair's the share of
+its two-way interaction. We use it rather than a random forest's permutation importance
+because the grid is full and small: the decomposition is exact, needs no model, and its terms
+add up. The bootstrap over seeds (resampling each cell's seeds) gives confidence intervals and
+the stability of the ranking; the smallest number of seeds at which the ranking's top parameter
+stays the same in 90% of the resamples is reported as the seeds it needs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["RESPONSES", "Sensitivity", "factors_of", "responses", "sensitivity"]
+
+RESPONSES = ("quality_auc", "final", "reach")
+CNO_CAP = 16.0
+
+
+def factors_of(summaries: Sequence[Mapping]) -> dict[str, list]:
+    """The grid: each optimizer parameter that takes several values in the sweep (named
+    ``optimizer.param``), plus ``dataset`` when there are several; {factor: sorted levels}."""
+    levels: dict[str, set] = {}
+    for s in summaries:
+        for k, v in s["params"].items():
+            levels.setdefault(f"{s['optimizer']}.{k}", set()).add(_hashable(v))
+        levels.setdefault("dataset", set()).add(s["dataset"])
+    return {f: sorted(v, key=str) for f, v in sorted(levels.items()) if len(v) > 1}
+
+
+def _hashable(v):
+    return v if not isinstance(v, (list, dict)) else str(v)
+
+
+def responses(summary: Mapping, never: float) -> dict[str, float]:
+    """The three responses of one run (see the module's docstring)."""
+    metric = summary["metric"]
+    rec = summary.get("recommendation")
+    if metric == "cno":
+        cno = float(rec["cno"]) if rec and rec.get("feasible") else math.inf
+        final = math.log2(min(max(cno, 1.0), CNO_CAP))
+        target = "cno<=1.1"
+    else:
+        opt = (summary.get("optimum") or {}).get("accuracy_c") or 1.0
+        final = min(max(1.0 - (float(rec["accuracy_c"]) if rec else 0.0) / opt, 0.0), 1.0)
+        target = "acc_c>=0.9opt"
+    cost = summary["exploration_cost_to_reach"].get(target)
+    reach = never if cost is None else math.log10(max(cost, 1e-300))
+    return {"quality_auc": float(summary.get("quality_auc", math.nan)), "final": final,
+            "reach": reach}
+
+
+@dataclass
+class Sensitivity:
+    """The analysis of one response over the sweep's grid."""
+
+    response: str
+    factors: dict[str, list]
+    n_seeds: int
+    main_effects: dict[str, list[dict]]      # factor -> per level: median, ci_low, ci_high
+    importance: dict[str, float]             # factor or "a x b" -> share of the variance
+    importance_ci: dict[str, tuple[float, float]]
+    ranking: list[str]                       # factors by main-effect share, largest first
+    top_stability: float                     # share of resamples with the same top factor
+    seeds_needed: int | None                 # smallest n seeds with top_stability >= 0.9
+    cell_means: dict[tuple, float]
+
+    def to_dict(self) -> dict:
+        return {"response": self.response, "factors": self.factors, "n_seeds": self.n_seeds,
+                "main_effects": self.main_effects, "importance": self.importance,
+                "importance_ci": {k: list(v) for k, v in self.importance_ci.items()},
+                "ranking": self.ranking, "top_stability": self.top_stability,
+                "seeds_needed": self.seeds_needed}
+
+
+def _anova(cells: np.ndarray) -> dict[tuple[int, ...], float]:
+    """Variance shares of the main effects and two-way interactions of a full-grid array of
+    cell means (one axis per factor), uniform weights."""
+    total = float(np.var(cells))
+    if total <= 0:
+        return {(i,): 0.0 for i in range(cells.ndim)} | {
+            p: 0.0 for p in itertools.combinations(range(cells.ndim), 2)}
+    grand = float(cells.mean())
+    axes = range(cells.ndim)
+    marg = {i: cells.mean(axis=tuple(a for a in axes if a != i)) - grand for i in axes}
+    out: dict[tuple[int, ...], float] = {(i,): float(np.var(marg[i])) / total for i in axes}
+    for i, j in itertools.combinations(axes, 2):
+        pair = cells.mean(axis=tuple(a for a in axes if a not in (i, j))) - grand
+        inter = pair - marg[i][:, None] - marg[j][None, :]
+        out[(i, j)] = float(np.mean(inter ** 2)) / total
+    return out
+
+
+def sensitivity(summaries: Sequence[Mapping], response: str = "quality_auc",
+                n_boot: int = 200, seed: int = 0) -> Sensitivity | None:
+    """The analysis of ``response`` over the sweep's grid, or None without a full grid (every
+    combination of the factors' levels present with the same seeds)."""
+    factors = factors_of(summaries)
+    if not factors:
+        return None
+    names = list(factors)
+    index = {f: {lv: i for i, lv in enumerate(levels)} for f, levels in factors.items()}
+    finite = [c for s in summaries for c in s["exploration_cost_to_reach"].values()
+              if c is not None and c > 0]
+    never = math.log10(max(finite) * 10) if finite else 1.0
+    by_cell: dict[tuple, dict[int, float]] = {}
+    for s in summaries:
+        values = {**{f"{s['optimizer']}.{k}": _hashable(v) for k, v in s["params"].items()},
+                  "dataset": s["dataset"]}
+        cell = tuple(index[f][values[f]] for f in names)
+        r = responses(s, never)[response]
+        by_cell.setdefault(cell, {})[s["seed"]] = r
+    shape = tuple(len(factors[f]) for f in names)
+    if len(by_cell) != math.prod(shape):
+        return None
+    seeds = sorted(set.intersection(*(set(v) for v in by_cell.values())))
+    if len(seeds) < 2:
+        return None
+    data = np.empty(shape + (len(seeds),))
+    for cell, vals in by_cell.items():
+        data[cell] = [vals[s] for s in seeds]
+    rng = np.random.default_rng(seed)
+
+    def shares(sample):
+        a = _anova(sample.mean(axis=-1))
+        return {_label(k, names): v for k, v in a.items()}
+
+    point = shares(data)
+    boot = [shares(data[..., rng.integers(0, len(seeds), len(seeds))]) for _ in range(n_boot)]
+    ci = {k: (float(np.quantile([b[k] for b in boot], 0.05)),
+              float(np.quantile([b[k] for b in boot], 0.95))) for k in point}
+    ranking = sorted(names, key=lambda f: -point[f])
+    top = ranking[0]
+    stability = float(np.mean([max(names, key=lambda f: b[f]) == top for b in boot]))
+    needed = None
+    for n in range(2, len(seeds) + 1):
+        sub = [shares(data[..., rng.choice(len(seeds), n, replace=True)]) for _ in range(100)]
+        if np.mean([max(names, key=lambda f: b[f]) == top for b in sub]) >= 0.9:
+            needed = n
+            break
+    main = {}
+    for i, f in enumerate(names):
+        rows = []
+        for j, lv in enumerate(factors[f]):
+            vals = np.take(data, j, axis=i)
+            med = float(np.median(vals))
+            meds = [float(np.median(np.take(data[..., rng.integers(0, len(seeds), len(seeds))],
+                                            j, axis=i))) for _ in range(n_boot)]
+            rows.append({"level": lv, "median": med, "ci_low": float(np.quantile(meds, 0.05)),
+                         "ci_high": float(np.quantile(meds, 0.95))})
+        main[f] = rows
+    cell_means = {tuple(factors[f][c] for f, c in zip(names, cell)): float(data[cell].mean())
+                  for cell in itertools.product(*(range(n) for n in shape))}
+    return Sensitivity(response, factors, len(seeds), main, point, ci, ranking, stability,
+                       needed, cell_means)
+
+
+def _label(key: tuple[int, ...], names: Sequence[str]) -> str:
+    return " x ".join(names[i] for i in key)

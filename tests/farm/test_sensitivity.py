@@ -1,0 +1,60 @@
+"""farm.report.sensitivity: the functional ANOVA over a sweep's grid on made-up summaries with
+known effects."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from farm.report.sensitivity import factors_of, sensitivity
+
+
+def summaries(effect, seeds=8, noise=0.01):
+    """lynceus runs over la x gamma x timeout whose quality_auc is effect(la, gamma, timeout)
+    plus seed noise."""
+    rng = np.random.default_rng(0)
+    out = []
+    for la, gamma, timeout, seed in itertools.product((0, 1, 2), (0.5, 0.9), ("none", "tg"),
+                                                      range(seeds)):
+        out.append({"run_key": f"{la}{gamma}{timeout}{seed}", "dataset": "d",
+                    "optimizer": "lynceus", "seed": seed, "metric": "cno",
+                    "params": {"la": la, "gamma": gamma, "timeout": timeout, "k": 3},
+                    "quality_auc": effect(la, gamma, timeout) + noise * rng.normal(),
+                    "recommendation": {"cno": 1.0, "feasible": True},
+                    "exploration_cost_to_reach": {"cno<=1.1": 1.0, "cno<=2": 1.0}})
+    return out
+
+
+def test_the_grid_is_the_parameters_that_vary():
+    f = factors_of(summaries(lambda la, g, t: 0.0))
+    assert f == {"lynceus.gamma": [0.5, 0.9], "lynceus.la": [0, 1, 2],
+                 "lynceus.timeout": ["none", "tg"]}
+
+
+def test_an_additive_effect_is_ranked_with_its_exact_share():
+    # la: levels 0, 0.3, 0.6 (variance 0.06); timeout: 0, 0.1 (variance 0.0025); gamma none
+    s = sensitivity(summaries(lambda la, g, t: 0.3 * la + (0.1 if t == "tg" else 0.0),
+                              noise=0.0))
+    assert s.ranking[0] == "lynceus.la" and s.ranking[1] == "lynceus.timeout"
+    assert s.importance["lynceus.la"] == pytest.approx(0.06 / 0.0625)
+    assert s.importance["lynceus.timeout"] == pytest.approx(0.0025 / 0.0625)
+    assert s.importance["lynceus.gamma"] == pytest.approx(0.0, abs=1e-12)
+    assert s.importance["lynceus.la x lynceus.timeout"] == pytest.approx(0.0, abs=1e-12)
+    assert s.top_stability == 1.0 and s.seeds_needed == 2
+    medians = [row["median"] for row in s.main_effects["lynceus.la"]]
+    assert medians == pytest.approx([0.05, 0.35, 0.65])
+
+
+def test_a_pure_interaction_has_no_main_effect():
+    s = sensitivity(summaries(lambda la, g, t: 0.2 if (g == 0.9) == (t == "tg") else 0.0,
+                              noise=0.0))
+    assert s.importance["lynceus.gamma x lynceus.timeout"] == pytest.approx(1.0)
+    assert s.importance["lynceus.gamma"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_a_grid_with_a_missing_cell_is_not_analysed():
+    runs = [r for r in summaries(lambda la, g, t: 0.0)
+            if not (r["params"]["la"] == 2 and r["params"]["timeout"] == "tg")]
+    assert sensitivity(runs) is None
