@@ -19,7 +19,7 @@ from farm.report.analysis import DatasetAnalysis
 from farm.report.sections import SECTIONS
 from farm.run.metrics import REACH_TARGETS
 
-__all__ = ["write_report"]
+__all__ = ["MAX_CURVES", "chosen_variants", "write_report"]
 
 
 def write_report(analyses: Mapping[str, DatasetAnalysis], out_dir: Path,
@@ -42,6 +42,10 @@ def write_report(analyses: Mapping[str, DatasetAnalysis], out_dir: Path,
         if rows or section.empty is not None:
             body += [f"<h2>{html.escape(section.title)}</h2>",
                      _table(rows) if rows else f"<p>{html.escape(section.empty)}</p>"]
+        if rows and section.figures is not None:
+            written = section.figures(analyses, out_dir)
+            files += written
+            body += [_img(f) for f in written if f.suffix == ".png"]
     stats_path = out_dir / "stats.json"
     stats_path.write_text(json.dumps({n: a.stats for n, a in analyses.items()}, indent=1,
                                      default=_json_float))
@@ -50,21 +54,55 @@ def write_report(analyses: Mapping[str, DatasetAnalysis], out_dir: Path,
     return files + [stats_path, page]
 
 
+MAX_CURVES = 6
+
+
+def chosen_variants(a: DatasetAnalysis) -> list[str]:
+    """The variants a figure draws: all of them up to ``MAX_CURVES``; beyond, per optimizer
+    with several variants its best and worst (median ``quality_auc`` over seeds) and its
+    default settings, and every optimizer that has one variant (the baselines)."""
+    if len(a.groups) <= MAX_CURVES:
+        return list(a.groups)
+    from optimizers.registry import get
+
+    by_optimizer: dict[str, list[str]] = {}
+    for label, g in a.groups.items():
+        by_optimizer.setdefault(g.optimizer, []).append(label)
+    keep = []
+    for optimizer, labels in by_optimizer.items():
+        if len(labels) == 1:
+            keep += labels
+            continue
+        auc = {label: float(np.median([s.get("quality_auc", np.nan)
+                                       for s in a.groups[label].summaries]))
+               for label in labels}
+        ranked = sorted(labels, key=lambda label: auc[label])
+        defaults = get(optimizer).resolve_params({})
+        default = [label for label in labels if a.groups[label].params == defaults]
+        keep += list(dict.fromkeys([ranked[0], *default, ranked[-1]]))
+    return keep
+
+
 def _figures(name: str, a: DatasetAnalysis, out_dir: Path) -> list[Path]:
     """Lynceus Fig. 4-5 for CNO (p50/p90 CNO against cost; CDFs of the cost to reach CNO <= 2
-    and <= 1.1), TrimTuner Fig. 1-2 for Accuracy_C (mean against cost and time)."""
+    and <= 1.1), TrimTuner Fig. 1-2 for Accuracy_C (mean against cost and time), for the
+    ``chosen_variants`` (a grid of 72 variants is read in the sensitivity section, not as 72
+    curves)."""
     slug = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)
+    chosen = chosen_variants(a)
+    curves = {k: v for k, v in a.curves.items() if k in chosen}
+    reach_by = {k: v for k, v in a.reach.items() if k in chosen}
     if a.metric == "cno":
-        return [plots.plot_cno(out_dir / f"cno_{slug}.png", name, a.cost_grid, a.curves),
+        return [plots.plot_cno(out_dir / f"cno_{slug}.png", name, a.cost_grid, curves),
                 plots.plot_reach_cdf(out_dir / f"reach_{slug}.png", name,
                                      {k: {t: v for t, v in r.items() if t != "cno<=1"}
-                                      for k, r in a.reach.items()})]
+                                      for k, r in reach_by.items()})]
     return [plots.plot_accuracy(
         out_dir / f"accuracy_{slug}.png", name, a.optimum,
         {"cumulative exploration cost ($)":
-             (a.cost_grid, {k: c["mean"] for k, c in a.curves.items()}),
+             (a.cost_grid, {k: c["mean"] for k, c in curves.items()}),
          "cumulative exploration time (s)":
-             (a.time_grid, {k: c["mean_by_time"] for k, c in a.curves.items()})})]
+             (a.time_grid, {k: c["mean_by_time"] for k, c in curves.items()})})]
 
 
 def _summary_rows(a: DatasetAnalysis) -> list[dict[str, Any]]:

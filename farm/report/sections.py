@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from farm.report import sensitivity
 from farm.report.analysis import DatasetAnalysis, paper_rows
 from farm.report.papers import paper_latency
 from farm.report.pooled import pooled_reach_rows
@@ -25,6 +27,8 @@ class Section:
     title: str
     rows: Callable[[Mapping[str, DatasetAnalysis]], Rows]
     empty: str | None = None   # shown when there are no rows; None: the section is left out
+    # files the section writes into the report folder (PNGs are shown under its table)
+    figures: Callable[[Mapping[str, DatasetAnalysis], Path], list[Path]] | None = None
 
 
 def latency_rows(analyses: Mapping[str, DatasetAnalysis]) -> list[dict[str, Any]]:
@@ -72,6 +76,10 @@ SECTIONS: list[Section] = [
     Section("Recommendation latency", latency_rows, empty="(no runs)"),
     Section("Guindani et al. Table 1 metrics (means over seeds)", guindani_rows),
     Section("Scout and CherryPick jobs pooled (Lynceus Sec. VI)", pooled_reach_rows),
+    Section("Sensitivity: parameter importance (functional ANOVA over the grid)",
+            sensitivity.importance_rows, figures=sensitivity.figures),
+    Section("Sensitivity: main effects (median over runs at each level)",
+            sensitivity.main_effect_rows),
     Section("Published numbers beside ours", published_rows,
             empty="No published experiment matches this sweep's datasets and optimizers."),
 ]

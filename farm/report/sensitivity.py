@@ -30,7 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["RESPONSES", "Sensitivity", "factors_of", "responses", "sensitivity"]
+__all__ = ["RESPONSES", "Sensitivity", "by_optimizer", "factors_of", "figures", "importance_rows",
+           "main_effect_rows", "responses", "sensitivity"]
 
 RESPONSES = ("quality_auc", "final", "reach")
 CNO_CAP = 16.0
@@ -176,3 +177,86 @@ def sensitivity(summaries: Sequence[Mapping], response: str = "quality_auc",
 
 def _label(key: tuple[int, ...], names: Sequence[str]) -> str:
     return " x ".join(names[i] for i in key)
+
+
+# -- the report's section -----------------------------------------------------------------------
+def by_optimizer(analyses: Mapping) -> dict[str, dict[str, Sensitivity]]:
+    """For each optimizer whose parameters form a grid in the sweep, per quality metric
+    (datasets a factor when there are several): {name: {response: Sensitivity}}, the name
+    the optimizer's, with the metric when the sweep has both."""
+    runs: dict[tuple[str, str], list[dict]] = {}
+    for a in analyses.values():
+        for g in a.groups.values():
+            runs.setdefault((g.optimizer, a.metric), []).extend(g.summaries)
+    metrics = {metric for _, metric in runs}
+    out = {}
+    for (optimizer, metric), summaries in sorted(runs.items()):
+        name = optimizer if len(metrics) == 1 else f"{optimizer} ({metric})"
+        found = {r: sensitivity(summaries, r) for r in RESPONSES}
+        if all(found.values()):
+            out[name] = found
+    return out
+
+
+def importance_rows(analyses: Mapping) -> list[dict]:
+    """Per optimizer grid and response: each factor's and top pair's share of the variance
+    with its 90% bootstrap interval, the ranking's stability and the seeds it needs."""
+    rows = []
+    for optimizer, found in by_optimizer(analyses).items():
+        for response, s in found.items():
+            pairs = sorted((k for k in s.importance if " x " in k),
+                           key=lambda k: -s.importance[k])[:2]
+            for rank, name in enumerate([*s.ranking, *pairs], 1):
+                lo, hi = s.importance_ci[name]
+                rows.append({"optimizer": optimizer, "response": response,
+                             "rank": rank if " x " not in name else "pair", "factor": name,
+                             "share of variance": f"{s.importance[name]:.1%}",
+                             "90% interval": f"{lo:.1%} - {hi:.1%}",
+                             "top factor stable in": f"{s.top_stability:.0%} of resamples",
+                             "seeds needed": s.seeds_needed, "seeds": s.n_seeds})
+    return rows
+
+
+def main_effect_rows(analyses: Mapping) -> list[dict]:
+    """Per optimizer grid, response, factor and level: the median response over every run at
+    that level with its 90% bootstrap interval over seeds."""
+    rows = []
+    for optimizer, found in by_optimizer(analyses).items():
+        for response, s in found.items():
+            for factor in s.ranking:
+                for r in s.main_effects[factor]:
+                    rows.append({"optimizer": optimizer, "response": response,
+                                 "factor": factor, "level": r["level"],
+                                 "median": r["median"],
+                                 "90% interval": f"{r['ci_low']:.4g} - {r['ci_high']:.4g}"})
+    return rows
+
+
+def figures(analyses: Mapping, out_dir) -> list:
+    """Main-effect panels per response and heat maps of the two largest interactions of
+    ``quality_auc``, per optimizer grid; ``sensitivity.json`` with every number."""
+    import json
+    from pathlib import Path
+
+    from farm.report import plots
+
+    out_dir = Path(out_dir)
+    files, doc = [], {}
+    for optimizer, found in by_optimizer(analyses).items():
+        doc[optimizer] = {r: s.to_dict() for r, s in found.items()}
+        slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in optimizer)
+        for response, s in found.items():
+            files.append(plots.plot_main_effects(
+                out_dir / f"sensitivity_{slug}_{response}.png",
+                f"{optimizer}: main effects on {response}", s))
+        s = found["quality_auc"]
+        pairs = sorted((k for k in s.importance if " x " in k), key=lambda k: -s.importance[k])
+        for pair in pairs[:2]:
+            a, b = pair.split(" x ")
+            files.append(plots.plot_interaction(
+                out_dir / f"interaction_{slug}_{a}_{b}.png", optimizer, s, a, b))
+    if doc:
+        path = out_dir / "sensitivity.json"
+        path.write_text(json.dumps(doc, indent=1, default=str))
+        files.append(path)
+    return files

@@ -150,15 +150,17 @@ def test_report_page_is_self_contained_with_figures_and_tables(tmp_path):
     files = write_report(analyse(trace, [r.summary for r in results]), tmp_path / "out",
                          title="test sweep")
     names = sorted(f.name for f in files)
-    pngs = [n for n in names if n.endswith(".png")]
+    pngs = [n for n in names if n.endswith(".png") and not n.startswith("sensitivity_")]
     assert len(pngs) == 3 and any(n.startswith("cno_") for n in pngs)
+    # random's n_init grid (CNO problem only) gets main-effect panels per response
+    assert "sensitivity_random__cno__quality_auc.png" in names
     assert any(n.startswith("reach_") for n in pngs) and any(n.startswith("accuracy_")
                                                              for n in pngs)
     for f in files:
         if f.suffix == ".png":
             assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f.stat().st_size > 10_000
     page = (tmp_path / "out" / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 3
+    assert page.count("data:image/png;base64,") == 3 + 3
     assert not re.search(r'src="(?!data:)', page)
     assert "Recommendation latency" in page and "random[n_init=2]" in page
     assert "No published experiment matches" in page
@@ -247,3 +249,58 @@ def test_scout_jobs_pool_into_one_cdf_in_mean_configuration_cost_units():
     assert by["eic-usd"]["p90 / lynceus p90"] == 2.0
     assert by["eic-usd"]["paper (BO / Lynceus)"] == 1.6
     assert by["lynceus"]["p90 / lynceus p90"] is None
+
+
+SENSITIVITY_SPEC = """\
+name: sens
+datasets: [synthetic]
+optimizers:
+  - name: lynceus
+    params: {la: [0, 1], timeout: [none, tg]}
+  - random
+seeds: 3
+limits: {iterations: 14}
+tracking: {enabled: false}
+"""
+
+
+def test_a_grid_sweep_gets_a_sensitivity_section_with_figures(tmp_path, capsys):
+    """A real (small) grid sweep: the report ranks the grid's parameters per response, writes
+    main-effect and interaction figures and sensitivity.json; random (no grid) is left out."""
+    import json
+
+    from farm.cli import main
+
+    spec, out = tmp_path / "sens.yaml", tmp_path / "out"
+    spec.write_text(SENSITIVITY_SPEC)
+    assert main(["sweep", str(spec), "--out", str(out), "--serial", "--no-progress"]) == 0
+    assert main(["report", str(out), "--no-tracking"]) == 0
+    report = out / "report"
+    doc = json.loads((report / "sensitivity.json").read_text())
+    assert list(doc) == ["lynceus"]
+    auc = doc["lynceus"]["quality_auc"]
+    assert sorted(auc["ranking"]) == ["lynceus.la", "lynceus.timeout"]
+    assert auc["n_seeds"] == 3
+    shares = auc["importance"]
+    assert 0 <= shares["lynceus.la"] <= 1 and 0 <= shares["lynceus.la x lynceus.timeout"] <= 1
+    assert (report / "sensitivity_lynceus_quality_auc.png").stat().st_size > 0
+    assert (report / "interaction_lynceus_lynceus.la_lynceus.timeout.png").stat().st_size > 0
+    page = (report / "report.html").read_text()
+    assert "Sensitivity: parameter importance" in page and "lynceus.timeout" in page
+
+
+def test_a_large_grid_draws_its_best_worst_and_default_variants_only():
+    from farm.report.page import MAX_CURVES, chosen_variants
+
+    results = [run_one(RunSpec("synthetic", "random", seed=s, iterations=12,
+                               params={"n_init": n}))
+               for s in range(2) for n in range(1, MAX_CURVES + 2)]
+    trace = pa.concat_tables([r.trace for r in results])
+    [a] = analyse(trace, [r.summary for r in results]).values()
+    assert len(a.groups) == MAX_CURVES + 1
+    chosen = chosen_variants(a)
+    auc = {label: np.median([s["quality_auc"] for s in g.summaries])
+           for label, g in a.groups.items()}
+    assert min(auc, key=auc.get) in chosen and max(auc, key=auc.get) in chosen
+    assert "random[n_init=1]" in chosen          # the default setting
+    assert len(chosen) <= 3
