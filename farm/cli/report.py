@@ -63,6 +63,8 @@ def _log_to_mlflow(sweep_dir: Path, files: list[Path], uri: str | None) -> None:
 
 def cmd_regress(args) -> int:
     from farm.report.regress import (
+        PRIMARY,
+        PRIMARY_SHARE,
         BaselineError,
         compare,
         format_table,
@@ -117,10 +119,11 @@ def cmd_regress(args) -> int:
         print(f"\nbaseline entries these specs do not run ({len(not_run)}): "
               f"{', '.join(not_run)}")
     regressions = [r for r in rows if r.verdict == "REGRESSION"]
+    share = PRIMARY_SHARE * args.alpha
     print(f"\n{len(regressions)} regression(s), {failed} failed run(s) (one-sided "
-          f"Mann-Whitney U, Holm over {sum(r.verdict in ('ok', 'REGRESSION', 'improved') for r in rows)}"
-          f" comparisons at alpha {args.alpha:g}, Vargha-Delaney A >= {args.min_effect:g}, "
-          f"median or p90 worse by more than {args.tolerance:.0%})")
+          f"Mann-Whitney U with Holm's correction: {PRIMARY} at {share:.2g}, the end points at "
+          f"{args.alpha - share:.2g}; Vargha-Delaney A >= {args.min_effect:g}; median or p90 "
+          f"worse by more than {args.tolerance:.0%})")
     return EXIT_FAILED if regressions or failed else EXIT_OK
 
 

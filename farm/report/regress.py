@@ -16,9 +16,13 @@ Quality metrics per run (from its summary; worse = larger, but Accuracy_C):
 
 A metric of an entry REGRESSES when all three hold:
   1. significance: the one-sided Mann-Whitney U test (current worse than baseline) has a
-     p-value below ``alpha`` after Holm's correction over every comparison of the gate (all
-     entries x metrics), so ``alpha`` (default 0.05) bounds the probability that a gate with no
-     real change flags anything (the family-wise false-alarm rate);
+     p-value below its family's share of ``alpha`` after Holm's correction within the family.
+     The primary family is ``quality_auc`` of every entry (``PRIMARY_SHARE`` = 80% of alpha),
+     the secondary family every end point of every entry (the other 20%): a regression of the
+     trajectory is tested among few comparisons, a collapse of an end point (a target no longer
+     reached) is still caught, and ``alpha`` (default 0.05) bounds the probability that a gate
+     with no real change flags anything (the family-wise false-alarm rate, Bonferroni over the
+     two families);
   2. effect size: Vargha-Delaney A (the probability that a current run is worse than a baseline
      run, ties counting half) is at least ``min_effect`` (default 0.64, "medium");
   3. magnitude: the median or the 90th percentile got worse by more than ``tolerance``
@@ -160,13 +164,27 @@ def holm(p: Sequence[float]) -> np.ndarray:
     return out
 
 
+PRIMARY = "quality_auc"
+PRIMARY_SHARE = 0.8
+
+
 def _verdicts(rows: list[Comparison], alpha: float, tolerance: float,
               min_effect: float) -> list[Comparison]:
-    tested = [i for i, r in enumerate(rows) if not r.verdict]
-    worse = holm([rows[i].p_worse for i in tested]) if tested else []
-    better = holm([rows[i].p_better for i in tested]) if tested else []
     out = list(rows)
-    for i, pw, pb in zip(tested, worse, better):
+    for primary, share in ((True, PRIMARY_SHARE), (False, 1.0 - PRIMARY_SHARE)):
+        family = [i for i, r in enumerate(rows)
+                  if not r.verdict and (r.quality == PRIMARY) == primary]
+        _family_verdicts(rows, out, family, share * alpha, tolerance, min_effect)
+    return out
+
+
+def _family_verdicts(rows: list[Comparison], out: list[Comparison], family: list[int],
+                     alpha: float, tolerance: float, min_effect: float) -> None:
+    if not family:
+        return
+    worse = holm([rows[i].p_worse for i in family])
+    better = holm([rows[i].p_better for i in family])
+    for i, pw, pb in zip(family, worse, better):
         r = rows[i]
         if pw < alpha and r.effect >= min_effect and max(r.change, r.change_p90) > tolerance:
             verdict = "REGRESSION"
@@ -175,7 +193,6 @@ def _verdicts(rows: list[Comparison], alpha: float, tolerance: float,
         else:
             verdict = "ok"
         out[i] = replace(r, p_holm=float(pw), verdict=verdict)
-    return out
 
 
 def _mwu(x: np.ndarray, y: np.ndarray, alternative: str) -> float:
