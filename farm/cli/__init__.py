@@ -18,6 +18,7 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     from .bench import add_bench_commands
+    from .cluster import add_cluster_commands
     from .datasets import add_datasets_commands
     from .optimizers import add_optimizers_command
     from .report import add_report_commands
@@ -28,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 "cloud-configuration optimizers")
     sub = p.add_subparsers(dest="command", required=True)
     for add in (add_run_command, add_datasets_commands, add_optimizers_command,
-                add_bench_commands, add_sweep_commands, add_report_commands):
+                add_bench_commands, add_sweep_commands, add_report_commands,
+                add_cluster_commands):
         add(sub)
     return p
 

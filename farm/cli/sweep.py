@@ -1,15 +1,20 @@
 """``farm sweep`` and ``farm sync``.
 
 Exit codes: 0 every run of the sweep is done; 1 some runs failed (recorded in the index with
-their error, retried on the next invocation); 2 bad input (spec, dataset, optimizer or
-parameter), on one line on stderr; 130 interrupted (finished runs are kept).
+their error, retried on the next invocation), or the cluster was lost (its head stopped
+answering: one line with the command that resumes); 2 bad input (spec, dataset, optimizer or
+parameter), on one line on stderr; 130 interrupted by Ctrl-C, SIGTERM or SIGHUP (finished
+runs are kept).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import signal
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_table
@@ -59,11 +64,19 @@ def _run(spec, source, out, args) -> int:
     from farm.sweep.runner import SUMMARY_COLUMNS, run_sweep, summary_rows
     from farm.sweep.store import Store
 
-    report = run_sweep(spec, out, source=source, address=args.address,
-                       backend="serial" if args.serial else None,
-                       max_in_flight=args.max_in_flight,
-                       tracking=False if args.no_tracking else None,
-                       tracking_uri=args.tracking_uri, progress=not args.no_progress)
+    from farm.sweep.capacity import ClusterLost
+
+    try:
+        with _signals_interrupt():
+            report = run_sweep(spec, out, source=source, address=args.address,
+                               backend="serial" if args.serial else None,
+                               max_in_flight=args.max_in_flight,
+                               tracking=False if args.no_tracking else None,
+                               tracking_uri=args.tracking_uri, progress=not args.no_progress)
+    except ClusterLost as e:  # what finished is stored, the index written, MLflow's run FAILED
+        print(f"farm: error: {e}; {len(Store(out).finished())} runs are stored in {out}; "
+              f"resume with: {_resume_command(args, out)}", file=sys.stderr)
+        return EXIT_FAILED
     print(f"\nsweep {spec.name}: {len(report.runs)} runs, {report.skipped} already done, "
           f"{report.done} run now, {report.failed} failed ({report.wall_s:.1f} s) -> {out}")
     print_table(summary_rows(Store(out), report.runs), SUMMARY_COLUMNS)
@@ -75,6 +88,37 @@ def _run(spec, source, out, args) -> int:
         state = "offline, run `farm sync` later" if report.tracking_offline else "ok"
         print(f"MLflow: {report.tracking_uri} ({state})")
     return EXIT_OK if report.complete else EXIT_FAILED
+
+
+@contextmanager
+def _signals_interrupt():
+    """SIGTERM and SIGHUP (the driver stopped by a scheduler, a closed terminal) end the sweep
+    as Ctrl-C does: finished runs stay stored, the index is written, MLflow's run is closed."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _resume_command(args, out) -> str:
+    """The command that finishes the sweep's missing runs (the same sweep, the same --out)."""
+    if args.spec:
+        what = [args.spec]
+    else:
+        what = ["--datasets", args.datasets, "--optimizers", args.optimizers,
+                "--seeds", str(args.seeds or 1)]
+        what += [f"--{k}={v}" for k, v in (("iterations", args.iterations),
+                                            ("budget", args.budget), ("name", args.name))
+                 if v is not None]
+        what += [f"--param={p}" for p in args.param or ()]
+    how = ["--address", args.address] if args.address else []
+    return (f"{shlex.join(['farm', 'sweep', *what, '--out', str(out), *how])} "
+            "(on a new cluster, or with --serial)")
 
 
 def cmd_sync(args) -> int:

@@ -4,25 +4,29 @@ executor for the optimizers' inner work (DESIGN.md, "farm/ -> Ray").
 - Each dataset's Arrow table goes into the object store once (``share_dataset``); actors read
   it with ``ray.get``, which maps the table's buffers from shared memory instead of copying
   them, and build the oracle's index once per (dataset, problem).
-- ``RunActor`` hosts one optimizer run at a time. ``run_on_ray`` keeps a bounded pool of them
-  busy (back-pressure: a run is submitted only when an actor is free), yields each outcome as
-  it finishes, and re-runs a run whose actor died (``max_retries``) on a fresh actor.
+- ``RunActor`` hosts one optimizer run at a time; a run is submitted only when an actor is
+  free (back-pressure), each outcome is yielded as it finishes.
+- ``run_on_ray`` keeps an elastic pool of them busy, sized to the cluster's CPUs as nodes join
+  and leave (``farm.sweep.capacity``), and re-queues the runs of an actor that died.
 - ``RayExecutor`` implements ``optimizers.executor.Executor``: the context is put into the
   object store once per ``map`` and the items go out as a few chunked tasks.
 
 A local Ray instance started here stays on 127.0.0.1: unless ``RAY_ADDRESS`` names a cluster
-to join, ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` is set before Ray is imported, which makes
-Ray use the loopback address for every server it starts.
+to join on another machine, ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` is set before Ray is
+imported, which makes Ray use the loopback address for every server it starts (and for this
+driver on a cluster joined at 127.0.0.1, e.g. ``farm cluster up``'s).
 """
 
 from __future__ import annotations
 
+import math
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-if not os.environ.get("RAY_ADDRESS"):
+if os.environ.get("RAY_ADDRESS", "127.0.0.1").startswith(("127.", "localhost")):
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_DISABLE_USAGE_STATS", "1")
 
@@ -32,6 +36,15 @@ from ray.exceptions import RayActorError, RayTaskError  # noqa: E402
 
 from farm.run.loop import RunResult, run_one  # noqa: E402
 from farm.run.spec import RunSpec  # noqa: E402
+from farm.sweep.capacity import (  # noqa: E402
+    HEAD_TIMEOUT_S,
+    PLACEMENT_TIMEOUT_S,
+    POLL_S,
+    ClusterLost,
+    Demand,
+    HeadWatch,
+    target_actors,
+)
 from farm.sweep.serial import OracleCache, Outcome, error_line  # noqa: E402
 
 __all__ = [
@@ -44,15 +57,18 @@ __all__ = [
 ]
 
 _META_KEY = b"optfarm"
+_joined_cluster = False  # init_ray joined an existing cluster (it may have an autoscaler)
 
 
 def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     """Join ``address`` (or ``$RAY_ADDRESS``), else start a local Ray on 127.0.0.1."""
+    global _joined_cluster
     if ray.is_initialized():
         return
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
         ray.init(address=address, log_to_driver=False)
+        _joined_cluster = True
     else:
         ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
                  log_to_driver=False, _node_ip_address="127.0.0.1")
@@ -186,80 +202,146 @@ class RunActor:
         return shared_memory_report(self._oracles.datasets[name].table)
 
 
-# -- a sweep's runs on a pool of actors ---------------------------------------------------------
+# -- a sweep's runs on an elastic pool of actors ----------------------------------------------
 # runs queued per actor: the next run is already there when one finishes, so an actor never
 # waits for the driver to store a result and submit again
 QUEUE_DEPTH = 2
 
 
+class _Actor:
+    """One ``RunActor`` of the pool; placed on a node once ``where`` has answered."""
+
+    def __init__(self, handle):
+        self.handle = handle
+        self.where_ref = handle.where.remote()
+        self.where: dict | None = None
+        self.runs = 0  # submitted to it, not yet returned
+
+
 def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: int = 2,
                executor: str = "serial", chunk_size: int = 0,
-               on_submit: Callable[[RunSpec, dict], None] | None = None) -> Iterator[Outcome]:
-    """Run ``runs`` on a pool of ``RunActor``s, yielding outcomes as they finish.
+               on_submit: Callable[[RunSpec, dict], None] | None = None,
+               autoscale: bool | None = None, head_timeout: float = HEAD_TIMEOUT_S,
+               placement_timeout: float = PLACEMENT_TIMEOUT_S) -> Iterator[Outcome]:
+    """Run ``runs`` on an elastic pool of ``RunActor``s, yielding outcomes as they finish.
 
-    ``max_in_flight`` actors (0: one per CPU of the cluster) each run one run at a time with
-    ``QUEUE_DEPTH`` runs queued at most: back-pressure, nothing more is submitted. A run whose
-    actor dies is re-run on a new actor up to ``max_retries`` times. Closing the generator
-    (e.g. on Ctrl-C) kills the actors. ``on_submit(spec, where)`` is called as each run goes
-    out.
+    The pool follows the cluster (``farm.sweep.capacity``): every ``POLL_S`` seconds it is
+    sized to the cluster's CPUs at that moment (at most ``max_in_flight``, 0: no limit, and at
+    most the runs left), so a node that joins gets actors and a lost node's actors are not
+    replaced. A run goes only to an actor already placed on a node, at most ``QUEUE_DEPTH`` per
+    actor, the least loaded first; an actor that waits for a CPU holds no run, and an idle
+    actor the sweep no longer needs is ended, so it holds no CPU that a queued run needs. A run
+    whose actor died goes back to the queue, to any live actor, up to ``max_retries`` times.
+    ``autoscale`` (default: when joined to an existing cluster) asks the autoscaler for a CPU
+    per run that could be in flight. ``ClusterLost`` ends it when the head has not answered
+    for ``head_timeout`` s, or when runs waited ``placement_timeout`` s with none running.
+    Closing the generator (e.g. on Ctrl-C) kills the actors. ``on_submit(spec, where)`` is
+    called as each run goes out.
     """
     if not runs:
         return
-    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    size = min(max_in_flight or cpus, len(runs))
     shared = {name: share_dataset(name) for name in sorted({r.dataset for r in runs})}
     # with the Ray executor an actor mostly waits for its tasks: it holds no CPU, so the
     # tasks can always be scheduled
     options = {"num_cpus": 0 if executor == "ray" else 1}
-
-    def new_actor() -> list[tuple]:  # its slots; creation does not block
-        actor = RunActor.options(**options).remote(shared, executor, chunk_size)
-        return [(actor, actor.where.remote())] * QUEUE_DEPTH
-
+    head = HeadWatch(ray.get_runtime_context().gcs_address, head_timeout)
+    demand = Demand(_joined_cluster if autoscale is None else autoscale)
     pending = list(reversed(runs))  # pop() from the end keeps the given order
     attempts: dict[str, int] = {}
-    free = [slot for _ in range(size) for slot in new_actor()]
-    dead: set[int] = set()
-    in_flight: dict[ray.ObjectRef, tuple] = {}
+    actors: list[_Actor] = []
+    in_flight: dict[ray.ObjectRef, tuple[_Actor, RunSpec, float]] = {}
+    polled, starved_since = -math.inf, time.monotonic()
     try:
         while pending or in_flight:
-            while free and pending:
-                (actor, where), spec = free.pop(0), pending.pop()
+            now = time.monotonic()
+            if now - polled >= POLL_S:
+                polled = now
+                if head.check():
+                    busy = sum(1 for a in actors if a.runs)
+                    left = len(pending) + len(in_flight)
+                    demand.request(min(max_in_flight or left, left))
+                    _resize(actors, target_actors(max_in_flight, _cluster_cpus(),
+                                                  len(pending) + busy),
+                            lambda: _Actor(RunActor.options(**options).remote(
+                                shared, executor, chunk_size)))
+            while pending:
+                ready = [a for a in actors if a.where is not None and a.runs < QUEUE_DEPTH]
+                if not ready:
+                    break
+                actor, spec = min(ready, key=lambda a: a.runs), pending.pop()
                 attempts[spec.run_key] = attempts.get(spec.run_key, 0) + 1
-                in_flight[actor.run.remote(spec)] = (actor, where, spec, time.perf_counter())
+                in_flight[actor.handle.run.remote(spec)] = (actor, spec, time.perf_counter())
+                actor.runs += 1
                 if on_submit is not None:
-                    on_submit(spec, ray.get(where))
-            [done], _ = ray.wait(list(in_flight), num_returns=1)
-            actor, where, spec, t0 = in_flight.pop(done)
-            n = attempts[spec.run_key]
-            try:
-                result, cpu, wall = ray.get(done)
-            except RayActorError as e:
-                if id(actor) not in dead:  # replace it once, whatever it had queued
-                    dead.add(id(actor))
-                    ray.kill(actor)
-                    free = [s for s in free if s[0] is not actor] + new_actor()
-                if n <= max_retries:
-                    pending.append(spec)
+                    on_submit(spec, actor.where)
+            if in_flight or not pending:
+                starved_since = now
+            elif now - starved_since > placement_timeout:
+                raise ClusterLost(f"{len(pending)} runs waited {placement_timeout:.0f} s and no "
+                                  f"node could take one ({_cluster_cpus()} CPUs in the cluster)")
+            placing = {a.where_ref: a for a in actors if a.where is None}
+            refs = list(in_flight) + list(placing)
+            if not refs:
+                time.sleep(POLL_S)
+                continue
+            done, _ = ray.wait(refs, num_returns=1, timeout=POLL_S)
+            for ref in done:
+                if ref in placing:
+                    _placed(placing[ref], actors)
                     continue
-                yield Outcome(spec, None, f"actor died {n} times: {error_line(e)}", n,
-                              time.perf_counter() - t0, _where(where))
-                continue
-            except RayTaskError as e:
-                free.append((actor, where))
-                yield Outcome(spec, None, error_line(e), n, time.perf_counter() - t0,
-                              ray.get(where))
-                continue
-            free.append((actor, where))
-            yield Outcome(spec, result, None, n, wall, ray.get(where), cpu)
+                actor, spec, t0 = in_flight.pop(ref)
+                actor.runs -= 1
+                n = attempts[spec.run_key]
+                try:
+                    result, cpu, wall = ray.get(ref)
+                except RayActorError as e:
+                    if actor in actors:  # report and drop it once, whatever it had queued
+                        _drop(actor, actors, e)
+                    if n <= max_retries:
+                        pending.append(spec)
+                        continue
+                    yield Outcome(spec, None, f"actor died {n} times: {error_line(e)}", n,
+                                  time.perf_counter() - t0, actor.where or {})
+                    continue
+                except RayTaskError as e:
+                    yield Outcome(spec, None, error_line(e), n, time.perf_counter() - t0,
+                                  actor.where)
+                    continue
+                yield Outcome(spec, result, None, n, wall, actor.where, cpu)
     finally:
-        for actor in {id(a): a for a, _ in free + [v[:2] for v in in_flight.values()]}.values():
-            ray.kill(actor)
+        if head.lost_since is None:  # the head answers: end our actors and our request
+            for actor in actors:
+                ray.kill(actor.handle)
+            demand.request(0)
 
 
-def _where(ref: ray.ObjectRef) -> dict:
-    """Where a (possibly dead) actor ran, if it got to say so."""
+def _cluster_cpus() -> int:
+    """CPUs of the nodes alive now."""
+    return int(ray.cluster_resources().get("CPU", 0))
+
+
+def _resize(actors: list[_Actor], target: int, new: Callable[[], _Actor]) -> None:
+    """Start actors up to ``target`` (they wait for a CPU if none is free), or end the idle
+    ones beyond it, those still waiting for a CPU first."""
+    actors.extend(new() for _ in range(target - len(actors)))
+    idle = sorted((a for a in actors if not a.runs), key=lambda a: a.where is not None)
+    for actor in idle[:max(0, len(actors) - target)]:
+        actors.remove(actor)
+        ray.kill(actor.handle)
+
+
+def _placed(actor: _Actor, actors: list[_Actor]) -> None:
     try:
-        return ray.get(ref, timeout=5)
-    except Exception:  # the actor died before answering
-        return {}
+        actor.where = ray.get(actor.where_ref)
+    except RayActorError as e:  # it died before it ran anything (e.g. its node was lost)
+        if actor in actors:
+            _drop(actor, actors, e)
+
+
+def _drop(actor: _Actor, actors: list[_Actor], error: BaseException) -> None:
+    actors.remove(actor)
+    ray.kill(actor.handle)
+    where = actor.where or {}
+    print(f"farm: warning: an actor died (node {where.get('node_id', '?')[:8]}, "
+          f"{where.get('ip', '?')}): {error_line(error)}; its runs go back to the queue",
+          file=sys.stderr)

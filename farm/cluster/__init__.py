@@ -1,0 +1,1 @@
+"""Ray clusters on this machine (``farm cluster``)."""

@@ -1,0 +1,227 @@
+"""A Ray cluster of several nodes on this one machine, for trying the cluster path of a sweep
+(``farm cluster up/down``) and for the cluster tests.
+
+Every node is a ``ray start --block`` in its own session (process group), with its own temp
+dir and its own ports, started one after another (two nodes started at the same moment clash
+on their ports). Stopping a node ends its whole process group, and so does the node itself
+when its raylet exits (e.g. the head is lost), so no dashboard or runtime-env agent of it is
+left behind. The state (address, each node's process group and temp dir)
+is kept in ``cluster.json`` in the cluster's folder.
+
+Every listener stays on loopback. The head binds 127.0.0.1 with
+``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``; a joining node needs that flag at 1, and then Ray
+rewrites a literal "127.0.0.1" into the machine's external address, so it joins through a host
+name of this machine that resolves to 127.0.0.1 (e.g. its own name in /etc/hosts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+__all__ = ["ClusterError", "LocalCluster", "Node", "loopback_name"]
+
+STATE = "cluster.json"
+# the ports each node's servers would otherwise take from Ray's fixed defaults
+_PORT_FLAGS = ("--node-manager-port", "--object-manager-port", "--metrics-export-port",
+               "--dashboard-agent-grpc-port", "--dashboard-agent-listen-port",
+               "--runtime-env-agent-port")
+
+
+class ClusterError(RuntimeError):
+    """A node did not start, or the cluster's folder is not usable."""
+
+
+@dataclass
+class Node:
+    name: str
+    pid: int          # leader of the node's process group (a shell around ``ray start --block``)
+    temp_dir: str
+    cpus: int
+
+    def alive(self) -> bool:
+        try:
+            os.killpg(self.pid, 0)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+
+
+@dataclass
+class LocalCluster:
+    """The nodes of a loopback cluster kept in ``root`` (see the module docstring)."""
+
+    root: Path
+    port: int = 0
+    join_host: str = ""
+    object_store_mb: int = 150
+    nodes: list[Node] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        """What a driver on this machine passes to ``ray.init`` / ``farm sweep --address``."""
+        return f"127.0.0.1:{self.port}"
+
+    # -- state -------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, root: str | Path) -> LocalCluster:
+        path = Path(root) / STATE
+        if not path.exists():
+            raise ClusterError(f"{root}: no cluster here (no {STATE})")
+        data = json.loads(path.read_text())
+        nodes = [Node(**n) for n in data.pop("nodes")]
+        return cls(root=Path(root), nodes=nodes, **{k: v for k, v in data.items()
+                                                     if k != "root"})
+
+    def save(self) -> None:
+        data = {k: v for k, v in asdict(self).items() if k != "root"}
+        tmp = self.root / (STATE + ".tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        tmp.replace(self.root / STATE)
+
+    # -- starting and stopping nodes ---------------------------------------------------------
+    @classmethod
+    def up(cls, root: str | Path, nodes: int = 3, cpus: int = 1, object_store_mb: int = 150,
+           timeout: float = 120.0) -> LocalCluster:
+        """Start a head and ``nodes - 1`` workers of ``cpus`` CPUs each, one after another."""
+        if nodes < 1 or cpus < 1:
+            raise ClusterError(f"--nodes and --cpus must be at least 1 (got {nodes}, {cpus})")
+        root = Path(root)
+        if (root / STATE).exists() and any(n.alive() for n in cls.load(root).nodes):
+            raise ClusterError(f"{root}: a cluster is already up here (farm cluster down)")
+        host = loopback_name()
+        if host is None:
+            raise ClusterError("no host name of this machine resolves to 127.0.0.1 (add one to "
+                               "/etc/hosts): a joining node could not stay on loopback")
+        root.mkdir(parents=True, exist_ok=True)
+        cluster = cls(root, port=_free_port(), join_host=host, object_store_mb=object_store_mb)
+        try:
+            cluster._start("head", cpus, timeout)
+            for _ in range(nodes - 1):
+                cluster.add_node(cpus, timeout)
+        except BaseException:
+            cluster.down()
+            raise
+        return cluster
+
+    def add_node(self, cpus: int = 1, timeout: float = 120.0) -> Node:
+        """Start one more worker node and wait until the cluster counts it."""
+        return self._start(f"worker{len(self.nodes)}", cpus, timeout)
+
+    def _start(self, name: str, cpus: int, timeout: float) -> Node:
+        temp_dir = self.root / name
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        args = [_ray_cli(), "start", "--block", f"--num-cpus={cpus}", "--disable-usage-stats",
+                f"--object-store-memory={self.object_store_mb * 2**20}",
+                f"--temp-dir={temp_dir}", *(f"{flag}={_free_port()}" for flag in _PORT_FLAGS)]
+        if name == "head":
+            args += ["--head", "--node-ip-address=127.0.0.1", f"--port={self.port}",
+                     "--include-dashboard=false", f"--ray-client-server-port={_free_port()}"]
+            env = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+        else:
+            args += [f"--address={self.join_host}:{self.port}"]
+            env = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
+        log = self.root / f"{name}.log"
+        # when the node ends (its raylet lost the head, or crashed) the shell ends what is left of
+        # its process group: Ray leaves a node's dashboard and runtime-env agents running
+        proc = subprocess.Popen(["sh", "-c", '"$@"; kill -TERM 0', name, *args],
+                                stdout=log.open("w"), stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env={**os.environ, **env},
+                                start_new_session=True)
+        node = Node(name, proc.pid, str(temp_dir), cpus)
+        self.nodes.append(node)
+        self.save()
+        self._wait_joined(node, proc, log, timeout)
+        return node
+
+    def _wait_joined(self, node: Node, proc: subprocess.Popen, log: Path,
+                     timeout: float) -> None:
+        """Until the GCS lists ``node`` alive (its temp dir names its session)."""
+        want = sum(1 for n in self.nodes if n.alive())
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if proc.poll() is not None:
+                raise ClusterError(f"node {node.name} exited with {proc.returncode}: "
+                                   + _last_line(log))
+            if self.alive_nodes() >= want:
+                return
+            time.sleep(0.5)
+        raise ClusterError(f"node {node.name} did not join within {timeout:.0f} s: "
+                           + _last_line(log))
+
+    def alive_nodes(self) -> int:
+        """How many nodes the head's GCS lists as alive (0 while it does not answer)."""
+        from ray._raylet import GcsClient  # Ray's own client of the GCS, as `ray status` uses
+        from ray.core.generated.gcs_pb2 import GcsNodeInfo
+
+        try:
+            nodes = GcsClient(address=self.address).get_all_node_info(timeout=5)
+        except Exception:  # not up yet, or gone
+            return 0
+        return sum(1 for n in nodes.values() if n.state == GcsNodeInfo.ALIVE)
+
+    def stop_node(self, name: str, sig: int = signal.SIGTERM, grace: float = 5.0) -> None:
+        """End node ``name``'s process group (``SIGKILL``: a crash), then anything left of it."""
+        node = next(n for n in self.nodes if n.name == name)
+        _stop_group(node.pid, sig, grace)
+
+    def down(self, grace: float = 5.0) -> int:
+        """Stop every node (workers first), remove the temp dirs; the number stopped."""
+        stopped = 0
+        for node in reversed(self.nodes):
+            if node.alive():
+                stopped += 1
+            _stop_group(node.pid, signal.SIGTERM, grace)
+            shutil.rmtree(node.temp_dir, ignore_errors=True)
+        (self.root / STATE).unlink(missing_ok=True)
+        return stopped
+
+
+def _stop_group(pgid: int, sig: int, grace: float) -> None:
+    """Send ``sig`` to the process group, then SIGKILL it if anything is left after ``grace`` s."""
+    for s, wait in ((sig, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, s)
+        except ProcessLookupError:
+            return
+        end = time.monotonic() + wait
+        while time.monotonic() < end:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+
+
+def loopback_name() -> str | None:
+    """A name of this machine (not "localhost") that resolves to 127.0.0.1, if there is one."""
+    for name in (socket.gethostname(), socket.getfqdn()):
+        try:
+            if name and name != "localhost" and socket.gethostbyname(name) == "127.0.0.1":
+                return name
+        except OSError:
+            continue
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ray_cli() -> str:
+    return shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
+
+
+def _last_line(log: Path) -> str:
+    lines = [x for x in log.read_text(errors="replace").splitlines() if x.strip()]
+    return lines[-1].strip() if lines else "(no output)"
