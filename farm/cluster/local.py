@@ -30,6 +30,7 @@ from pathlib import Path
 __all__ = ["ClusterError", "LocalCluster", "Node", "loopback_name"]
 
 STATE = "cluster.json"
+START_TRIES = 3
 # the ports each node's servers would otherwise take from Ray's fixed defaults
 _PORT_FLAGS = ("--node-manager-port", "--object-manager-port", "--metrics-export-port",
                "--dashboard-agent-grpc-port", "--dashboard-agent-listen-port",
@@ -48,11 +49,8 @@ class Node:
     cpus: int
 
     def alive(self) -> bool:
-        try:
-            os.killpg(self.pid, 0)
-            return True
-        except (ProcessLookupError, PermissionError):
-            return False
+        """Whether any process of the node's group still runs."""
+        return _group_alive(self.pid)
 
 
 @dataclass
@@ -63,6 +61,7 @@ class LocalCluster:
     port: int = 0
     join_host: str = ""
     object_store_mb: int = 150
+    auth_mode: str = field(default_factory=lambda: os.environ.get("RAY_AUTH_MODE", "disabled"))
     nodes: list[Node] = field(default_factory=list)
 
     @property
@@ -117,6 +116,17 @@ class LocalCluster:
         return self._start(f"worker{len(self.nodes)}", cpus, timeout)
 
     def _start(self, name: str, cpus: int, timeout: float) -> Node:
+        """Start node ``name``; again (up to ``START_TRIES`` times) when Ray gave up waiting for
+        its raylet (a fixed 30 s in Ray, too short on a machine busy with other work)."""
+        for attempt in range(1, START_TRIES + 1):
+            try:
+                return self._start_once(name, cpus, timeout)
+            except ClusterError as e:
+                if "timed out during startup" not in str(e) or attempt == START_TRIES:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start_once(self, name: str, cpus: int, timeout: float) -> Node:
         temp_dir = self.root / name
         shutil.rmtree(temp_dir, ignore_errors=True)
         args = [_ray_cli(), "start", "--block", f"--num-cpus={cpus}", "--disable-usage-stats",
@@ -124,22 +134,30 @@ class LocalCluster:
                 f"--temp-dir={temp_dir}", *(f"{flag}={_free_port()}" for flag in _PORT_FLAGS)]
         if name == "head":
             args += ["--head", "--node-ip-address=127.0.0.1", f"--port={self.port}",
-                     "--include-dashboard=false", f"--ray-client-server-port={_free_port()}"]
+                     "--include-dashboard=false", f"--ray-client-server-port={_free_port()}",
+                     f"--dashboard-port={_free_port()}"]
             env = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
         else:
             args += [f"--address={self.join_host}:{self.port}"]
             env = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
+        env["RAY_AUTH_MODE"] = self.auth_mode  # every node as the head (token: ~/.ray/auth_token)
         log = self.root / f"{name}.log"
         # when the node ends (its raylet lost the head, or crashed) the shell ends what is left of
         # its process group: Ray leaves a node's dashboard and runtime-env agents running
-        proc = subprocess.Popen(["sh", "-c", '"$@"; kill -TERM 0', name, *args],
+        proc = subprocess.Popen(["sh", "-c", '"$@"; kill -KILL 0', name, *args],
                                 stdout=log.open("w"), stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env={**os.environ, **env},
                                 start_new_session=True)
         node = Node(name, proc.pid, str(temp_dir), cpus)
         self.nodes.append(node)
         self.save()
-        self._wait_joined(node, proc, log, timeout)
+        try:
+            self._wait_joined(node, proc, log, timeout)
+        except BaseException:
+            _stop_group(node.pid, signal.SIGTERM, 5.0)
+            self.nodes.remove(node)
+            self.save()
+            raise
         return node
 
     def _wait_joined(self, node: Node, proc: subprocess.Popen, log: Path,
@@ -162,7 +180,8 @@ class LocalCluster:
         from ray._raylet import GcsClient  # Ray's own client of the GCS, as `ray status` uses
         from ray.core.generated.gcs_pb2 import GcsNodeInfo
 
-        try:
+        try:  # a plain connection first: Ray's client warns while nothing listens
+            socket.create_connection(("127.0.0.1", self.port), timeout=1.0).close()
             nodes = GcsClient(address=self.address).get_all_node_info(timeout=5)
         except Exception:  # not up yet, or gone
             return 0
@@ -187,18 +206,32 @@ class LocalCluster:
 
 def _stop_group(pgid: int, sig: int, grace: float) -> None:
     """Send ``sig`` to the process group, then SIGKILL it if anything is left after ``grace`` s."""
-    for s, wait in ((sig, grace), (signal.SIGKILL, 5.0)):
+    for s, wait in ((sig, grace), (signal.SIGKILL, 10.0)):
         try:
             os.killpg(pgid, s)
         except ProcessLookupError:
             return
         end = time.monotonic() + wait
         while time.monotonic() < end:
-            try:
-                os.killpg(pgid, 0)
-            except ProcessLookupError:
+            if not _group_alive(pgid):
                 return
             time.sleep(0.1)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` runs (zombies waiting to be reaped do not count)."""
+    try:
+        os.waitpid(pgid, os.WNOHANG)  # the group's leader, when we started it
+    except ChildProcessError:
+        pass
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _, group = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(group) == pgid and state != "Z":
+            return True
+    return False
 
 
 def loopback_name() -> str | None:

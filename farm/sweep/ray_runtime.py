@@ -32,7 +32,7 @@ os.environ.setdefault("RAY_DISABLE_USAGE_STATS", "1")
 
 import pyarrow as pa  # noqa: E402  (after the environment Ray reads at import)
 import ray  # noqa: E402
-from ray.exceptions import RayActorError, RayTaskError  # noqa: E402
+from ray.exceptions import RayActorError, RayError, RayTaskError  # noqa: E402
 
 from farm.run.loop import RunResult, run_one  # noqa: E402
 from farm.run.spec import RunSpec  # noqa: E402
@@ -308,6 +308,11 @@ def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: 
                                   actor.where)
                     continue
                 yield Outcome(spec, result, None, n, wall, actor.where, cpu)
+    except (OSError, RayError) as e:  # e.g. a broken pipe to a raylet that died with the head
+        if head.reachable():
+            raise
+        head.lost_since = head.lost_since or time.monotonic()
+        raise ClusterLost(f"lost the Ray head {head.host}:{head.port} ({error_line(e)})") from e
     finally:
         if head.lost_since is None:  # the head answers: end our actors and our request
             for actor in actors:
@@ -333,7 +338,7 @@ def _resize(actors: list[_Actor], target: int, new: Callable[[], _Actor]) -> Non
 def _placed(actor: _Actor, actors: list[_Actor]) -> None:
     try:
         actor.where = ray.get(actor.where_ref)
-    except RayActorError as e:  # it died before it ran anything (e.g. its node was lost)
+    except RayError as e:  # it died before it ran anything (its node lost, or unschedulable)
         if actor in actors:
             _drop(actor, actors, e)
 

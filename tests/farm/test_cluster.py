@@ -1,104 +1,62 @@
-"""A two-node Ray cluster on this machine (``ray start --head`` plus a second node with its
-own resources joining it on 127.0.0.1) runs a sweep whose runs land on both nodes.
+"""A two-node Ray cluster on this machine (``farm cluster up --nodes 2``: a head and a worker of
+one CPU each, every listener on 127.0.0.1) runs a sweep whose runs land on both nodes, and
+``farm cluster down`` leaves no process of it behind.
 
-Both nodes run in a temporary folder, in their own process groups, and are stopped by those
-group ids at the end (never ``ray stop``, which would stop other people's Ray too). The head
-keeps to loopback with ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``; a joining node needs that flag
-at 1, and then Ray rewrites "127.0.0.1" into the machine's external address, so the node joins
-through a host name that resolves to 127.0.0.1 instead (this machine's name, via /etc/hosts).
+The nodes run in a temporary folder, each in its own process group, and are stopped by those
+group ids (never ``ray stop``, which would stop other people's Ray too).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import socket
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
+from farm.cli import main
+from farm.cluster.local import LocalCluster, loopback_name
 from farm.run.loop import run_one
 from farm.sweep.runner import run_sweep
 from farm.sweep.store import Store
 from farm.sweep.spec import expand, parse_spec
 
-from .conftest import (
-    LOOPBACK,
-    descendants,
-    free_port,
-    listeners_of,
-    same_trace,
-    start_group,
-    stop_groups,
-    wait_for_port,
-)
-
-
-def _loopback_name() -> str | None:
-    for name in (socket.gethostname(), socket.getfqdn()):
-        try:
-            if name and socket.gethostbyname(name) == "127.0.0.1" and name != "localhost":
-                return name
-        except OSError:
-            continue
-    return None
-
-
-# every process of the cluster uses Ray's token file (~/.ray/auth_token); this one is set to
-# in conftest, before Ray is imported
-AUTH = {"RAY_AUTH_MODE": "token"}
+from .conftest import LOOPBACK, descendants, listeners_of, same_trace
 
 
 @pytest.fixture(scope="module")
 def two_node_cluster():
     import ray
 
-    host = _loopback_name()
-    if host is None:
+    if loopback_name() is None:
         pytest.skip("no host name of this machine resolves to 127.0.0.1")
     if ray.is_initialized():
         ray.shutdown()
-    tmp = Path(tempfile.mkdtemp(prefix="of-ray-", dir="/tmp"))  # short: Ray's socket paths
-    ray_bin = shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
-    port = free_port()
-    head = start_group([ray_bin, "start", "--head", "--block", "--node-ip-address=127.0.0.1",
-                        f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
-                        f"--temp-dir={tmp / 'ray'}", "--disable-usage-stats"],
-                       tmp / "head.log", {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", **AUTH})
-    procs = [head]
+    root = Path(tempfile.mkdtemp(prefix="of-ray-", dir="/tmp"))  # short: Ray's socket paths
     try:
-        wait_for_port(port, head, 120, tmp / "head.log")
-        node2 = start_group([ray_bin, "start", "--block", f"--address={host}:{port}",
-                             "--num-cpus=1", '--resources={"node2": 1}',
-                             "--disable-usage-stats"],
-                            tmp / "node2.log", {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1",
-                                                **AUTH})
-        procs.append(node2)
-        ray.init(address=f"127.0.0.1:{port}", log_to_driver=False)
-        end = time.monotonic() + 120
-        while len([n for n in ray.nodes() if n["Alive"]]) < 2:
-            if time.monotonic() > end or node2.poll() is not None:
-                raise RuntimeError(f"second node did not join: {(tmp / 'node2.log').read_text()}")
-            time.sleep(0.5)
-        yield ray
+        assert main(["cluster", "up", "--nodes", "2", "--dir", str(root)]) == 0
+        cluster = LocalCluster.load(root)
+        ray.init(address=cluster.address, log_to_driver=False)
+        yield ray, cluster
     finally:
         if ray.is_initialized():
             ray.shutdown()
-        stop_groups(procs)
-        shutil.rmtree(tmp, ignore_errors=True)
+        nodes = LocalCluster.load(root).nodes if (root / "cluster.json").exists() else []
+        assert main(["cluster", "down", "--dir", str(root)]) == 0
+        assert nodes and not any(n.alive() for n in nodes)  # agents included: whole groups
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_sweep_runs_land_on_both_nodes(two_node_cluster, tmp_path):
-    ray = two_node_cluster
+    ray, cluster = two_node_cluster
     nodes = {n["NodeID"]: n for n in ray.nodes() if n["Alive"]}
-    assert len(nodes) == 2
+    assert len(nodes) == 2 and cluster.alive_nodes() == 2
     assert {n["NodeManagerAddress"] for n in nodes.values()} == {"127.0.0.1"}
-    node2 = next(i for i, n in nodes.items() if "node2" in n["Resources"])
+    node2 = next(i for i, n in nodes.items() if "node:__internal_head__" not in n["Resources"])
     spec = parse_spec({"name": "cluster", "datasets": ["synthetic"], "optimizers": ["random"],
-                       "seeds": 6, "limits": {"iterations": 60},
+                       "seeds": 6, "limits": {"iterations": None},  # runs of ~1 s: time for
+                       # the second actor to start, as a run goes only to a placed actor
                        "runtime": {"max_in_flight": 2}, "tracking": {"enabled": False}})
     report = run_sweep(spec, tmp_path / "out", progress=False)
     assert report.complete and report.done == 6

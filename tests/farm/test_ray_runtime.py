@@ -7,6 +7,7 @@ from __future__ import annotations
 import operator
 import os
 import signal
+import time
 
 import pytest
 
@@ -150,3 +151,62 @@ def test_ray_listens_on_loopback_only(ray_local):
     for address, pid in sockets:
         host = address.rsplit(":", 1)[0].strip("[]")
         assert host in LOOPBACK, (address, pid)
+
+
+def test_autoscaler_request_follows_the_sweep_and_is_released(ray_local):
+    """What a simulated cluster can show of autoscaling: the CPUs the sweep asks the head for
+    (``request_resources``, the v1 autoscaler's record in the GCS), bounded by max_in_flight,
+    lowered as the sweep drains, withdrawn at its end. Nodes really launched and ended by an
+    autoscaler need a cloud run (README)."""
+    import json
+
+    from ray.autoscaler._private.commands import AUTOSCALER_RESOURCE_REQUEST_CHANNEL
+    from ray.experimental.internal_kv import _internal_kv_get
+
+    from farm.sweep.ray_runtime import run_on_ray
+
+    def requested() -> int:
+        return len(json.loads(_internal_kv_get(AUTOSCALER_RESOURCE_REQUEST_CHANNEL) or "[]"))
+
+    runs = expand(_spec(seeds=3, iterations=None))[:10]  # 10 runs of ~1 s on 2 CPUs
+    seen = [requested() for _ in run_on_ray(runs, max_in_flight=4, autoscale=True)]
+    assert seen[0] == 4 and seen == sorted(seen, reverse=True) and seen[-1] < 4, seen
+    assert requested() == 0
+
+
+def test_runs_no_node_can_take_end_the_sweep_in_bounded_time(ray_local):
+    from farm.sweep.capacity import ClusterLost
+    from farm.sweep.ray_runtime import run_on_ray
+
+    ray = ray_local
+
+    @ray.remote(num_cpus=1)
+    def hold() -> None:
+        import time
+
+        time.sleep(600)
+
+    holders = [hold.remote() for _ in range(2)]  # every CPU of the cluster taken
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(ClusterLost, match="no node could take one"):
+            list(run_on_ray(expand(_spec(seeds=1))[:2], placement_timeout=3))
+        assert time.monotonic() - t0 < 30
+    finally:
+        for ref in holders:
+            ray.cancel(ref, force=True)
+
+
+def test_head_watch_gives_up_once_the_head_stops_answering():
+    import socket
+
+    from farm.sweep.capacity import ClusterLost, HeadWatch
+
+    server = socket.create_server(("127.0.0.1", 0))
+    watch = HeadWatch(f"127.0.0.1:{server.getsockname()[1]}", timeout=0.5)
+    assert watch.check()
+    server.close()
+    assert not watch.check()  # a warning, not yet the end
+    time.sleep(0.6)
+    with pytest.raises(ClusterLost, match="no answer"):
+        watch.check()
