@@ -44,7 +44,7 @@ def cmd_add(args) -> int:
     except ClusterError as e:
         print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_FAILED
-    print(f"node {node.name} joined {cluster.address} ({cluster.alive_nodes()} nodes alive)")
+    print(f"node {node.name} joined {cluster.address} ({len(cluster.node_ids())} nodes alive)")
     return EXIT_OK
 
 

@@ -5,8 +5,8 @@ Every node is a ``ray start --block`` in its own session (process group), with i
 dir and its own ports, started one after another (two nodes started at the same moment clash
 on their ports). Stopping a node ends its whole process group, and so does the node itself
 when its raylet exits (e.g. the head is lost), so no dashboard or runtime-env agent of it is
-left behind. The state (address, each node's process group and temp dir)
-is kept in ``cluster.json`` in the cluster's folder.
+left behind. The state (address, each node's process group and temp dir) is kept in
+``cluster.json`` in the cluster's folder.
 
 Every listener stays on loopback. The head binds 127.0.0.1 with
 ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``; a joining node needs that flag at 1, and then Ray
@@ -162,30 +162,32 @@ class LocalCluster:
 
     def _wait_joined(self, node: Node, proc: subprocess.Popen, log: Path,
                      timeout: float) -> None:
-        """Until the GCS lists ``node`` alive (its temp dir names its session)."""
-        want = sum(1 for n in self.nodes if n.alive())
+        """Until the head's GCS lists ``node`` alive."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if proc.poll() is not None:
                 raise ClusterError(f"node {node.name} exited with {proc.returncode}: "
                                    + _last_line(log))
-            if self.alive_nodes() >= want:
+            if node.name in self.node_ids():
                 return
             time.sleep(0.5)
         raise ClusterError(f"node {node.name} did not join within {timeout:.0f} s: "
                            + _last_line(log))
 
-    def alive_nodes(self) -> int:
-        """How many nodes the head's GCS lists as alive (0 while it does not answer)."""
+    def node_ids(self) -> dict[str, str]:
+        """Ray's node id of each of our nodes the head's GCS lists alive (none while the head
+        does not answer)."""
         from ray._raylet import GcsClient  # Ray's own client of the GCS, as `ray status` uses
         from ray.core.generated.gcs_pb2 import GcsNodeInfo
 
         try:  # a plain connection first: Ray's client warns while nothing listens
             socket.create_connection(("127.0.0.1", self.port), timeout=1.0).close()
-            nodes = GcsClient(address=self.address).get_all_node_info(timeout=5)
+            infos = GcsClient(address=self.address).get_all_node_info(timeout=5).values()
         except Exception:  # not up yet, or gone
-            return 0
-        return sum(1 for n in nodes.values() if n.state == GcsNodeInfo.ALIVE)
+            return {}
+        names = {n.temp_dir: n.name for n in self.nodes}
+        return {names[i.temp_dir]: i.node_id.hex() for i in infos
+                if i.state == GcsNodeInfo.ALIVE and i.temp_dir in names}
 
     def stop_node(self, name: str, sig: int = signal.SIGTERM, grace: float = 5.0) -> None:
         """End node ``name``'s process group (``SIGKILL``: a crash), then anything left of it."""
