@@ -1,7 +1,8 @@
 """``farm cluster up/add/down``: a Ray cluster of several nodes on this machine, every listener
 on 127.0.0.1, to try ``farm sweep --address`` as on a real cluster (``farm.cluster.local``).
 
-Exit codes: 0 done; 1 a node did not start (its log's last line is shown); 2 bad input.
+Exit codes: 0 done; 1 a node did not start (its log's last line is shown), or no cluster in
+--dir; 2 bad input.
 """
 
 from __future__ import annotations
@@ -17,17 +18,13 @@ DEFAULT_DIR = f"/tmp/optfarm-cluster-{os.getuid()}"  # short: Ray's socket paths
 
 
 def cmd_up(args) -> int:
-    from farm.cluster.local import ClusterError, LocalCluster
+    from farm.cluster.local import LocalCluster
 
     if args.nodes < 1 or args.cpus < 1:
         print(f"farm: error: --nodes and --cpus must be at least 1 (got {args.nodes}, "
               f"{args.cpus})", file=sys.stderr)
         return EXIT_BAD_INPUT
-    try:
-        cluster = LocalCluster.up(args.dir, args.nodes, args.cpus, args.object_store_mb)
-    except ClusterError as e:
-        print(f"farm: error: {e}", file=sys.stderr)
-        return EXIT_FAILED
+    cluster = LocalCluster.up(args.dir, args.nodes, args.cpus, args.object_store_mb)
     print(f"cluster up: {len(cluster.nodes)} nodes of {args.cpus} CPU at {cluster.address} "
           f"(state and logs in {cluster.root})")
     print(f"  farm sweep SPEC --address {cluster.address}")
@@ -36,28 +33,33 @@ def cmd_up(args) -> int:
 
 
 def cmd_add(args) -> int:
-    from farm.cluster.local import ClusterError, LocalCluster
+    from farm.cluster.local import LocalCluster
 
-    try:
-        cluster = LocalCluster.load(args.dir)
-        node = cluster.add_node(args.cpus)
-    except ClusterError as e:
-        print(f"farm: error: {e}", file=sys.stderr)
-        return EXIT_FAILED
+    cluster = LocalCluster.load(args.dir)
+    node = cluster.add_node(args.cpus)
     print(f"node {node.name} joined {cluster.address} ({len(cluster.node_ids())} nodes alive)")
     return EXIT_OK
 
 
 def cmd_down(args) -> int:
-    from farm.cluster.local import ClusterError, LocalCluster
+    from farm.cluster.local import LocalCluster
 
-    try:
-        stopped = LocalCluster.load(args.dir).down()
-    except ClusterError as e:
-        print(f"farm: error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    print(f"cluster down: {stopped} nodes stopped")
+    print(f"cluster down: {LocalCluster.load(args.dir).down()} nodes stopped")
     return EXIT_OK
+
+
+def _reporting_errors(command):
+    """``command(args)``, a ``ClusterError`` (no cluster in --dir, a node that did not start)
+    reported on one line, exit 1."""
+    def run(args) -> int:
+        from farm.cluster.local import ClusterError
+
+        try:
+            return command(args)
+        except ClusterError as e:
+            print(f"farm: error: {e}", file=sys.stderr)
+            return EXIT_FAILED
+    return run
 
 
 def add_cluster_commands(sub) -> None:
@@ -68,12 +70,12 @@ def add_cluster_commands(sub) -> None:
     up.add_argument("--cpus", type=int, default=1, help="CPUs per node (default 1)")
     up.add_argument("--object-store-mb", type=int, default=150,
                     help="object store per node, MB (default 150)")
-    up.set_defaults(func=cmd_up)
+    up.set_defaults(func=_reporting_errors(cmd_up))
     add = csub.add_parser("add", help="start one more worker node")
     add.add_argument("--cpus", type=int, default=1, help="its CPUs (default 1)")
-    add.set_defaults(func=cmd_add)
+    add.set_defaults(func=_reporting_errors(cmd_add))
     down = csub.add_parser("down", help="stop every node of the cluster, and their agents")
-    down.set_defaults(func=cmd_down)
+    down.set_defaults(func=_reporting_errors(cmd_down))
     for p in (up, add, down):
         p.add_argument("--dir", default=DEFAULT_DIR,
                        help=f"the cluster's state, logs and temp dirs (default {DEFAULT_DIR})")

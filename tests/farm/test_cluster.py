@@ -69,3 +69,41 @@ def test_sweep_runs_land_on_both_nodes(two_node_cluster, tmp_path):
     assert same_trace(store.trace(on_node2.run_key), run_one(on_node2).trace)
     sockets = listeners_of(descendants(os.getpid()))
     assert sockets and all(a.rsplit(":", 1)[0].strip("[]") in LOOPBACK for a, _ in sockets), sockets
+
+
+def test_cluster_command_bad_input_and_no_cluster(tmp_path, capsys):
+    assert main(["cluster", "up", "--nodes", "0", "--dir", str(tmp_path)]) == 2
+    assert main(["cluster", "down", "--dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("farm: error: --nodes and --cpus") and "no cluster here" in err[1]
+    assert len(err) == 2
+
+
+def test_driver_stopped_by_sigterm_keeps_the_store_consistent(tmp_path):
+    """SIGTERM (a scheduler stopping the driver) ends a sweep as Ctrl-C does: exit 130, the
+    finished runs stored and indexed, the MLflow sweep run FAILED; the next run resumes."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "farm", "sweep", "--datasets", "synthetic", "--optimizers",
+            "random", "--seeds", "40", "--out", str(out), "--serial", "--no-progress"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    end = time.monotonic() + 120
+    while len(list((out / "runs").glob("*.json"))) < 2:
+        assert proc.poll() is None and time.monotonic() < end
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 130 and "interrupted" in proc.stderr.read()
+    stored = sorted(r["run_key"] for r in Store(out).records())
+    assert 2 <= len(stored) < 40
+    assert sorted(pq.read_table(out / "index.parquet").column("run_key").to_pylist()) == stored
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert [r.info.status for r in runs if "mlflow.parentRunId" not in r.data.tags] == ["FAILED"]
