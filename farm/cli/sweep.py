@@ -62,9 +62,8 @@ def _run(spec, source, out, args) -> int:
     if args.address:  # before Ray is imported (see farm.sweep.ray_runtime)
         os.environ["RAY_ADDRESS"] = args.address
     from farm.sweep.runner import SUMMARY_COLUMNS, run_sweep, summary_rows
-    from farm.sweep.store import Store
-
     from farm.sweep.capacity import ClusterLost
+    from farm.sweep.store import Store
 
     try:
         with _signals_interrupt():
@@ -116,9 +115,8 @@ def _resume_command(args, out) -> str:
                                             ("budget", args.budget), ("name", args.name))
                  if v is not None]
         what += [f"--param={p}" for p in args.param or ()]
-    how = ["--address", args.address] if args.address else []
-    return (f"{shlex.join(['farm', 'sweep', *what, '--out', str(out), *how])} "
-            "(on a new cluster, or with --serial)")
+    return (f"{shlex.join(['farm', 'sweep', *what, '--out', str(out)])} "
+            "(with --address of a new cluster, or --serial)")
 
 
 def cmd_sync(args) -> int:
