@@ -258,12 +258,13 @@ def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: 
                 polled = now
                 if head.check():
                     busy = sum(1 for a in actors if a.runs)
-                    left = len(pending) + len(in_flight)
-                    demand.request(min(max_in_flight or left, left))
                     _resize(actors, target_actors(max_in_flight, _cluster_cpus(),
                                                   len(pending) + busy),
                             lambda: _Actor(RunActor.options(**options).remote(
                                 shared, executor, chunk_size)))
+            if head.lost_since is None:  # a write to the head only when it changes
+                left = len(pending) + len(in_flight)
+                demand.request(min(max_in_flight or left, left))
             while pending:
                 ready = [a for a in actors if a.where is not None and a.runs < QUEUE_DEPTH]
                 if not ready:

@@ -168,9 +168,9 @@ def test_autoscaler_request_follows_the_sweep_and_is_released(ray_local):
     def requested() -> int:
         return len(json.loads(_internal_kv_get(AUTOSCALER_RESOURCE_REQUEST_CHANNEL) or "[]"))
 
-    runs = expand(_spec(seeds=3, iterations=None))[:10]  # 10 runs of ~1 s on 2 CPUs
+    runs = expand(_spec(seeds=3))[:10]
     seen = [requested() for _ in run_on_ray(runs, max_in_flight=4, autoscale=True)]
-    assert seen[0] == 4 and seen == sorted(seen, reverse=True) and seen[-1] < 4, seen
+    assert seen == [4] * 7 + [3, 2, 1], seen  # runs left, at most max_in_flight
     assert requested() == 0
 
 
