@@ -67,7 +67,8 @@ def test_sweep_is_logged_as_nested_runs_with_metrics_and_trace(server, tmp_path)
     from mlflow.tracking import MlflowClient
 
     spec = _spec("track-online", 2)
-    report = run_sweep(spec, tmp_path / "out", tracking_uri=server.url, progress=False)
+    report = run_sweep(spec, tmp_path / "out", tracking_uri=server.url, artifacts=True,
+                       progress=False)
     assert report.complete and not report.tracking_offline
     client = MlflowClient(server.url)
     exp, parents, children = _nested(client, "track-online")
@@ -99,6 +100,7 @@ def test_sweep_is_logged_as_nested_runs_with_metrics_and_trace(server, tmp_path)
         assert sorted(m.step for m in latency) == list(range(1, 12))
         assert "latency_warmup_s" in child.data.metrics
         assert "exploration_cost_total" in child.data.metrics
+        assert child.data.tags["optfarm.trace"] == str(store.trace_path(key).resolve())
         artifacts = [a.path for a in client.list_artifacts(child.info.run_id)]
         assert artifacts == [f"{key}.parquet"]
         local = client.download_artifacts(child.info.run_id, f"{key}.parquet", str(tmp_path))
