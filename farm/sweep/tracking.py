@@ -53,6 +53,7 @@ __all__ = ["Tracker", "resolve_uri", "sweep_uri", "sync"]
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # no traffic but to the store
 # no "View run at" lines (and no get_run per status update) under the progress bar
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
@@ -83,6 +84,34 @@ def _metric_name(label: str) -> str:
 
 def _sqlite_path(uri: str) -> Path | None:
     return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+
+
+_WAL = False
+
+
+def _sqlite_write_ahead_log() -> None:
+    """Make the sqlite stores this process opens use a write-ahead log with ``synchronous =
+    NORMAL``: a commit then costs no fsync (MLflow commits three times per run; the default
+    rollback journal fsyncs each, 60% of the logging time measured). A SIGKILL loses nothing
+    committed; a power cut may lose the last commits, which ``farm sync`` (or the next run of
+    the sweep) logs again, finding what is there by tag."""
+    global _WAL
+    if _WAL:
+        return
+    import sqlite3
+
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    @event.listens_for(Engine, "connect")
+    def _pragmas(connection, _record):
+        if isinstance(connection, sqlite3.Connection):
+            cursor = connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.close()
+
+    _WAL = True
 
 
 def _first_line(e: BaseException | str) -> str:
@@ -154,6 +183,8 @@ class Tracker:
     def _open(self) -> None:
         from mlflow.tracking import MlflowClient
 
+        if _sqlite_path(self.uri) is not None:
+            _sqlite_write_ahead_log()
         client = MlflowClient(tracking_uri=self.uri)
         exp = client.get_experiment_by_name(self.experiment)
         if exp is None:
@@ -268,7 +299,8 @@ class Tracker:
 
     def _remember(self, key: str, run_id: str, status: str) -> None:
         self._runs[key] = (run_id, status)
-        line = json.dumps({"parent": self.parent, "key": key, "run": run_id, "status": status})
+        line = json.dumps({"parent": self.parent, "key": key, "run": run_id, "status": status,
+                           "logged_at": time.time()})
         try:
             with open(self.store.root / CACHE, "a") as f:
                 f.write(line + "\n")
