@@ -53,6 +53,14 @@ MALFORMED = [
      "optimizers[0].params: random: parameter 'n_init'"),
     ({**GOOD, "datasets": ["no-such-dataset"]}, "'no-such-dataset'"),
     (["not", "a", "mapping"], "a sweep spec is a mapping"),
+    ({**GOOD, "seeds": True}, "seeds:"),
+    ({**GOOD, "seeds": [0, 1.5]}, "seeds"),
+    ({**GOOD, "seeds": {"start": False, "count": 2}}, "seeds.start:"),
+    ({**GOOD, "name": "../../x"}, "name: '../../x' is not a sweep name"),
+    ({**GOOD, "name": "/tmp/abs"}, "name: '/tmp/abs' is not a sweep name"),
+    ({**GOOD, "optimizers": [{"name": "random", "params": {"n_init": list(range(1, 101))}}],
+      "seeds": {"start": 0, "count": 10 ** 7}},
+     "expands to 1,000,000,000 runs, more than the limit of 200,000"),
 ]
 
 
@@ -75,6 +83,27 @@ def test_invalid_yaml_names_the_line(tmp_path, capsys):
     assert main(["sweep", str(path), "--serial", "--no-tracking"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "not valid YAML (line" in err
+
+
+def test_a_key_given_twice_in_yaml_is_refused_naming_it(tmp_path, capsys):
+    path = tmp_path / "twice.yaml"
+    path.write_text("name: x\ndatasets: [synthetic]\noptimizers: [random]\nseeds: 2\n"
+                    "limits: {iterations: 5}\nseeds: 3\n")
+    assert main(["sweep", str(path), "--serial", "--no-tracking",
+                 "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "key 'seeds' is given twice" in err, err
+    assert "(line 6)" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_run_limit_is_counted_before_expansion_and_can_be_lifted(tmp_path, capsys):
+    huge = parse_spec({**GOOD, "seeds": {"start": 0, "count": 10 ** 9}})
+    with pytest.raises(SpecError, match="1,000,000,000 runs"):
+        expand(huge)  # counted: enumerating 10^9 runs would not end
+    assert _sweep(tmp_path, "--max-runs", "3", seeds=4) == 2
+    assert "--max-runs 4" in capsys.readouterr().err
+    assert _sweep(tmp_path, "--max-runs", "4", seeds=4) == 0
 
 
 def test_expansion_is_the_grid_with_stable_deduplicated_keys():
