@@ -367,6 +367,8 @@ class FolderLock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
+            if e.errno in (errno.EROFS, errno.EACCES) and self.path.parent.is_dir():
+                return  # a read-only folder: no driver can write it (farm sync still reads it)
             raise StoreError(e.errno, f"cannot open {self.path}: {e.strerror or e}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

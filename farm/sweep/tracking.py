@@ -27,8 +27,8 @@ completed) adds nothing twice.
 The tracking URI is, in order: the one given (``--tracking-uri``, kept in ``sweep.json``),
 ``$MLFLOW_TRACKING_URI``, else ``sqlite:///<out>/mlflow.db``. If the server is unreachable the
 tracker warns once and goes quiet; the results are in the store and ``farm sync DIR`` replays
-them later. A sqlite store left half-created (disk full while MLflow created its tables) is
-moved aside and created again: the folder's results store holds everything it would hold.
+them later. The folder's own sqlite store left half-created (a disk full while MLflow created
+its tables) is moved aside and created again: the results store holds everything it held.
 """
 
 from __future__ import annotations
@@ -165,10 +165,12 @@ class Tracker:
             self._open()
         except Exception as e:  # any failure of the tracking backend
             db = _sqlite_path(self.uri)
-            if db is None or "_alembic_tmp" not in str(e):
+            own = db is not None and db.resolve().parent == self.store.root.resolve()
+            if not (own and "already exists" in str(e)):
                 self._store_unusable(e)
                 return False
-            # created half-way (disk full): nothing in it the results store does not hold
+            # the folder's own store, its tables created half-way (a disk full: MLflow's
+            # migrations stopped in the middle); it holds nothing the results store does not
             aside = db.with_name(f"{db.name}.broken-{time.strftime('%Y%m%dT%H%M%S')}")
             try:
                 os.replace(db, aside)

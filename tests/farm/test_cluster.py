@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,12 +27,12 @@ from farm.sweep.spec import expand, parse_spec
 from .conftest import (
     LOOPBACK,
     descendants,
-    free_port,
     listeners_of,
+    ray_bin,
     same_trace,
     start_group,
+    start_ray_head,
     stop_groups,
-    wait_for_port,
 )
 
 
@@ -62,16 +61,10 @@ def two_node_cluster():
     if ray.is_initialized():
         ray.shutdown()
     tmp = Path(tempfile.mkdtemp(prefix="of-ray-", dir="/tmp"))  # short: Ray's socket paths
-    ray_bin = shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
-    port = free_port()
-    head = start_group([ray_bin, "start", "--head", "--block", "--node-ip-address=127.0.0.1",
-                        f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
-                        f"--temp-dir={tmp / 'ray'}", "--disable-usage-stats"],
-                       tmp / "head.log", {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", **AUTH})
+    head, port = start_ray_head(tmp, num_cpus=1)
     procs = [head]
     try:
-        wait_for_port(port, head, 120, tmp / "head.log")
-        node2 = start_group([ray_bin, "start", "--block", f"--address={host}:{port}",
+        node2 = start_group([ray_bin(), "start", "--block", f"--address={host}:{port}",
                              "--num-cpus=1", '--resources={"node2": 1}',
                              "--disable-usage-stats"],
                             tmp / "node2.log", {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1",

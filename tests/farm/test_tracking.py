@@ -5,9 +5,6 @@ completes, warns once, and ``farm sync`` uploads the same runs later, once."""
 
 from __future__ import annotations
 
-import shutil
-import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -17,35 +14,6 @@ from farm.sweep.runner import run_sweep
 from farm.sweep.store import Store
 from farm.sweep.spec import expand, parse_spec
 
-from .conftest import free_port, start_group, stop_groups, wait_for_port
-
-
-class MlflowServer:
-    def __init__(self, root):
-        self.root, self.port = root, free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = None
-
-    def start(self):
-        mlflow = shutil.which("mlflow", path=str(Path(sys.executable).parent))
-        self.proc = start_group(
-            [mlflow or "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
-             "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}",
-             "--artifacts-destination", (self.root / "artifacts").as_uri(), "--workers", "1"],
-            self.root / "server.log")
-        wait_for_port(self.port, self.proc, 240, self.root / "server.log")
-        urllib.request.urlopen(self.url + "/health", timeout=30).read()
-
-    def stop(self):
-        stop_groups([self.proc])
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = MlflowServer(tmp_path_factory.mktemp("mlflow-server"))
-    s.start()
-    yield s
-    s.stop()
 
 
 def _spec(name, seeds):
