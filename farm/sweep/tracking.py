@@ -378,15 +378,23 @@ class Tracker:
 
         key, spec = record["run_key"], record["spec"]
         finished_ms = int(record["finished_at"] * 1000)
+        tags = {"optfarm.node_id": str(record["where"].get("node_id"))}
+        if record["status"] == "done":
+            trace = self.store.trace(key) if trace is None else trace
+            metrics = _metrics(record, trace, finished_ms)
+            tags["optfarm.trace"] = str(self.store.trace_path(key).resolve())
+        else:
+            metrics = []
+            tags["optfarm.error"] = str(record.get("error"))[:5000]
         run_id = self._runs.get(key, (None, ""))[0]
-        if run_id is None:
+        if run_id is None:  # every tag at creation: one write fewer per run
             run = self._client.create_run(
                 self._experiment_id, start_time=finished_ms,
                 run_name=f"{spec['optimizer']} {spec['dataset']} seed {spec['seed']}",
                 tags={"mlflow.parentRunId": self.parent, "optfarm.run_key": key,
                       "optfarm.sweep_id": self.sweep_id, "optfarm.kind": "run",
-                      "optfarm.sweep": self.sweep_name})
-            run_id = run.info.run_id
+                      "optfarm.sweep": self.sweep_name, **tags})
+            run_id, tags = run.info.run_id, {}
             self._runs[key] = (run_id, "RUNNING")
             fault_point("after-mlflow-create")
         params = {k: v for k, v in spec.items() if k != "params"}
@@ -394,14 +402,7 @@ class Tracker:
         params["run_key"] = key
         params = [Param(k, json.dumps(v) if isinstance(v, (list, dict, tuple)) else str(v))
                   for k, v in sorted(params.items())]
-        tags = [RunTag("optfarm.node_id", str(record["where"].get("node_id")))]
-        if record["status"] == "done":
-            trace = self.store.trace(key) if trace is None else trace
-            metrics = _metrics(record, trace, finished_ms)
-            tags.append(RunTag("optfarm.trace", str(self.store.trace_path(key).resolve())))
-        else:
-            metrics = []
-            tags.append(RunTag("optfarm.error", str(record.get("error"))[:5000]))
+        tags = [RunTag(k, v) for k, v in tags.items()]
         self._log_batch(run_id, params, metrics, tags)
         if self.artifacts and record["status"] == "done":
             self._client.log_artifact(run_id, str(self.store.trace_path(key)))
