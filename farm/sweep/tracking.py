@@ -114,6 +114,16 @@ def _sqlite_write_ahead_log() -> None:
     _WAL = True
 
 
+def _close_engine(uri: str) -> None:
+    """Close the connections MLflow keeps to a sqlite store (one cached engine per URI), so
+    that the next client opens the file found at the path then."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    engine = SqlAlchemyStore._engine_map.pop(uri, None)
+    if engine is not None:
+        engine.dispose()
+
+
 def _first_line(e: BaseException | str) -> str:
     text = str(e).strip()
     return text.splitlines()[0][:300] if text else type(e).__name__
@@ -173,7 +183,11 @@ class Tracker:
             # migrations stopped in the middle); it holds nothing the results store does not
             aside = db.with_name(f"{db.name}.broken-{time.strftime('%Y%m%dT%H%M%S')}")
             try:
-                os.replace(db, aside)
+                _close_engine(self.uri)
+                for suffix in ("", "-wal", "-shm"):  # the store and its write-ahead log
+                    if db.with_name(db.name + suffix).exists():
+                        os.replace(db.with_name(db.name + suffix),
+                                   aside.with_name(aside.name + suffix))
                 print(f"farm: warning: {db} was created half-way (an earlier disk full?); "
                       f"moved aside to {aside.name}, creating it again", file=sys.stderr)
                 self._open()

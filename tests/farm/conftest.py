@@ -21,6 +21,7 @@ os.environ.setdefault("RAY_DISABLE_USAGE_STATS", "1")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "token")  # Ray's default for a local cluster, made explicit
 os.environ.pop("RAY_ADDRESS", None)
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # no traffic but to 127.0.0.1
 
 import pytest  # noqa: E402
 

@@ -32,6 +32,10 @@ from .conftest import start_ray_head, stop_groups
 
 SEEDS, ITERATIONS = 4, 6
 
+# each case starts two to four `farm sweep` drivers (a Ray client each): about a minute a case
+# on a quiet 2-CPU machine, several on a loaded one
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def ray_head():
@@ -47,22 +51,29 @@ def ray_head():
 
 @pytest.fixture
 def tmpfs(tmp_path):
-    """A folder on a 48 KiB tmpfs (root only); ``resize(size)`` frees space."""
-    mnt = tmp_path / "small-disk"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48k", "tmpfs", str(mnt)],
-                      capture_output=True).returncode:
-        pytest.skip("cannot mount a tmpfs here (not root?)")
+    """``tmpfs(size)``: a new folder on a tmpfs of that size (root only); ``.resize(size)``
+    frees space."""
+    mounts = []
 
     class Disk:
-        path = mnt
+        def __init__(self, path: Path):
+            self.path = path
 
-        @staticmethod
-        def resize(size: str) -> None:
-            subprocess.run(["mount", "-o", f"remount,size={size}", str(mnt)], check=True)
+        def resize(self, size: str) -> None:
+            subprocess.run(["mount", "-o", f"remount,size={size}", str(self.path)], check=True)
 
-    yield Disk
-    subprocess.run(["umount", "-l", str(mnt)], check=False)
+    def mount(size: str) -> Disk:
+        path = tmp_path / f"small-disk-{len(mounts)}"
+        path.mkdir()
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                          capture_output=True).returncode:
+            pytest.skip("cannot mount a tmpfs here (not root?)")
+        mounts.append(path)
+        return Disk(path)
+
+    yield mount
+    for path in mounts:
+        subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 def _keys(name: str) -> set[str]:
@@ -260,29 +271,54 @@ def test_damaged_files_are_refused_by_readers_then_quarantined_and_redone(ray_he
 
 
 def test_disk_full_during_a_run_then_freed(ray_head, server, tmpfs):
-    out = tmpfs.path / "out"
+    disk = tmpfs("48k")
+    out = disk.path / "out"
     args = _sweep_args("disk-full", out, ray_head, server.url)
     full = farm(args)
     assert full.returncode == 1, full
     err = full.stderr.strip()
     assert len(_lines(err, "No space left on device")) == 1 and str(out) in err, err
     assert 0 < len(Store(out).scan().records) < SEEDS
-    tmpfs.resize("64m")
+    disk.resize("64m")
     again = farm(args)
     assert again.returncode == 0, again.stderr
     assert_exactly_once(out, server.url, "disk-full")
 
 
-def test_disk_full_while_the_mlflow_store_is_created_then_freed(ray_head, tmpfs):
-    tmpfs.resize("200k")
-    out = tmpfs.path / "out"
+def test_disk_full_while_the_mlflow_store_is_created_then_freed(ray_head, tmpfs, tmp_path):
+    disk = tmpfs("200k")
+    out = disk.path / "out"
     args = _sweep_args("store-full", out, ray_head, None)
     full = farm(args)
     assert full.returncode == 1, full
     assert len(_lines(full.stderr, f"{out / 'mlflow.db'} cannot be opened")) == 1, full.stderr
     assert "free space" in full.stderr
-    tmpfs.resize("64m")
+    disk.resize("64m")
     again = farm(args)
     assert again.returncode == 0, again.stderr
-    assert len(_lines(again.stderr, "created half-way")) == 1, again.stderr
     assert_exactly_once(out, f"sqlite:///{out / 'mlflow.db'}", "store-full")
+    # where creation stopped depends on the free space left; a store whose tables were
+    # created half-way (here: by MLflow alone on a bare 200k tmpfs) is moved aside, made again
+    half = _half_created_store(tmpfs("200k"))
+    out = tmp_path / "out"
+    out.mkdir()
+    shutil.copy(half, out / "mlflow.db")
+    recreated = farm(_sweep_args("store-half", out, ray_head, None))
+    assert recreated.returncode == 0, recreated.stderr
+    assert len(_lines(recreated.stderr, "created half-way")) == 1, recreated.stderr
+    assert len(list(out.glob("mlflow.db.broken-*"))) == 1
+    assert_exactly_once(out, f"sqlite:///{out / 'mlflow.db'}", "store-half")
+
+
+def _half_created_store(disk) -> Path:
+    """An MLflow sqlite store whose creation ran out of space on ``disk``, then freed."""
+    code = ("from mlflow.tracking import MlflowClient; import sys; "
+            "MlflowClient(sys.argv[1]).search_experiments()")
+    db = disk.path / "mlflow.db"
+    assert subprocess.run([sys.executable, "-c", code, f"sqlite:///{db}"], env=_env(),
+                          capture_output=True).returncode != 0
+    disk.resize("64m")
+    reopened = subprocess.run([sys.executable, "-c", code, f"sqlite:///{db}"], env=_env(),
+                              capture_output=True, text=True)
+    assert "already exists" in reopened.stderr, reopened.stderr[-2000:]
+    return db
