@@ -299,16 +299,17 @@ def expand(spec: SweepSpec, source: str = "spec",
                            **(d.limits.model_dump(exclude_none=True) if d.limits else {})})
         for oi, opt in enumerate(spec.optimizer_entries()):
             for point in opt.grid():
+                try:  # resolved once per grid point, not once per seed
+                    params = get(opt.name).resolve_params(point)
+                except ParameterError as e:
+                    raise SpecError(f"{source}: optimizers[{oi}].params: {e}") from None
                 for seed in spec.seed_list():
-                    run = RunSpec(dataset=d.name, optimizer=opt.name, seed=seed, params=point,
-                                  budget=limits.budget, iterations=limits.iterations,
+                    run = RunSpec(dataset=d.name, optimizer=opt.name, seed=seed,
+                                  params=dict(params), budget=limits.budget,
+                                  iterations=limits.iterations,
                                   objective=problem.objective or spec.problem.objective,
                                   constraints=_constraints(problem, spec.problem),
                                   aggregate=spec.aggregate)
-                    try:
-                        run = run.resolved()
-                    except ParameterError as e:
-                        raise SpecError(f"{source}: optimizers[{oi}].params: {e}") from None
                     runs.setdefault(run.run_key, run)
     return list(runs.values())
 
