@@ -32,7 +32,7 @@ def cmd_bench_farm(args) -> int:
                   f"(target >= 0.5), last / first tenth with tracking "
                   f"{on['last_tenth_ms'] / on['first_tenth_ms']:.2f}x (target <= 1.1), "
                   f"resume {on['resume_s']:.1f} s (target < 10 s)")
-        return 0
+        return EXIT_OK
 
     res = run(args.runs, args.dataset, args.optimizer, args.iterations, args.workers,
               args.repeats)
