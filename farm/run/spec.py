@@ -10,7 +10,6 @@ import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from functools import cached_property
 from typing import Any
 
 from oracle.dataset import Dataset
@@ -48,7 +47,7 @@ class RunSpec:
                           "constraints": None if self.constraints is None
                           else tuple(self.constraints)})
 
-    @cached_property  # computed once per run (a sweep asks for it at every step)
+    @property
     def run_key(self) -> str:
         from optimizers.registry import get
 

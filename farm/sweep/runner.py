@@ -23,7 +23,7 @@ import numpy as np
 
 from farm.run.metrics import final_quality, worse_quantile
 from farm.run.spec import RunSpec
-from farm.sweep.spec import DEFAULT_MAX_RUNS, SweepSpec, expand
+from farm.sweep.spec import DEFAULT_MAX_RUNS, SweepSpec, expand_keyed
 from farm.sweep.store import FolderLock, Store, StoreError
 
 __all__ = ["SUMMARY_COLUMNS", "SweepReport", "run_sweep", "summary_rows"]
@@ -62,7 +62,8 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
     from oracle.registry import load
 
     t0 = time.perf_counter()
-    runs = expand(spec, source, max_runs=max_runs)
+    keyed = expand_keyed(spec, source, max_runs=max_runs)  # each run key computed once
+    runs = list(keyed.values())
     for name in sorted({r.dataset for r in runs}):
         load(name)  # a missing dataset is bad input, reported before anything runs
     store = Store(out)
@@ -78,8 +79,8 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
         report = SweepReport(runs)
         report.records = _intact_records(store, report)
         finished = {k for k, r in report.records.items() if r["status"] == "done"}
-        keys = [r.run_key for r in runs]
-        todo = [r for r, k in zip(runs, keys) if k not in finished]
+        keys = list(keyed)
+        todo = [r for k, r in keyed.items() if k not in finished]
         report.skipped = len(runs) - len(todo)
 
         tracker = None

@@ -40,8 +40,8 @@ from farm.run.spec import RunSpec
 from optimizers.base import ParameterError
 from oracle.problem import Constraint, Objective
 
-__all__ = ["DEFAULT_MAX_RUNS", "SpecError", "SweepSpec", "expand", "inline_spec", "load_spec",
-           "parse_spec"]
+__all__ = ["DEFAULT_MAX_RUNS", "SpecError", "SweepSpec", "expand", "expand_keyed", "inline_spec",
+           "load_spec", "parse_spec"]
 
 Scalar = bool | int | float | str
 DEFAULT_MAX_RUNS = 200_000   # a sweep larger than this needs --max-runs
@@ -276,7 +276,13 @@ def _split(text: str) -> list[str]:
 
 def expand(spec: SweepSpec, source: str = "spec",
            max_runs: int | None = DEFAULT_MAX_RUNS) -> list[RunSpec]:
-    """The runs of a sweep in a stable order (dataset, optimizer, grid point, seed), each
+    """The runs of a sweep (``expand_keyed``'s, in order)."""
+    return list(expand_keyed(spec, source, max_runs).values())
+
+
+def expand_keyed(spec: SweepSpec, source: str = "spec",
+                 max_runs: int | None = DEFAULT_MAX_RUNS) -> dict[str, RunSpec]:
+    """run key -> run of a sweep, in a stable order (dataset, optimizer, grid point, seed), each
     resolved (optimizer defaults filled in) and de-duplicated by run key. Unknown optimizers
     or parameters raise SpecError naming the entry; so does a spec of more than ``max_runs``
     runs (None: no limit), before anything is expanded."""
@@ -311,7 +317,7 @@ def expand(spec: SweepSpec, source: str = "spec",
                                   constraints=_constraints(problem, spec.problem),
                                   aggregate=spec.aggregate)
                     runs.setdefault(run.run_key, run)
-    return list(runs.values())
+    return runs
 
 
 def _constraints(own: ProblemOverrides, sweep: ProblemOverrides) -> tuple[str, ...] | None:
