@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -31,10 +32,23 @@ import pyarrow.parquet as pq
 from .problem import Problem
 from .space import Dimension, SearchSpace
 
-__all__ = ["DatasetMeta", "Dataset", "DatasetError", "REQUIRED_COLUMNS"]
+__all__ = ["DatasetMeta", "Dataset", "DatasetError", "MAX_PRICE_PER_S", "MAX_RUN_S",
+           "REQUIRED_COLUMNS", "check_name"]
 
 REQUIRED_COLUMNS = ("fidelity", "time", "cost", "price_per_s", "timed_out")
 _META_KEY = b"optfarm"
+MAX_RUN_S = 365 * 86400.0     # a measured run longer than a year is not physical (a unit slip)
+MAX_PRICE_PER_S = 1e6         # cost units per second of one configuration (USD: $3.6e9/h)
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def check_name(name: str, where: str = "dataset name") -> str:
+    """A dataset name: letters, digits and ``._-``, no path separators (it names a file of the
+    cache folder)."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or ".." in name:
+        raise DatasetError(f"{where}: {name!r} is not a dataset name (letters, digits and ._- "
+                           "only, no path separators or '..')")
+    return name
 
 
 class DatasetError(ValueError):
@@ -109,13 +123,18 @@ class Dataset:
     def write(self, path: str | Path) -> Path:
         """Write the canonical Parquet file atomically (temporary name, then rename)."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         schema_meta = dict(self.table.schema.metadata or {})
         schema_meta[_META_KEY] = self.meta.to_json().encode()
         table = self.table.replace_schema_metadata(schema_meta)
         tmp = path.with_name(f".{path.name}.tmp")
-        pq.write_table(table, tmp)
-        tmp.replace(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(table, tmp)
+            tmp.replace(path)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise DatasetError(f"{path}: cannot write the dataset "
+                               f"({getattr(e, 'strerror', None) or e})") from None
         return path
 
     @classmethod
@@ -162,6 +181,13 @@ def _validate(table: pa.Table, meta: DatasetMeta, where: str) -> None:
         if len(neg):
             raise DatasetError(f"{where}: column {col!r}, row {neg[0]}: negative value "
                                f"{values[neg[0]]!r}")
+    for col, cap, what in (("time", MAX_RUN_S, "s: longer than a year"),
+                           ("price_per_s", MAX_PRICE_PER_S, "per s: above the price cap")):
+        values = table.column(col).to_numpy(zero_copy_only=False).astype(float)
+        over = np.flatnonzero(values > cap)
+        if len(over):
+            raise DatasetError(f"{where}: column {col!r}, row {over[0]}: value "
+                               f"{values[over[0]]:g} {what} (not a physical value: a unit?)")
     fid = table.column("fidelity").to_numpy()
     if fid.max() != 1.0 or fid.min() <= 0:
         raise DatasetError(f"{where}: column 'fidelity' must lie in (0, 1] and reach 1.0")

@@ -4,6 +4,8 @@ throughput scales with workers.
     farm bench-farm [--runs 200] [--dataset synthetic] [--optimizer random] [--workers 2]
 
 
+    farm bench-farm --tracking 500,2000,20000 [--iterations 5]
+
 Cases, each over the same ``--runs`` runs (seeds 0..N-1):
   loop        the in-process loop: ``run_one`` over a cached oracle, nothing stored
   farm x1     ``run_sweep`` on a local Ray with one actor in flight (store writes included)
@@ -14,13 +16,23 @@ Targets: farm x1 within 10% of the loop; farm x2 at least 1.7x the runs/s of far
 scaling case needs idle CPUs, so a control is timed alongside (``machine_speedup``: W plain
 CPU-bound processes against one) and printed with the machine's load average: on a shared
 machine the farm's speed-up should be read against it.
+
+With ``--tracking SIZES`` it times instead what MLflow tracking (the default sqlite store in the
+output folder) costs: for each size, a sweep with tracking off, then the same sweep with it on
+(runs/s, and the per-run cost of the first and the last tenth of the runs: when a run was
+stored, or with tracking when it was logged, so the drain of the logger's queue counts), then
+a resume of the finished tracked sweep (``resume_s``: expand, verify every record and trace,
+find nothing to run or log). Targets: tracking on >= half the runs/s of tracking off at 2,000
+runs; last tenth within 10% of the first at 20,000; resume of 20,000 runs < 10 s.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -67,6 +79,60 @@ def _farm(spec) -> tuple[float, float, float]:
         raise RuntimeError(f"{report.failed} runs failed: {report.failures[0]['error']}")
     busy = sum(r["duration_s"] for r in records)
     return wall, busy / wall, float(np.mean([r["cpu_s"] for r in records]))
+
+
+def _tenths(times: list[float]) -> tuple[float, float]:
+    """Mean seconds per run of the first and the last tenth of the runs, from the times each
+    was completed (the first tenth counted from the first run: start-up is not a run's)."""
+    times = sorted(times)
+    n = max(1, len(times) // 10)
+    return (times[n] - times[0]) / n, (times[-1] - times[-n - 1]) / n
+
+
+def _tracked_sweep(spec, out: str, tracking: bool) -> dict:
+    from farm.sweep.runner import run_sweep
+
+    t0 = time.time()
+    report = run_sweep(spec, out, tracking=tracking, progress=False)
+    wall = time.time() - t0
+    if not report.complete or report.tracking_offline:
+        raise RuntimeError(f"sweep incomplete ({report.failed} failed) or tracking offline")
+    if tracking:
+        lines = (Path(out) / "mlflow_runs.jsonl").read_text().splitlines()
+        times = [json.loads(line)["logged_at"] for line in lines]
+    else:
+        times = [r["finished_at"] for r in report.records.values()]
+    first, last = _tenths(times)
+    return {"wall_s": wall, "runs_per_s": len(report.runs) / wall,
+            "first_tenth_ms": 1000 * first, "last_tenth_ms": 1000 * last}
+
+
+def tracking_cost(sizes: list[int], dataset: str = "synthetic", optimizer: str = "random",
+                  iterations: int | None = 5, workers: int = 2) -> list[dict]:
+    """One row per (size, tracking off / on) and the resume time of the tracked sweep."""
+    import ray
+
+    from farm.sweep.ray_runtime import init_ray
+    from farm.sweep.runner import run_sweep
+
+    init_ray(num_cpus=workers)
+    rows = []
+    try:
+        for n in sizes:
+            spec = _spec(dataset, optimizer, n, iterations, workers)
+            for tracking in (False, True):
+                with tempfile.TemporaryDirectory(prefix="optfarm-bench-") as out:
+                    row = {"runs": n, "tracking": "on" if tracking else "off",
+                           **_tracked_sweep(spec, out, tracking)}
+                    if tracking:
+                        t0 = time.perf_counter()
+                        again = run_sweep(spec, out, tracking=True, progress=False)
+                        row["resume_s"] = time.perf_counter() - t0
+                        assert again.skipped == n and again.done == 0
+                rows.append(row)
+    finally:
+        ray.shutdown()
+    return rows
 
 
 def _burn(n: int) -> int:

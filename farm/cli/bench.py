@@ -3,6 +3,8 @@ sweep)."""
 
 from __future__ import annotations
 
+import os
+
 from .console import EXIT_OK, print_table
 
 
@@ -13,7 +15,24 @@ def cmd_bench(args) -> int:
 
 
 def cmd_bench_farm(args) -> int:
-    from farm.bench.overhead import run
+    from farm.bench.overhead import run, tracking_cost
+
+    if args.tracking:
+        sizes = [int(n) for n in args.tracking.split(",")]
+        rows = tracking_cost(sizes, args.dataset, args.optimizer, args.iterations or 5,
+                             args.workers)
+        print(f"MLflow tracking cost: {args.optimizer} on {args.dataset}, "
+              f"{args.iterations or 5} evaluations per run, {args.workers} Ray workers, "
+              f"sqlite store in the output folder (load average {os.getloadavg()[1]:.1f})")
+        print_table(rows, ["runs", "tracking", "wall_s", "runs_per_s", "first_tenth_ms",
+                           "last_tenth_ms", "resume_s"])
+        for n in sizes:
+            off, on = (r for r in rows if r["runs"] == n)
+            print(f"{n} runs: tracking on / off {on['runs_per_s'] / off['runs_per_s']:.2f}x "
+                  f"(target >= 0.5), last / first tenth with tracking "
+                  f"{on['last_tenth_ms'] / on['first_tenth_ms']:.2f}x (target <= 1.1), "
+                  f"resume {on['resume_s']:.1f} s (target < 10 s)")
+        return EXIT_OK
 
     res = run(args.runs, args.dataset, args.optimizer, args.iterations, args.workers,
               args.repeats)
@@ -61,4 +80,7 @@ def add_bench_commands(sub) -> None:
     b.add_argument("--iterations", type=int, help="max evaluations per run (default: all)")
     b.add_argument("--workers", type=int, default=2, help="workers of the throughput case")
     b.add_argument("--repeats", type=int, default=3, help="interleaved repeats (best kept)")
+    b.add_argument("--tracking", metavar="SIZES", help="instead: MLflow tracking on vs off and "
+                   "resume time for sweeps of these sizes, e.g. 500,2000,20000 (--iterations "
+                   "default 5)")
     b.set_defaults(func=cmd_bench_farm)

@@ -53,7 +53,7 @@ def cmd_datasets_import(args) -> int:
     options = {"name": args.name} if args.name else {}
     if args.description:
         options["description"] = args.description
-    datasets = import_datasets(args.format, args.source, **options)
+    datasets = import_datasets(args.format, args.source, force=args.force, **options)
     for d in datasets:
         print(f"imported {d.name}: {d.table.num_rows} rows -> {data_dir() / (d.name + '.parquet')}")
     return EXIT_OK
@@ -83,6 +83,8 @@ def add_datasets_commands(sub) -> None:
     di.add_argument("format", help="trimtuner, lynceus, cherrypick, scout, guindani or csv")
     di.add_argument("--from", dest="source", required=True, metavar="PATH")
     di.add_argument("--name", help="dataset name (formats that yield one dataset)")
+    di.add_argument("--force", action="store_true",
+                    help="replace a cached dataset of the same name whose content differs")
     di.add_argument("--description", metavar="YAML",
                     help="csv format: the YAML file describing the table")
     di.set_defaults(func=cmd_datasets_import)

@@ -50,11 +50,12 @@ def cmd_report(args) -> int:
 def _log_to_mlflow(sweep_dir: Path, files: list[Path], uri: str | None) -> None:
     """The report files become artifacts (folder ``report``) of the sweep's parent run."""
     from farm.sweep.store import Store
-    from farm.sweep.tracking import Tracker
+    from farm.sweep.tracking import Tracker, sweep_uri
 
-    spec = Store(sweep_dir).read_spec() or {}
-    tracker = Tracker(sweep_dir, uri, (spec.get("tracking") or {}).get("experiment"),
-                      spec.get("name"))
+    sweep = Store(sweep_dir).read_sweep() or {}
+    tracker = Tracker(sweep_dir, sweep_uri(sweep_dir, uri),
+                      (sweep.get("tracking") or {}).get("experiment"), sweep.get("name"),
+                      sweep.get("sweep_id"))
     if tracker.log_sweep_artifacts(files, "report"):
         print(f"MLflow: logged {len(files)} report files to the sweep's run at {tracker.uri}")
     else:
@@ -155,15 +156,14 @@ def _run_specs(specs, args, out: Path) -> tuple[list[dict], int]:
     """Run each spec afresh into ``out/<spec name>``; the finished runs' summaries and the
     number of failed runs (each reported on stderr)."""
     from farm.sweep.runner import run_sweep
-    from farm.sweep.store import Store
 
     summaries, failed = [], 0
     for spec, path in zip(specs, args.specs):
         result = run_sweep(spec, out / spec.name, source=path,
                            backend="serial" if args.serial else None, tracking=False,
                            progress=not args.no_progress)
-        store = Store(out / spec.name)
-        summaries += [store.record(key)["summary"] for key in sorted(store.finished())]
+        summaries += [result.records[key]["summary"] for key in sorted(result.records)
+                      if result.records[key]["status"] == "done"]
         failed += result.failed
         for f in result.failures:
             s = f["spec"]

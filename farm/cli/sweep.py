@@ -1,10 +1,11 @@
 """``farm sweep`` and ``farm sync``.
 
 Exit codes: 0 every run of the sweep is done; 1 some runs failed (recorded in the index with
-their error, retried on the next invocation), or the cluster was lost (its head stopped
-answering: one line with the command that resumes); 2 bad input (spec, dataset, optimizer or
-parameter), on one line on stderr; 130 interrupted by Ctrl-C, SIGTERM or SIGHUP (finished
-runs are kept).
+their error, retried on the next invocation), the cluster was lost (its head stopped
+answering: one line with the command that resumes), or a file of the output folder could not
+be written (disk full; the path named); 2 bad input (spec, dataset, optimizer or parameter, a
+damaged ``sweep.json``, or an output folder another sweep is using), on one line on stderr;
+130 interrupted by Ctrl-C, SIGTERM or SIGHUP (finished runs are kept).
 """
 
 from __future__ import annotations
@@ -61,9 +62,10 @@ def cmd_sweep(args) -> int:
 def _run(spec, source, out, args) -> int:
     if args.address:  # before Ray is imported (see farm.sweep.ray_runtime)
         os.environ["RAY_ADDRESS"] = args.address
-    from farm.sweep.runner import SUMMARY_COLUMNS, run_sweep, summary_rows
     from farm.sweep.capacity import ClusterLost
-    from farm.sweep.store import Store
+    from farm.sweep.runner import SUMMARY_COLUMNS, run_sweep, summary_rows
+    from farm.sweep.spec import DEFAULT_MAX_RUNS
+    from farm.sweep.store import DamagedFile, FolderBusy, Store, StoreError
 
     try:
         with _signals_interrupt():
@@ -71,14 +73,24 @@ def _run(spec, source, out, args) -> int:
                                backend="serial" if args.serial else None,
                                max_in_flight=args.max_in_flight,
                                tracking=False if args.no_tracking else None,
-                               tracking_uri=args.tracking_uri, progress=not args.no_progress)
+                               tracking_uri=args.tracking_uri,
+                               artifacts=True if args.artifacts else None,
+                               max_runs=args.max_runs or DEFAULT_MAX_RUNS,
+                               progress=not args.no_progress)
+    except (FolderBusy, DamagedFile) as e:
+        print(f"farm: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except ClusterLost as e:  # what finished is stored, the index written, MLflow's run FAILED
         print(f"farm: error: {e}; {len(Store(out).finished())} runs are stored in {out}; "
               f"resume with: {_resume_command(args, out)}", file=sys.stderr)
         return EXIT_FAILED
+    except StoreError as e:
+        print(f"farm: error: {e}; the runs stored so far are kept, run the sweep again "
+              "when fixed", file=sys.stderr)
+        return EXIT_FAILED
     print(f"\nsweep {spec.name}: {len(report.runs)} runs, {report.skipped} already done, "
           f"{report.done} run now, {report.failed} failed ({report.wall_s:.1f} s) -> {out}")
-    print_table(summary_rows(Store(out), report.runs), SUMMARY_COLUMNS)
+    print_table(summary_rows(report.records, report.runs), SUMMARY_COLUMNS)
     for f in report.failures[:10]:
         s = f["spec"]
         print(f"failed: {s['optimizer']} on {s['dataset']} seed {s['seed']} "
@@ -120,14 +132,22 @@ def _resume_command(args, out) -> str:
 
 
 def cmd_sync(args) -> int:
-    from farm.sweep.store import Store
+    from farm.sweep.store import DamagedFile, FolderBusy, Store, StoreError
     from farm.sweep.tracking import sweep_uri, sync
 
-    if Store(args.dir).read_spec() is None:
-        print(f"farm: error: {args.dir}: not a sweep output folder (no sweep.json)",
-              file=sys.stderr)
+    try:
+        if Store(args.dir).read_spec() is None:
+            print(f"farm: error: {args.dir}: not a sweep output folder (no sweep.json)",
+                  file=sys.stderr)
+            return EXIT_BAD_INPUT
+        uploaded, missing = sync(args.dir, args.tracking_uri, args.experiment,
+                                 True if args.artifacts else None)
+    except (FolderBusy, DamagedFile) as e:
+        print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    uploaded, missing = sync(args.dir, args.tracking_uri, args.experiment)
+    except StoreError as e:
+        print(f"farm: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
     print(f"synced {uploaded} runs to {sweep_uri(args.dir, args.tracking_uri)}"
           + (f"; {missing} could not be uploaded" if missing else ""))
     return EXIT_FAILED if missing else EXIT_OK
@@ -155,12 +175,18 @@ def add_sweep_commands(sub) -> None:
     s.add_argument("--tracking-uri", help="MLflow tracking URI (default $MLFLOW_TRACKING_URI, "
                    "else sqlite:///OUT/mlflow.db)")
     s.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
+    s.add_argument("--artifacts", action="store_true", help="upload each run's trace to MLflow"
+                   " (default: its path in the output folder is a tag of the run)")
+    s.add_argument("--max-runs", type=int, metavar="N",
+                   help="refuse a sweep of more than N runs (default 200,000: "
+                   "farm.sweep.spec.DEFAULT_MAX_RUNS)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_sweep)
 
     y = sub.add_parser("sync", help="upload a sweep's stored runs to MLflow (those not there)")
     y.add_argument("dir", help="the sweep's output folder")
-    y.add_argument("--tracking-uri", help="default the spec's, else $MLFLOW_TRACKING_URI, else "
-                   "the folder's sqlite")
+    y.add_argument("--tracking-uri", help="default the one the sweep ran with (kept in "
+                   "sweep.json), else $MLFLOW_TRACKING_URI, else the folder's sqlite")
     y.add_argument("--experiment", help="default the sweep's")
+    y.add_argument("--artifacts", action="store_true", help="upload each run's trace")
     y.set_defaults(func=cmd_sync)

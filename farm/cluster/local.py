@@ -177,7 +177,9 @@ class LocalCluster:
     def node_ids(self) -> dict[str, str]:
         """Ray's node id of each of our nodes the head's GCS lists alive (none while the head
         does not answer)."""
-        from ray._raylet import GcsClient  # Ray's own client of the GCS, as `ray status` uses
+        from ray._raylet import (
+            GcsClient,  # Ray's own client of the GCS, as `ray status` uses
+        )
         from ray.core.generated.gcs_pb2 import GcsNodeInfo
 
         try:  # a plain connection first: Ray's client warns while nothing listens

@@ -320,15 +320,16 @@ def load_sweep(sweep_dir: Path, current: bool = False) -> tuple[pa.Table, list[d
     from farm.sweep.store import Store
 
     store = Store(sweep_dir)
-    spec = store.read_spec()
+    spec = store.read_spec()  # a damaged file raises DamagedFile (a ValueError) naming it
     if spec is None:
         raise ValueError(f"{sweep_dir} is not a sweep output folder (no sweep.json)")
-    done = sorted(store.finished())
+    records = store.verified().records
+    done = sorted(k for k, r in records.items() if r["status"] == "done")
     if current:
         keys = {r.run_key for r in expand(parse_spec(spec, str(sweep_dir)), str(sweep_dir))}
         done = [key for key in done if key in keys]
     if not done:
         raise ValueError(f"{sweep_dir}: no finished run to report on")
-    summaries = [store.record(key)["summary"] for key in done]
+    summaries = [records[key]["summary"] for key in done]
     traces = [store.trace(key) for key in done]  # older runs may lack newer columns
     return pa.concat_tables(traces, promote_options="default"), summaries

@@ -2,14 +2,19 @@
 (or in-process), store each outcome as it arrives, track it in MLflow, and summarise.
 
 The store is the source of truth: an interrupted sweep started again runs only the runs
-without a ``done`` record (failed ones included), and MLflow logging is idempotent per run
-key, so nothing is run or logged twice.
+without an intact ``done`` record (failed and damaged ones included: a damaged record or trace
+is quarantined and its run redone, one line each), and MLflow logging is exactly once per run
+key, so nothing is run or logged twice. One driver per output folder (``FolderLock``). Each
+record is read once and each run key computed once per invocation.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +23,8 @@ import numpy as np
 
 from farm.run.metrics import final_quality, worse_quantile
 from farm.run.spec import RunSpec
-from farm.sweep.spec import SweepSpec, expand
-from farm.sweep.store import Store
+from farm.sweep.spec import DEFAULT_MAX_RUNS, SweepSpec, expand_keyed
+from farm.sweep.store import FolderLock, Store, StoreError
 
 __all__ = ["SUMMARY_COLUMNS", "SweepReport", "run_sweep", "summary_rows"]
 
@@ -32,7 +37,9 @@ class SweepReport:
     skipped: int = 0                     # already finished before this invocation
     done: int = 0
     failed: int = 0
+    redone: int = 0                      # damaged runs quarantined and run again
     failures: list[dict] = field(default_factory=list)
+    records: dict[str, dict] = field(default_factory=dict)   # run_key -> record, all stored
     tracking_uri: str | None = None
     tracking_offline: bool = False
     wall_s: float = 0.0
@@ -45,37 +52,69 @@ class SweepReport:
 def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
               address: str | None = None, backend: str | None = None,
               max_in_flight: int | None = None, tracking: bool | None = None,
-              tracking_uri: str | None = None, progress: bool = True,
+              tracking_uri: str | None = None, artifacts: bool | None = None,
+              max_runs: int = DEFAULT_MAX_RUNS, progress: bool = True,
               on_submit: Callable[[RunSpec, dict], None] | None = None) -> SweepReport:
     """Run (or resume) ``spec`` into the output folder ``out``; arguments override the spec's
-    ``runtime`` and ``tracking`` sections."""
+    ``runtime`` and ``tracking`` sections (a tracking URI given is kept in ``sweep.json``).
+    Raises FolderBusy when another driver holds ``out``, DamagedFile when its ``sweep.json``
+    is damaged, StoreError when a file cannot be written (each naming the path)."""
     from oracle.registry import load
 
     t0 = time.perf_counter()
-    runs = expand(spec, source)
+    keyed = expand_keyed(spec, source, max_runs=max_runs)  # each run key computed once
+    runs = list(keyed.values())
     for name in sorted({r.dataset for r in runs}):
         load(name)  # a missing dataset is bad input, reported before anything runs
     store = Store(out)
-    store.write_spec(spec.model_dump(mode="json"))
-    finished = store.finished()
-    todo = [r for r in runs if r.run_key not in finished]
-    report = SweepReport(runs, skipped=len(runs) - len(todo))
+    with FolderLock(out):
+        previous = store.read_sweep() or {}
+        sweep_id = previous.get("sweep_id") or uuid.uuid4().hex
+        stored = spec.model_dump(mode="json")
+        if tracking_uri:
+            stored["tracking"]["uri"] = tracking_uri
+        if artifacts is not None:
+            stored["tracking"]["artifacts"] = artifacts
+        store.write_spec(stored, sweep_id)
+        report = SweepReport(runs)
+        report.records = _intact_records(store, report)
+        finished = {k for k, r in report.records.items() if r["status"] == "done"}
+        keys = list(keyed)
+        todo = [r for k, r in keyed.items() if k not in finished]
+        report.skipped = len(runs) - len(todo)
 
-    tracker = None
-    if spec.tracking.enabled if tracking is None else tracking:
-        from farm.sweep.tracking import Tracker
+        tracker = None
+        if spec.tracking.enabled if tracking is None else tracking:
+            from farm.sweep.tracking import Tracker
 
-        tracker = Tracker(out, tracking_uri or spec.tracking.uri, spec.tracking.experiment,
-                          spec.name)
-        report.tracking_uri = tracker.uri
-        tracker.start_sweep({"sweep": spec.name, "runs": len(runs)})
-        keys = {r.run_key for r in runs}  # catch up on runs stored while tracking was down
-        for record in store.records():
-            if record["run_key"] in keys and record["run_key"] in finished:
-                tracker.log_record(record)
+            tracker = Tracker(out, stored["tracking"]["uri"], spec.tracking.experiment,
+                              spec.name, sweep_id, stored["tracking"]["artifacts"])
+            report.tracking_uri = tracker.uri
+            if tracker.start(set(keys), {"sweep": spec.name, "runs": len(runs)}):
+                for key in keys:  # catch up on runs stored while tracking was down
+                    if key in finished:
+                        tracker.submit(report.records[key])
+        _run_todo(todo, spec, store, tracker, report, backend, address, max_in_flight,
+                  on_submit, progress)
+    report.wall_s = time.perf_counter() - t0
+    return report
 
+
+def _intact_records(store: Store, report: SweepReport) -> dict[str, dict]:
+    """The store's intact records; each damaged run's files quarantined, one line each."""
+    scan = store.scan()
+    for damage in scan.damaged:
+        store.quarantine(damage)
+        print(f"farm: {damage}; moved to {store.root / 'quarantine'}, run {damage.run_key} is "
+              "run again", file=sys.stderr)
+    report.redone = len(scan.damaged)
+    return scan.records
+
+
+def _run_todo(todo, spec, store, tracker, report, backend, address, max_in_flight, on_submit,
+              progress) -> None:
     outcomes = _outcomes(todo, spec, backend, address, max_in_flight, on_submit)
-    bar = _progress(len(runs), report.skipped, spec.name, progress)
+    bar = _progress(len(report.runs), report.skipped, spec.name, progress)
     try:
         for o in outcomes:
             if o.error is None:
@@ -88,20 +127,22 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
                                              duration_s=o.duration_s, where=o.where)
                 report.failed += 1
                 report.failures.append(record)
+            report.records[record["run_key"]] = record
             if tracker is not None:
-                tracker.log_record(record)
+                tracker.submit(record, None if o.result is None else o.result.trace)
             bar.update(1)
             if report.failed:
                 bar.set_postfix(failed=report.failed)
     finally:
         outcomes.close()
         bar.close()
-        store.write_index()
+        # an error on its way out (disk full, Ctrl-C) is the one to report, not a second one
+        quiet = contextlib.suppress(StoreError) if sys.exc_info()[1] else contextlib.nullcontext()
+        with quiet:
+            store.write_index(report.records.values())
         if tracker is not None:
-            tracker.end_sweep(failed=not report.complete)
+            tracker.close(failed=not report.complete)
             report.tracking_offline = tracker.offline
-        report.wall_s = time.perf_counter() - t0
-    return report
 
 
 def _outcomes(todo, spec, backend, address, max_in_flight, on_submit):
@@ -143,14 +184,15 @@ SUMMARY_COLUMNS = ["dataset", "optimizer", "params", "runs", "failed", "metric",
                    "final_p50", "final_p90", "cost_p50", "evals_p50", "latency_p50_s"]
 
 
-def summary_rows(store: Store, runs: list[RunSpec]) -> list[dict]:
-    """One row per (dataset, optimizer, parameters; those set away from the defaults shown):
-    runs done / failed, the final quality metric (CNO or Accuracy_C) p50 / p90 over seeds
-    (worse side, ``farm.run.metrics``: the numbers ``farm report`` shows), median exploration
-    cost, evaluations and recommendation latency."""
+def summary_rows(records: dict[str, dict], runs: list[RunSpec]) -> list[dict]:
+    """One row per (dataset, optimizer, parameters; those set away from the defaults shown) of
+    the ``records`` (run_key -> record) of ``runs``: runs done / failed, the final quality
+    metric (CNO or Accuracy_C) p50 / p90 over seeds (worse side, ``farm.run.metrics``: the
+    numbers ``farm report`` shows), median exploration cost, evaluations and recommendation
+    latency."""
     keys = {r.run_key for r in runs}
     groups: dict[tuple, list[dict]] = {}
-    for rec in store.records():
+    for rec in records.values():
         if rec["run_key"] not in keys:
             continue
         s = rec["spec"]

@@ -14,31 +14,45 @@ A spec is YAML (``sweeps/*.yaml``) or the same dictionary built from the command
     limits: {iterations: 30, budget: 50.0}
     aggregate: sample
     runtime: {max_in_flight: 4, max_retries: 2, executor: serial, chunk_size: 0, backend: ray}
-    tracking: {enabled: true, uri: null, experiment: null}
+    tracking: {enabled: true, uri: null, experiment: null, artifacts: false}
 
 The schema is validated with pydantic; every error is one line naming the offending key
 (``optimizers[1].params.la: ...``). Optimizer names and parameters are checked against the
 optimizer registry when the sweep is expanded (``expand``), so a spec may name optimizers that
 another module registers later. Each run's key is ``farm.run.spec.RunSpec.run_key`` (a hash of the
-fully resolved run), so expansion is stable and de-duplicated.
+fully resolved run), so expansion is stable and de-duplicated. A spec is refused before it is
+expanded when it would expand to more than ``max_runs`` runs (counted, not enumerated), and a
+YAML file that gives one key twice is refused naming the key and its line.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    field_validator,
+)
 
 from farm.run.spec import RunSpec
 from optimizers.base import ParameterError
 from oracle.problem import Constraint, Objective
 
-__all__ = ["SpecError", "SweepSpec", "expand", "inline_spec", "load_spec", "parse_spec"]
+__all__ = ["DEFAULT_MAX_RUNS", "SpecError", "SweepSpec", "expand", "expand_keyed", "inline_spec",
+           "load_spec", "parse_spec"]
 
 Scalar = bool | int | float | str
+DEFAULT_MAX_RUNS = 200_000   # a sweep larger than this needs --max-runs
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
 
 class SpecError(ValueError):
@@ -99,8 +113,8 @@ class OptimizerEntry(_Model):
 
 
 class SeedRange(_Model):
-    start: int = Field(0, ge=0)
-    count: int = Field(ge=1)
+    start: StrictInt = Field(0, ge=0)
+    count: StrictInt = Field(ge=1)
 
 
 class Runtime(_Model):
@@ -115,19 +129,28 @@ class Tracking(_Model):
     enabled: bool = True
     uri: str | None = None                # None: $MLFLOW_TRACKING_URI or sqlite in the out dir
     experiment: str | None = None         # None: the sweep's name
+    artifacts: bool = False               # upload each trace (else its store path is a tag)
 
 
 class SweepSpec(_Model):
     name: str = Field(min_length=1)
     datasets: list[str | DatasetEntry] = Field(min_length=1)
     optimizers: list[str | OptimizerEntry] = Field(min_length=1)
-    seeds: int | list[int] | SeedRange = 1
+    seeds: StrictInt | list[StrictInt] | SeedRange = 1
     problem: ProblemOverrides = Field(default_factory=ProblemOverrides)
     limits: Limits = Field(default_factory=Limits)
     aggregate: Literal["sample", "mean"] = "sample"
     runtime: Runtime = Field(default_factory=Runtime)
     tracking: Tracking = Field(default_factory=Tracking)
     description: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v):
+        if not _NAME.fullmatch(v) or ".." in v:
+            raise ValueError(f"{v!r} is not a sweep name (letters, digits and ._+- only, no "
+                             "path separators or '..': it names the output folder)")
+        return v
 
     @field_validator("seeds")
     @classmethod
@@ -137,6 +160,14 @@ class SweepSpec(_Model):
         if isinstance(v, list) and (not v or min(v) < 0 or len(set(v)) != len(v)):
             raise ValueError("must list distinct non-negative seeds")
         return v
+
+    def n_runs(self) -> int:
+        """How many runs the spec expands to at most (before de-duplication), counted."""
+        seeds = self.seeds if isinstance(self.seeds, int) else \
+            self.seeds.count if isinstance(self.seeds, SeedRange) else len(self.seeds)
+        grids = sum(math.prod(len(v) if isinstance(v, list) else 1 for v in o.params.values())
+                    for o in self.optimizer_entries())
+        return len(self.datasets) * grids * seeds
 
     def seed_list(self) -> list[int]:
         if isinstance(self.seeds, int):
@@ -207,12 +238,29 @@ def load_spec(path: str | Path) -> SweepSpec:
     if not path.is_file():
         raise SpecError(f"{path}: no such sweep spec")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
+    except OSError as e:
+        raise SpecError(f"{path}: cannot read the file ({e.strerror or e})") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
         raise SpecError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
     return parse_spec(data, str(path))
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a mapping that gives one key twice (YAML keeps the last
+    silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
 
 
 def inline_spec(datasets: str, optimizers: str, seeds: int, *, name: str = "inline",
@@ -233,11 +281,23 @@ def _split(text: str) -> list[str]:
     return [t.strip() for t in (text or "").split(",") if t.strip()]
 
 
-def expand(spec: SweepSpec, source: str = "spec") -> list[RunSpec]:
-    """The runs of a sweep in a stable order (dataset, optimizer, grid point, seed), each
+def expand(spec: SweepSpec, source: str = "spec",
+           max_runs: int | None = DEFAULT_MAX_RUNS) -> list[RunSpec]:
+    """The runs of a sweep (``expand_keyed``'s, in order)."""
+    return list(expand_keyed(spec, source, max_runs).values())
+
+
+def expand_keyed(spec: SweepSpec, source: str = "spec",
+                 max_runs: int | None = DEFAULT_MAX_RUNS) -> dict[str, RunSpec]:
+    """run key -> run of a sweep, in a stable order (dataset, optimizer, grid point, seed), each
     resolved (optimizer defaults filled in) and de-duplicated by run key. Unknown optimizers
-    or parameters raise SpecError naming the entry."""
+    or parameters raise SpecError naming the entry; so does a spec of more than ``max_runs``
+    runs (None: no limit), before anything is expanded."""
     from optimizers.registry import get
+
+    if max_runs is not None and spec.n_runs() > max_runs:
+        raise SpecError(f"{source}: the sweep expands to {spec.n_runs():,} runs, more than the "
+                        f"limit of {max_runs:,} (pass --max-runs {spec.n_runs()} to run it)")
 
     runs: dict[str, RunSpec] = {}
     for oi, opt in enumerate(spec.optimizer_entries()):
@@ -252,18 +312,19 @@ def expand(spec: SweepSpec, source: str = "spec") -> list[RunSpec]:
                            **(d.limits.model_dump(exclude_none=True) if d.limits else {})})
         for oi, opt in enumerate(spec.optimizer_entries()):
             for point in opt.grid():
+                try:  # resolved once per grid point, not once per seed
+                    params = get(opt.name).resolve_params(point)
+                except ParameterError as e:
+                    raise SpecError(f"{source}: optimizers[{oi}].params: {e}") from None
                 for seed in spec.seed_list():
-                    run = RunSpec(dataset=d.name, optimizer=opt.name, seed=seed, params=point,
-                                  budget=limits.budget, iterations=limits.iterations,
+                    run = RunSpec(dataset=d.name, optimizer=opt.name, seed=seed,
+                                  params=dict(params), budget=limits.budget,
+                                  iterations=limits.iterations,
                                   objective=problem.objective or spec.problem.objective,
                                   constraints=_constraints(problem, spec.problem),
                                   aggregate=spec.aggregate)
-                    try:
-                        run = run.resolved()
-                    except ParameterError as e:
-                        raise SpecError(f"{source}: optimizers[{oi}].params: {e}") from None
                     runs.setdefault(run.run_key, run)
-    return list(runs.values())
+    return runs
 
 
 def _constraints(own: ProblemOverrides, sweep: ProblemOverrides) -> tuple[str, ...] | None:

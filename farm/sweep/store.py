@@ -2,29 +2,40 @@
 
 Layout of the output folder::
 
-    sweep.json                  the validated sweep spec (what ``farm sync`` and reports read)
+    sweep.json                  the validated sweep spec (what ``farm sync`` and reports read),
+                                with the sweep's id (``sweep_id``: it names the sweep in MLflow)
+    lock                        who runs the sweep now (pid, host); ``flock``-ed while they do
     runs/<run_key>.parquet      the trace of a finished run (``farm.run.loop.TRACE_SCHEMA``)
     runs/<run_key>.json         the run's record: spec, status (done|failed), summary or error,
-                                attempts, node, wall and CPU time of the run
+                                attempts, node, wall and CPU time of the run, the trace's
+                                sha256 and size, and the record's own sha256
+    quarantine/                 damaged records and traces, moved aside (their runs are redone)
     index.parquet               one row per record (rebuilt from the records; for users)
     mlflow.db                   default MLflow tracking store (see ``farm.sweep.tracking``)
-    mlflow_runs.json            run map: tracking URI -> sweep parent run, run_key -> run id
+    mlflow_runs.jsonl           cache of the MLflow runs logged (append-only; never the truth)
 
 Every file is written atomically (a temporary name in the same folder, then ``os.replace``),
 and a record is written only after its trace, so a crash leaves either a finished run or no
-trace of it. A run counts as finished when its record says ``done``; re-running a sweep skips
-those and re-runs failed ones.
+trace of it. A run counts as finished when its record says ``done`` and both the record and the
+trace match their checksums (``scan``); a rerun quarantines what does not match and runs it
+again. One driver at a time: ``FolderLock`` holds an exclusive lock on the folder.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import hashlib
 import json
 import math
 import os
+import signal
+import socket
+import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import asdict
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +46,8 @@ from farm.run.loop import RunResult
 from farm.run.metrics import final_quality
 from farm.run.spec import RunSpec
 
-__all__ = ["Store", "atomic_write_bytes", "atomic_write_json"]
-
+__all__ = ["DamagedFile", "FolderBusy", "FolderLock", "Scan", "Store", "StoreError",
+           "atomic_write_bytes", "atomic_write_json", "fault_point", "read_json"]
 INDEX_SCHEMA = pa.schema([
     ("run_key", pa.string()), ("dataset", pa.string()), ("optimizer", pa.string()),
     ("params", pa.string()), ("seed", pa.int64()), ("status", pa.string()),
@@ -50,20 +61,84 @@ INDEX_SCHEMA = pa.schema([
 ])
 
 
+class StoreError(OSError):
+    """A file of the store cannot be written or read (disk full, read-only folder, ...); the
+    message is one line naming the path."""
+
+    def __init__(self, code: int | None, message: str):
+        super().__init__(message)
+        self.errno = code
+
+
+class DamagedFile(ValueError):
+    """A stored file does not match what was written (truncated, bit-flipped, missing); the
+    message is one line naming the file."""
+
+    def __init__(self, path: Path, why: str, run_key: str | None = None):
+        super().__init__(f"{path}: {why}")
+        self.path, self.why, self.run_key = path, why, run_key
+
+
+class FolderBusy(RuntimeError):
+    """Another driver holds the output folder's lock; the message names it."""
+
+
+_FAULT_COUNTS: dict[str, int] = {}
+
+
+def fault_point(name: str) -> None:
+    """Where the fault-injection tests (``tests/farm/test_faults.py``) kill the driver:
+    SIGKILL this process when ``$FARM_FAULT`` is ``name`` (or ``name:N``, at its N-th pass)."""
+    want = os.environ.get("FARM_FAULT")
+    if not want or not want.startswith(name):
+        return
+    _FAULT_COUNTS[name] = _FAULT_COUNTS.get(name, 0) + 1
+    if want in (name, f"{name}:{_FAULT_COUNTS[name]}"):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as e:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError) and not isinstance(e, StoreError):
+            raise StoreError(e.errno, f"cannot write {path}: {e.strerror or e}") from None
         raise
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_bytes(path, json.dumps(obj, indent=1, sort_keys=True, default=_jsonable).encode())
+
+
+def read_json(path: Path) -> Any:
+    """The JSON in ``path``; a file that is not valid JSON raises DamagedFile, an OS error
+    StoreError, each naming the path."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise StoreError(e.errno, f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        return json.loads(data)
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        how = "empty" if not data else f"not valid JSON, truncated? ({e})"
+        raise DamagedFile(path, how) from None
+
+
+def _canonical(record: dict) -> bytes:
+    body = {k: v for k, v in record.items() if k != "sha256"}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), default=_jsonable).encode()
+
+
+def _sealed(record: dict) -> dict:
+    """The record with its own checksum (sha256 of its canonical JSON, the checksum left out)."""
+    return {**record, "sha256": hashlib.sha256(_canonical(record)).hexdigest()}
 
 
 def _jsonable(o):
@@ -88,6 +163,18 @@ def spec_from_dict(d: dict[str, Any]) -> RunSpec:
     return RunSpec(**d)
 
 
+@dataclass
+class Scan:
+    """The records of a store, each read and verified once: ``records`` (run_key -> record)
+    those intact, ``damaged`` one DamagedFile per run whose record or trace does not match."""
+
+    records: dict[str, dict] = field(default_factory=dict)
+    damaged: list[DamagedFile] = field(default_factory=list)
+
+    def finished(self) -> set[str]:
+        return {k for k, r in self.records.items() if r["status"] == "done"}
+
+
 class Store:
     """Read and write a sweep's output folder (see the module docstring)."""
 
@@ -102,68 +189,244 @@ class Store:
         return self.runs / f"{run_key}.json"
 
     # -- writing -----------------------------------------------------------------------------
-    def write_spec(self, spec_dict: dict[str, Any]) -> None:
-        atomic_write_json(self.root / "sweep.json", spec_dict)
+    def write_spec(self, spec_dict: dict[str, Any], sweep_id: str) -> None:
+        atomic_write_json(self.root / "sweep.json", {**spec_dict, "sweep_id": sweep_id})
 
     def write_result(self, spec: RunSpec, result: RunResult, *, attempts: int = 1,
                      duration_s: float = math.nan, cpu_s: float = math.nan,
                      where: dict | None = None) -> dict:
-        """Store a finished run: its trace, then its record (that order: see the module doc)."""
+        """Store a finished run: its trace, then its record with the trace's checksum (that
+        order: see the module doc)."""
         sink = pa.BufferOutputStream()
         pq.write_table(result.trace, sink)
-        atomic_write_bytes(self.trace_path(spec.run_key), sink.getvalue().to_pybytes())
-        record = self._record(spec, "done", attempts, duration_s, where)
+        data = sink.getvalue().to_pybytes()
+        key = spec.run_key
+        atomic_write_bytes(self.trace_path(key), data)
+        fault_point("after-trace")
+        record = self._record(spec, key, "done", attempts, duration_s, where)
         record["summary"] = result.summary
         record["cpu_s"] = cpu_s
-        atomic_write_json(self.record_path(spec.run_key), record)
+        record["trace_sha256"] = hashlib.sha256(data).hexdigest()
+        record["trace_bytes"] = len(data)
+        record = _sealed(record)
+        atomic_write_json(self.record_path(key), record)
+        fault_point("after-record")
         return record
 
     def write_failure(self, spec: RunSpec, error: str, *, attempts: int = 1,
                       duration_s: float = math.nan, where: dict | None = None) -> dict:
         """Record a failed run (it is retried the next time the sweep runs)."""
-        record = self._record(spec, "failed", attempts, duration_s, where)
+        key = spec.run_key
+        record = self._record(spec, key, "failed", attempts, duration_s, where)
         record["error"] = error
-        atomic_write_json(self.record_path(spec.run_key), record)
+        record = _sealed(record)
+        atomic_write_json(self.record_path(key), record)
         return record
 
     @staticmethod
-    def _record(spec, status, attempts, duration_s, where) -> dict:
-        return {"run_key": spec.run_key, "spec": spec_to_dict(spec), "status": status,
+    def _record(spec, key, status, attempts, duration_s, where) -> dict:
+        return {"run_key": key, "spec": spec_to_dict(spec), "status": status,
                 "attempts": attempts, "duration_s": duration_s, "where": where or {},
                 "finished_at": time.time()}
 
+    def quarantine(self, damage: DamagedFile) -> Path:
+        """Move a damaged run's record and trace aside (into ``quarantine/``), so that its run
+        is redone; returns the quarantine folder."""
+        folder = self.root / "quarantine"
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        for path in (self.record_path(damage.run_key), self.trace_path(damage.run_key)):
+            if path.exists():
+                folder.mkdir(exist_ok=True)
+                try:
+                    os.replace(path, folder / f"{path.name}.{stamp}")
+                except OSError as e:
+                    raise StoreError(e.errno, f"cannot move {path} to {folder}: "
+                                     f"{e.strerror or e}") from None
+        return folder
+
     # -- reading -----------------------------------------------------------------------------
-    def records(self) -> Iterator[dict]:
+    def scan(self, *, verify_traces: bool = True) -> Scan:
+        """Every record, read once and checked against its checksum, and each done run's trace
+        against the checksum in its record (its bytes hashed: ``verify_traces``)."""
+        scan = Scan()
         if not self.runs.is_dir():
-            return
+            return scan
         for path in sorted(self.runs.glob("*.json")):
-            yield json.loads(path.read_text())
+            try:
+                record = self._verified_record(path)
+                if record["status"] == "done":
+                    self._verify_trace(record, hash_bytes=verify_traces)
+            except DamagedFile as e:
+                e.run_key = e.run_key or path.stem
+                scan.damaged.append(e)
+                continue
+            scan.records[record["run_key"]] = record
+        return scan
+
+    def _verified_record(self, path: Path) -> dict:
+        record = read_json(path)
+        if not isinstance(record, dict) or record.get("run_key") != path.stem:
+            raise DamagedFile(path, "not a run record of this store", path.stem)
+        want = record.get("sha256")  # records written before checksums have none
+        if want is not None and hashlib.sha256(_canonical(record)).hexdigest() != want:
+            raise DamagedFile(path, "content does not match its sha256", path.stem)
+        return record
+
+    def _verify_trace(self, record: dict, hash_bytes: bool = True) -> None:
+        key = record["run_key"]
+        path = self.trace_path(key)
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            raise DamagedFile(path, "trace missing", key) from None
+        want = record.get("trace_sha256")
+        if want is None:
+            return
+        if size != record["trace_bytes"]:
+            raise DamagedFile(path, f"trace truncated or extended ({size} bytes, "
+                              f"{record['trace_bytes']} written)", key)
+        if hash_bytes and hashlib.sha256(path.read_bytes()).hexdigest() != want:
+            raise DamagedFile(path, "trace content does not match its sha256", key)
+
+    def verified(self) -> Scan:
+        """``scan``, refusing any damaged file (for readers: ``farm report``, ``farm sync``)."""
+        scan = self.scan()
+        if scan.damaged:
+            first = scan.damaged[0]
+            more = f" (and {len(scan.damaged) - 1} more)" if len(scan.damaged) > 1 else ""
+            raise DamagedFile(first.path, f"{first.why}{more}; run the sweep again to redo "
+                              "damaged runs", first.run_key)
+        return scan
+
+    def records(self) -> Iterable[dict]:
+        return self.verified().records.values()
 
     def record(self, run_key: str) -> dict | None:
         path = self.record_path(run_key)
-        return json.loads(path.read_text()) if path.exists() else None
+        return self._verified_record(path) if path.exists() else None
 
     def finished(self) -> set[str]:
-        """run_keys whose record says done (and whose trace is there)."""
-        return {r["run_key"] for r in self.records()
-                if r["status"] == "done" and self.trace_path(r["run_key"]).exists()}
+        """run_keys whose record says done and whose record and trace are intact."""
+        return self.verified().finished()
 
     def trace(self, run_key: str) -> pa.Table:
-        return pq.read_table(self.trace_path(run_key))
+        path = self.trace_path(run_key)
+        try:
+            return pq.read_table(path)
+        except OSError as e:
+            raise StoreError(getattr(e, "errno", None), f"cannot read {path}: {e}") from None
+        except pa.ArrowInvalid as e:
+            raise DamagedFile(path, f"not a readable Parquet file ({e})", run_key) from None
+
+    def read_sweep(self) -> dict[str, Any] | None:
+        """``sweep.json`` as written (spec and sweep id); None when there is none."""
+        path = self.root / "sweep.json"
+        if not path.exists():
+            return None
+        data = read_json(path)
+        if not isinstance(data, dict):
+            raise DamagedFile(path, "not a sweep spec")
+        return data
 
     def read_spec(self) -> dict[str, Any] | None:
-        path = self.root / "sweep.json"
-        return json.loads(path.read_text()) if path.exists() else None
+        data = self.read_sweep()
+        return None if data is None else {k: v for k, v in data.items() if k != "sweep_id"}
 
     # -- the index -----------------------------------------------------------------------------
-    def write_index(self) -> pa.Table:
+    def write_index(self, records: Iterable[dict] | None = None) -> pa.Table:
         """Rebuild ``index.parquet`` from the records (atomically) and return it."""
-        rows = [_index_row(r) for r in self.records()]
+        records = self.records() if records is None else records
+        rows = [_index_row(r) for r in sorted(records, key=lambda r: r["run_key"])]
         table = pa.Table.from_pylist(rows, schema=INDEX_SCHEMA)
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)
         atomic_write_bytes(self.root / "index.parquet", sink.getvalue().to_pybytes())
         return table
+
+
+class FolderLock:
+    """An exclusive lock on a sweep's output folder for the life of a driver: ``flock`` on
+    ``OUT/lock`` (released by the kernel on any exit, SIGKILL included) with the holder's pid,
+    host and command written in it. Where ``flock`` is not supported (some network file
+    systems) the recorded pid is checked instead: a holder on this host that is gone is a
+    stale lock and is taken over."""
+
+    def __init__(self, root: str | Path):
+        self.path = Path(root) / "lock"
+        self._fd: int | None = None
+
+    def __enter__(self) -> "FolderLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def acquire(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            if e.errno in (errno.EROFS, errno.EACCES) and self.path.parent.is_dir():
+                return  # a read-only folder: no driver can write it (farm sync still reads it)
+            raise StoreError(e.errno, f"cannot open {self.path}: {e.strerror or e}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = self._holder(fd)
+            os.close(fd)
+            raise FolderBusy(f"{self.path.parent} is in use by another sweep "
+                             f"({_describe(holder)}); wait for it to end or stop it") from None
+        except OSError as e:
+            if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
+                os.close(fd)
+                raise StoreError(e.errno, f"cannot lock {self.path}: {e.strerror}") from None
+            holder = self._holder(fd)
+            if holder and _alive(holder):
+                os.close(fd)
+                raise FolderBusy(f"{self.path.parent} is in use by another sweep "
+                                 f"({_describe(holder)}); wait for it to end or stop it, or "
+                                 f"remove {self.path} if it no longer runs") from None
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(),
+              "command": " ".join(sys.argv)[:500]}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(me).encode(), 0)
+        self._fd = fd
+
+    @staticmethod
+    def _holder(fd: int) -> dict | None:
+        try:
+            holder = json.loads(os.pread(fd, 4096, 0) or b"null")
+            return holder if isinstance(holder, dict) else None
+        except ValueError:
+            return None
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # the flock goes with the descriptor
+            self._fd = None
+
+
+def _alive(holder: dict) -> bool:
+    """Whether the holder may still run: not provably dead (a pid gone on this host)."""
+    if holder.get("host") != socket.gethostname():
+        return True
+    try:
+        os.kill(int(holder.get("pid", -1)), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError, TypeError):
+        return True
+    return True
+
+
+def _describe(holder: dict | None) -> str:
+    if not holder:
+        return "holder unknown"
+    since = time.strftime("%H:%M:%S", time.localtime(holder.get("since", 0)))
+    state = "" if _alive(holder) else ", gone: the lock is held by a process it started"
+    return f"pid {holder.get('pid')} on {holder.get('host')} since {since}{state}: " \
+           f"{holder.get('command', '?')}"
 
 
 def _index_row(r: dict) -> dict:

@@ -1,19 +1,34 @@
 """MLflow tracking of sweeps: every MLflow call of optfarm is in this module.
 
 Layout (DESIGN.md, "farm/ -> MLflow"): one parent run per sweep and one nested run per run key
-(dataset, optimizer, parameters, seed), tagged ``mlflow.parentRunId`` and ``optfarm.run_key``,
-with the resolved run spec as parameters (optimizer parameters as ``opt.<name>``), per-step
-metrics (``incumbent_cno`` or ``incumbent_accuracy_c``, ``exploration_cost``,
-``recommendation_latency_s``; step = evaluation index), summary metrics and the trace Parquet
-as an artifact. Runs end FINISHED, or FAILED with the error as a tag.
+(dataset, optimizer, parameters, seed), with the resolved run spec as parameters (optimizer
+parameters as ``opt.<name>``), per-step metrics (``incumbent_cno`` or ``incumbent_accuracy_c``,
+``exploration_cost``, ``recommendation_latency_s``; step = evaluation index) and summary
+metrics. The trace's path in the store is a tag (``optfarm.trace``); the trace itself is
+uploaded as an artifact only when asked (``--artifacts``). Runs end FINISHED, or FAILED with
+the error as a tag.
 
-The tracking URI is, in order: the one given, ``$MLFLOW_TRACKING_URI``, else
-``sqlite:///<out>/mlflow.db``. A run map in the output folder (``mlflow_runs.json``: tracking
-URI -> parent run and run_key -> run id) makes logging idempotent, as the MLflow callback of
-Ray Tune does with its trial -> run map: a run already logged is never logged again (a failed
-one that later succeeds is completed in the same MLflow run). If the server is unreachable the
+Exactly once per run key, whatever happens: the parent run is tagged with the sweep's id
+(``optfarm.sweep_id``, kept in ``sweep.json``, so it moves with the folder) and each nested
+run with the sweep id and its run key. The parent and the nested runs are *found* by these
+tags on the tracking server (``search_runs``) before anything is created, so a moved or copied
+folder, a lost cache, a killed driver or a second ``farm sync`` finds the runs already there.
+A nested run left RUNNING by a killed driver (an orphan) is completed when its run is stored,
+else marked FAILED when the sweep ends. ``mlflow_runs.jsonl`` in the output folder is an
+append-only cache of the runs logged (one line per run): with it a resumed sweep whose runs
+are all logged asks the server nothing per run; it is never the truth.
+
+Cost: each run is one ``create_run``, one ``log_batch`` (parameters, metrics and tags together)
+and one status update, made by a background thread fed by a queue, so the sweep's driver never
+waits for the tracking server; the parent run is touched once when a sweep starts and once
+when it ends. Metric timestamps are the run's finish time, so logging a run again (an orphan
+completed) adds nothing twice.
+
+The tracking URI is, in order: the one given (``--tracking-uri``, kept in ``sweep.json``),
+``$MLFLOW_TRACKING_URI``, else ``sqlite:///<out>/mlflow.db``. If the server is unreachable the
 tracker warns once and goes quiet; the results are in the store and ``farm sync DIR`` replays
-them later.
+them later. The folder's own sqlite store left half-created (a disk full while MLflow created
+its tables) is moved aside and created again: the results store holds everything it held.
 """
 
 from __future__ import annotations
@@ -21,14 +36,16 @@ from __future__ import annotations
 import json
 import math
 import os
+import queue
 import re
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from farm.sweep.store import Store, atomic_write_json
+from farm.sweep.store import FolderLock, Store, fault_point
 
 __all__ = ["Tracker", "resolve_uri", "sweep_uri", "sync"]
 
@@ -36,11 +53,15 @@ __all__ = ["Tracker", "resolve_uri", "sweep_uri", "sync"]
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
-# no "View run at" lines (two per run, and a round trip each) under the progress bar
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # no traffic but to the store
+# no "View run at" lines (and no get_run per status update) under the progress bar
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
-STEP_METRICS = ("cum_exploration_cost", "recommendation_latency_s")
-_BATCH = 1000  # MLflow's limit of metrics per log_batch call
+CACHE = "mlflow_runs.jsonl"
+_MAX_ENTITIES = 1000   # MLflow's limits per log_batch call: 1000 entities, 100 params
+_MAX_PARAMS = 100
+_STEP_COLUMNS = {"cum_exploration_cost": "exploration_cost",
+                 "recommendation_latency_s": "recommendation_latency_s"}
 
 
 def resolve_uri(out: str | Path, uri: str | None = None) -> str:
@@ -49,8 +70,8 @@ def resolve_uri(out: str | Path, uri: str | None = None) -> str:
 
 
 def sweep_uri(out: str | Path, uri: str | None = None) -> str:
-    """The tracking URI of the sweep stored in ``out``: the one given, else its spec's, else
-    ``resolve_uri``'s default."""
+    """The tracking URI of the sweep stored in ``out``: the one given, else the one its sweep
+    was run with (kept in ``sweep.json``), else ``resolve_uri``'s default."""
     spec = Store(out).read_spec() or {}
     return resolve_uri(out, uri or (spec.get("tracking") or {}).get("uri"))
 
@@ -61,29 +82,81 @@ def _metric_name(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_\-./ ]", "_", label)
 
 
+def _sqlite_path(uri: str) -> Path | None:
+    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+
+
+_WAL = False
+
+
+def _sqlite_write_ahead_log() -> None:
+    """Make the sqlite stores this process opens use a write-ahead log with ``synchronous =
+    NORMAL``: a commit then costs no fsync (MLflow commits three times per run; the default
+    rollback journal fsyncs each, 60% of the logging time measured). A SIGKILL loses nothing
+    committed; a power cut may lose the last commits, which ``farm sync`` (or the next run of
+    the sweep) logs again, finding what is there by tag."""
+    global _WAL
+    if _WAL:
+        return
+    import sqlite3
+
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    @event.listens_for(Engine, "connect")
+    def _pragmas(connection, _record):
+        if isinstance(connection, sqlite3.Connection):
+            cursor = connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.close()
+
+    _WAL = True
+
+
+def _close_engine(uri: str) -> None:
+    """Close the connections MLflow keeps to a sqlite store (one cached engine per URI), so
+    that the next client opens the file found at the path then."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    engine = SqlAlchemyStore._engine_map.pop(uri, None)
+    if engine is not None:
+        engine.dispose()
+
+
+def _first_line(e: BaseException | str) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:300] if text else type(e).__name__
+
+
 class Tracker:
-    """Logs a sweep's stored runs to one tracking URI (see the module docstring)."""
+    """Logs a sweep's stored runs to one tracking URI (see the module docstring): ``start``,
+    then ``submit`` each record as it is stored, then ``close``."""
 
     def __init__(self, out: str | Path, uri: str | None = None, experiment: str | None = None,
-                 sweep_name: str | None = None):
+                 sweep_name: str | None = None, sweep_id: str | None = None,
+                 artifacts: bool = False):
         self.store = Store(out)
         self.uri = resolve_uri(out, uri)
         self.sweep_name = sweep_name or Path(out).resolve().name
+        self.sweep_id = sweep_id or (self.store.read_sweep() or {}).get("sweep_id") or \
+            self.sweep_name
         self.experiment = experiment or self.sweep_name
+        self.artifacts = artifacts
         self.offline = False
-        self._map_path = self.store.root / "mlflow_runs.json"
-        maps = json.loads(self._map_path.read_text()) if self._map_path.exists() else {}
-        self._maps = maps
-        self._map = maps.setdefault(self.uri, {"parent": None, "runs": {}})
+        self.parent: str | None = None
         self._client = None
         self._experiment_id = None
+        self._runs: dict[str, tuple[str, str]] = {}   # run_key -> (run id, status) on the server
+        self._orphans: set[str] = set()               # run keys whose run was found RUNNING
+        self._queue: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
 
     # -- connection ----------------------------------------------------------------------------
     def _warn(self, what: str, e: BaseException | str) -> None:
         if not self.offline:
             print(f"farm: warning: MLflow tracking at {self.uri} unavailable ({what}: "
-                  f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__});"
-                  f" results are stored, upload them later with `farm sync "
+                  f"{_first_line(e)}); results are stored, upload them later with `farm sync "
                   f"{self.store.root}`", file=sys.stderr)
         self.offline = True
 
@@ -99,153 +172,284 @@ class Tracker:
                 self._warn("no answer", e)
                 return False
         try:
-            from mlflow.tracking import MlflowClient
-
-            client = MlflowClient(tracking_uri=self.uri)
-            exp = client.get_experiment_by_name(self.experiment)
-            if exp is None:
-                location = None
-                if not self.uri.startswith(("http://", "https://", "databricks")):
-                    location = (self.store.root.resolve() / "mlartifacts").as_uri()
-                self._experiment_id = client.create_experiment(self.experiment, location)
-            else:
-                self._experiment_id = exp.experiment_id
+            self._open()
         except Exception as e:  # any failure of the tracking backend
-            self._warn("connect", e)
-            return False
-        self._client = client
+            db = _sqlite_path(self.uri)
+            own = db is not None and db.resolve().parent == self.store.root.resolve()
+            if not (own and "already exists" in str(e)):
+                self._store_unusable(e)
+                return False
+            # the folder's own store, its tables created half-way (a disk full: MLflow's
+            # migrations stopped in the middle); it holds nothing the results store does not
+            aside = db.with_name(f"{db.name}.broken-{time.strftime('%Y%m%dT%H%M%S')}")
+            try:
+                _close_engine(self.uri)
+                for suffix in ("", "-wal", "-shm"):  # the store and its write-ahead log
+                    if db.with_name(db.name + suffix).exists():
+                        os.replace(db.with_name(db.name + suffix),
+                                   aside.with_name(aside.name + suffix))
+                print(f"farm: warning: {db} was created half-way (an earlier disk full?); "
+                      f"moved aside to {aside.name}, creating it again", file=sys.stderr)
+                self._open()
+            except Exception as e2:
+                self._store_unusable(e2)
+                return False
         return True
 
-    def _save_map(self) -> None:
-        atomic_write_json(self._map_path, self._maps)
+    def _open(self) -> None:
+        from mlflow.tracking import MlflowClient
 
-    # -- the sweep's parent run ------------------------------------------------------------------
-    def start_sweep(self, params: dict[str, Any] | None = None) -> str | None:
-        """The sweep's parent run (the same one when the sweep is resumed)."""
+        if _sqlite_path(self.uri) is not None:
+            _sqlite_write_ahead_log()
+        client = MlflowClient(tracking_uri=self.uri)
+        exp = client.get_experiment_by_name(self.experiment)
+        if exp is None:
+            location = None
+            db = _sqlite_path(self.uri)
+            if db is not None:
+                location = (db.parent / "mlartifacts").as_uri()
+            self._experiment_id = client.create_experiment(self.experiment, location)
+        else:
+            self._experiment_id = exp.experiment_id
+        self._client = client
+
+    def _store_unusable(self, e: BaseException) -> None:
+        """One warning naming the store and what to do about it."""
+        db = _sqlite_path(self.uri)
+        text = _first_line(e)
+        if db is None:
+            self._warn("connect", e)
+            return
+        if "readonly" in text or "read-only" in text or "unable to open" in text:
+            fix = f"make {db.parent} writable, or pass --tracking-uri"
+        elif "full" in text:
+            fix = f"free space on {db.parent}"
+        elif "upgrade" in text or "migrat" in text:
+            fix = f"run `mlflow db upgrade {self.uri}`"
+        else:
+            fix = f"move {db} aside to start it afresh"
+        print(f"farm: warning: MLflow tracking store {db} cannot be opened ({text}); results "
+              f"are stored: {fix}, then `farm sync {self.store.root}`", file=sys.stderr)
+        self.offline = True
+
+    # -- the sweep -------------------------------------------------------------------------------
+    def start(self, wanted: set[str] = frozenset(), params: dict[str, Any] | None = None) -> bool:
+        """Find (by its sweep id tag) or create the sweep's parent run and mark it RUNNING; learn
+        which of the ``wanted`` run keys are logged already (the cache, else one search of the
+        sweep's nested runs); start the background logger. False when offline."""
         if not self._connect():
-            return None
+            return False
         try:
-            if self._map["parent"] is None:
-                run = self._client.create_run(
-                    self._experiment_id, run_name=self.sweep_name,
-                    tags={"optfarm.sweep": self.sweep_name,
-                          "optfarm.out": str(self.store.root.resolve())})
-                self._map["parent"] = run.info.run_id
-                self._save_map()
-                self._log_params(self._map["parent"], params or {})
-                spec = self.store.root / "sweep.json"
-                if spec.exists():
-                    self._client.log_artifact(self._map["parent"], str(spec))
+            found = self._search(f"tags.`optfarm.sweep_id` = '{self.sweep_id}' and "
+                                 "tags.`optfarm.kind` = 'sweep'")
+            if found:
+                self.parent = min(found, key=lambda r: r.info.start_time).info.run_id
+                self._client.update_run(self.parent, status="RUNNING")
             else:
-                self._client.update_run(self._map["parent"], status="RUNNING")
+                self.parent = self._create_parent(params or {})
+            self._runs = self._read_cache()
+            if found and any(self._runs.get(k, ("", ""))[1] not in ("FINISHED", "FAILED")
+                             for k in wanted):
+                self._runs.update(self._nested_runs())
         except Exception as e:
             self._warn("start sweep", e)
-            return None
-        return self._map["parent"]
+            return False
+        self._thread = threading.Thread(target=self._work, name="mlflow-logger", daemon=True)
+        self._thread.start()
+        return True
 
-    def end_sweep(self, failed: bool = False) -> None:
-        if self.offline or self._map["parent"] is None or not self._connect():
+    def _create_parent(self, params: dict[str, Any]) -> str:
+        from mlflow.entities import Param
+
+        run = self._client.create_run(
+            self._experiment_id, run_name=self.sweep_name,
+            tags={"optfarm.sweep": self.sweep_name, "optfarm.sweep_id": self.sweep_id,
+                  "optfarm.kind": "sweep", "optfarm.out": str(self.store.root.resolve())})
+        self._client.log_batch(run.info.run_id,
+                               params=[Param(k, str(v)) for k, v in sorted(params.items())])
+        spec = self.store.root / "sweep.json"
+        if spec.exists() and self.artifacts:
+            self._client.log_artifact(run.info.run_id, str(spec))
+        return run.info.run_id
+
+    def _search(self, filter_string: str) -> list:
+        runs, token = [], None
+        while True:
+            page = self._client.search_runs([self._experiment_id], filter_string,
+                                            max_results=50_000, page_token=token)
+            runs += list(page)
+            token = page.token
+            if not token:
+                return runs
+
+    def _nested_runs(self) -> dict[str, tuple[str, str]]:
+        """run_key -> (run id, status) of the sweep's nested runs on the server (a finished one
+        preferred where, from older versions, a key has several)."""
+        out: dict[str, tuple[str, str]] = {}
+        for r in self._search(f"tags.`optfarm.sweep_id` = '{self.sweep_id}' and "
+                              "tags.`optfarm.kind` = 'run'"):
+            key, status = r.data.tags["optfarm.run_key"], r.info.status
+            if key not in out or out[key][1] != "FINISHED":
+                out[key] = (r.info.run_id, status)
+            if status == "RUNNING":
+                self._orphans.add(key)
+        return out
+
+    def _read_cache(self) -> dict[str, tuple[str, str]]:
+        path = self.store.root / CACHE
+        out: dict[str, tuple[str, str]] = {}
+        if not path.exists():
+            return out
+        bad = 0
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+                if entry["parent"] == self.parent:
+                    out[entry["key"]] = (entry["run"], entry["status"])
+            except (ValueError, KeyError, TypeError):
+                bad += 1
+        if bad:
+            print(f"farm: warning: {path}: {bad} damaged line(s) ignored (a cache: the tracking "
+                  "server is searched instead)", file=sys.stderr)
+        return out
+
+    def _remember(self, key: str, run_id: str, status: str) -> None:
+        self._runs[key] = (run_id, status)
+        line = json.dumps({"parent": self.parent, "key": key, "run": run_id, "status": status,
+                           "logged_at": time.time()})
+        try:
+            with open(self.store.root / CACHE, "a") as f:
+                f.write(line + "\n")
+        except OSError:
+            pass  # a cache: the server is searched when it is incomplete
+
+    def close(self, failed: bool = False) -> None:
+        """Wait for the runs submitted, mark orphans no stored run completed FAILED, and end
+        the parent run (FAILED when the sweep is not complete)."""
+        if self._thread is None:
+            return
+        self._queue.put(None)
+        self._thread.join()
+        self._thread = None
+        if self.offline:
             return
         try:
-            self._client.set_terminated(self._map["parent"], "FAILED" if failed else "FINISHED")
+            for key in sorted(self._orphans):
+                run_id, status = self._runs[key]
+                if status == "RUNNING":
+                    self._client.set_tag(run_id, "optfarm.error", "orphan: its driver stopped "
+                                         "before the run was logged; the run is not stored")
+                    self._client.set_terminated(run_id, "FAILED")
+                    self._remember(key, run_id, "FAILED")
+            self._client.set_terminated(self.parent, "FAILED" if failed else "FINISHED")
         except Exception as e:
             self._warn("end sweep", e)
 
     def log_sweep_artifacts(self, files: list[Path], artifact_path: str) -> bool:
         """Attach ``files`` (e.g. ``farm report``'s) to the sweep's parent run, under
         ``artifact_path``; False when the sweep has no parent run here or tracking fails."""
-        if self._map["parent"] is None or not self._connect():
+        if not self._connect():
             return False
         try:
+            found = self._search(f"tags.`optfarm.sweep_id` = '{self.sweep_id}' and "
+                                 "tags.`optfarm.kind` = 'sweep'")
+            if not found:
+                return False
+            parent = min(found, key=lambda r: r.info.start_time).info.run_id
             for f in files:
-                self._client.log_artifact(self._map["parent"], str(f), artifact_path)
+                self._client.log_artifact(parent, str(f), artifact_path)
         except Exception as e:
             self._warn("log artifacts", e)
             return False
+        self.parent = parent
         return True
 
     # -- one run ---------------------------------------------------------------------------------
     def logged(self, record: dict) -> bool:
         """Whether the stored run is in MLflow in the state its record says (FINISHED for a
-        done run, FAILED for a failed one)."""
+        done run, FAILED for a failed one), as far as ``start`` learnt."""
         want = "FINISHED" if record["status"] == "done" else "FAILED"
-        return self._map["runs"].get(record["run_key"], {}).get("status") == want
+        return self._runs.get(record["run_key"], ("", ""))[1] == want
 
-    def log_record(self, record: dict) -> bool:
-        """Log one stored run (a record of ``farm.sweep.store``) as a nested run; False when offline.
-        A run already logged in that state is skipped."""
-        key = record["run_key"]
-        if self.logged(record):
-            return True
-        if self.start_sweep() is None:
-            return False
-        try:
-            entry = self._map["runs"].get(key)
-            if entry is not None and entry["status"] == "RUNNING":
-                # logging was cut off half-way (server gone): start that run afresh
-                self._client.delete_run(entry["run_id"])
-                entry = None
-            if entry is None:
-                entry = {"run_id": self._create_run(record), "status": "RUNNING"}
-                self._map["runs"][key] = entry
-                self._save_map()
-            run_id = entry["run_id"]
-            if record["status"] == "done":
-                self._log_done(run_id, record)
-                self._client.set_terminated(run_id, "FINISHED")
-                entry["status"] = "FINISHED"
-            else:
-                self._client.set_tag(run_id, "optfarm.error", str(record.get("error"))[:5000])
-                self._client.set_terminated(run_id, "FAILED")
-                entry["status"] = "FAILED"
-            self._save_map()
-        except Exception as e:
-            self._warn(f"log run {key}", e)
-            return False
-        return True
+    def submit(self, record: dict, trace=None) -> None:
+        """Queue one stored run (a record of ``farm.sweep.store``, and its trace table if at
+        hand; else it is read from the store) for the background logger."""
+        if self._thread is not None and not self.offline and not self.logged(record):
+            self._queue.put((record, trace))
 
-    def _create_run(self, record: dict) -> str:
-        spec = record["spec"]
-        run = self._client.create_run(
-            self._experiment_id,
-            run_name=f"{spec['optimizer']} {spec['dataset']} seed {spec['seed']}",
-            tags={"mlflow.parentRunId": self._map["parent"], "optfarm.run_key": record["run_key"],
-                  "optfarm.sweep": self.sweep_name,
-                  "optfarm.node_id": str(record["where"].get("node_id"))})
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            if self.offline:
+                continue
+            record, trace = item
+            try:
+                self._log(record, trace)
+            except Exception as e:
+                self._warn(f"log run {record['run_key']}", e)
+
+    def _log(self, record: dict, trace) -> None:
+        from mlflow.entities import Param, RunTag
+
+        key, spec = record["run_key"], record["spec"]
+        finished_ms = int(record["finished_at"] * 1000)
+        tags = {"optfarm.node_id": str(record["where"].get("node_id"))}
+        if record["status"] == "done":
+            trace = self.store.trace(key) if trace is None else trace
+            metrics = _metrics(record, trace, finished_ms)
+            tags["optfarm.trace"] = str(self.store.trace_path(key).resolve())
+        else:
+            metrics = []
+            tags["optfarm.error"] = str(record.get("error"))[:5000]
+        run_id = self._runs.get(key, (None, ""))[0]
+        if run_id is None:  # every tag at creation: one write fewer per run
+            run = self._client.create_run(
+                self._experiment_id, start_time=finished_ms,
+                run_name=f"{spec['optimizer']} {spec['dataset']} seed {spec['seed']}",
+                tags={"mlflow.parentRunId": self.parent, "optfarm.run_key": key,
+                      "optfarm.sweep_id": self.sweep_id, "optfarm.kind": "run",
+                      "optfarm.sweep": self.sweep_name, **tags})
+            run_id, tags = run.info.run_id, {}
+            self._runs[key] = (run_id, "RUNNING")
+            fault_point("after-mlflow-create")
         params = {k: v for k, v in spec.items() if k != "params"}
         params.update({f"opt.{k}": v for k, v in spec["params"].items()})
-        params["run_key"] = record["run_key"]
-        self._log_params(run.info.run_id, params)
-        return run.info.run_id
+        params["run_key"] = key
+        params = [Param(k, json.dumps(v) if isinstance(v, (list, dict, tuple)) else str(v))
+                  for k, v in sorted(params.items())]
+        tags = [RunTag(k, v) for k, v in tags.items()]
+        self._log_batch(run_id, params, metrics, tags)
+        if self.artifacts and record["status"] == "done":
+            self._client.log_artifact(run_id, str(self.store.trace_path(key)))
+        status = "FINISHED" if record["status"] == "done" else "FAILED"
+        self._client.set_terminated(run_id, status, end_time=finished_ms)
+        self._remember(key, run_id, status)
 
-    def _log_params(self, run_id: str, params: dict[str, Any]) -> None:
-        from mlflow.entities import Param
+    def _log_batch(self, run_id: str, params: list, metrics: list, tags: list) -> None:
+        """As few ``log_batch`` calls as MLflow's limits allow (one for a run of ordinary
+        size): parameters, tags and metrics together."""
+        while params or metrics or tags:
+            p, params = params[:_MAX_PARAMS], params[_MAX_PARAMS:]
+            t, tags = tags[:_MAX_ENTITIES - len(p)], tags[_MAX_ENTITIES - len(p):]
+            room = _MAX_ENTITIES - len(p) - len(t)
+            m, metrics = metrics[:room], metrics[room:]
+            self._client.log_batch(run_id, metrics=m, params=p, tags=t)
 
-        items = [Param(k, json.dumps(v) if isinstance(v, (list, dict, tuple)) else str(v))
-                 for k, v in sorted(params.items())]
-        for i in range(0, len(items), 100):
-            self._client.log_batch(run_id, params=items[i:i + 100])
 
-    def _log_done(self, run_id: str, record: dict) -> None:
-        from mlflow.entities import Metric
+def _metrics(record: dict, trace, timestamp_ms: int) -> list:
+    """Per-step metrics from the trace and the summary metrics of a done run."""
+    from mlflow.entities import Metric
 
-        summary = record["summary"]
-        metric = summary["metric"]
-        trace = self.store.trace(record["run_key"])
-        now = int(time.time() * 1000)
-        columns = {f"incumbent_{metric}": f"incumbent_{metric}",
-                   "cum_exploration_cost": "exploration_cost",
-                   "recommendation_latency_s": "recommendation_latency_s"}
-        metrics = []
-        for column, name in columns.items():
-            for step, value in enumerate(trace.column(column).to_pylist()):
-                if value is not None and math.isfinite(value):
-                    metrics.append(Metric(name, float(value), now, step))
-        for name, value in _summary_metrics(summary).items():
-            metrics.append(Metric(name, value, now, 0))
-        for i in range(0, len(metrics), _BATCH):
-            self._client.log_batch(run_id, metrics=metrics[i:i + _BATCH])
-        self._client.log_artifact(run_id, str(self.store.trace_path(record["run_key"])))
+    summary = record["summary"]
+    metric = summary["metric"]
+    columns = {f"incumbent_{metric}": f"incumbent_{metric}", **_STEP_COLUMNS}
+    out = []
+    for column, name in columns.items():
+        for step, value in enumerate(trace.column(column).to_pylist()):
+            if value is not None and math.isfinite(value):
+                out.append(Metric(name, float(value), timestamp_ms, step))
+    out += [Metric(name, value, timestamp_ms, 0)
+            for name, value in _summary_metrics(summary).items()]
+    return out
 
 
 def _summary_metrics(summary: dict) -> dict[str, float]:
@@ -264,18 +468,26 @@ def _summary_metrics(summary: dict) -> dict[str, float]:
     return out
 
 
-def sync(out: str | Path, uri: str | None = None, experiment: str | None = None) -> tuple[int, int]:
-    """Upload every stored run of the sweep in ``out`` not yet logged to ``uri``. Returns
-    (runs uploaded now, runs not uploaded because tracking failed)."""
+def sync(out: str | Path, uri: str | None = None, experiment: str | None = None,
+         artifacts: bool | None = None) -> tuple[int, int]:
+    """Upload every stored run of the sweep in ``out`` not yet logged to ``uri`` (default: the
+    one the sweep ran with). Holds the folder's lock; refuses a store with damaged files
+    (``DamagedFile``). Returns (runs uploaded now, runs not uploaded because tracking failed)."""
     store = Store(out)
-    spec = store.read_spec() or {}
-    tracking = spec.get("tracking") or {}
-    tracker = Tracker(out, sweep_uri(out, uri), experiment or tracking.get("experiment"),
-                      spec.get("name"))
-    records = list(store.records())
-    todo = [r for r in records if not tracker.logged(r)]
-    if todo and tracker.start_sweep({"runs": len(records)}) is None:
-        return 0, len(todo)
-    uploaded = sum(1 for r in todo if tracker.log_record(r))
-    tracker.end_sweep(failed=any(r["status"] != "done" for r in records))
-    return uploaded, len(todo) - uploaded
+    with FolderLock(out):
+        sweep = store.read_sweep() or {}
+        records = list(store.verified().records.values())
+        tracking = sweep.get("tracking") or {}
+        tracker = Tracker(out, sweep_uri(out, uri), experiment or tracking.get("experiment"),
+                          sweep.get("name"), sweep.get("sweep_id"),
+                          tracking.get("artifacts", False) if artifacts is None else artifacts)
+        if not records:
+            return 0, 0
+        if not tracker.start({r["run_key"] for r in records}, {"runs": len(records)}):
+            return 0, len(records)
+        todo = [r for r in records if not tracker.logged(r)]
+        for r in todo:
+            tracker.submit(r)
+        tracker.close(failed=any(r["status"] != "done" for r in records))
+        missing = sum(1 for r in todo if not tracker.logged(r))
+        return len(todo) - missing, missing

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..dataset import Dataset, DatasetError, DatasetMeta
+from ..dataset import MAX_PRICE_PER_S, MAX_RUN_S, Dataset, DatasetError, DatasetMeta
 
 __all__ = [
     "RawTable",
@@ -217,12 +217,16 @@ def median_limit(times: np.ndarray, config_keys: Sequence[np.ndarray]) -> float:
 
 
 def build_dataset(table: RawTable, columns: Mapping[str, Any], meta: DatasetMeta,
-                  price_column: str = "price") -> Dataset:
+                  price_column: str = "price", time_column: str = "time") -> Dataset:
     """Assemble and validate a Dataset from canonical column arrays (in file row order).
 
-    Checks, before the Dataset's own validation, that every configuration has one price
-    (repeated rows of a configuration disagreeing on the price are an error naming the row).
+    Checks, before the Dataset's own validation, that times, prices and their product (the
+    cost) are physical, naming the file's column and line, and that every configuration has
+    one price (repeated rows of a configuration disagreeing on the price are an error naming
+    the row).
     """
+    _check_physical(table, np.asarray(columns["time"], float),
+                    np.asarray(columns["price_per_s"], float), price_column, time_column)
     names = [d.name for d in meta.dimensions]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -240,6 +244,18 @@ def build_dataset(table: RawTable, columns: Mapping[str, Any], meta: DatasetMeta
             arrays[k] = pa.array(np.asarray(v).tolist() if np.asarray(v).dtype == object
                                  else np.asarray(v))
     return Dataset(pa.table(arrays), meta, origin=table.where)
+
+
+def _check_physical(table: RawTable, time: np.ndarray, price: np.ndarray, price_column: str, time_column: str) -> None:
+    """No run longer than a year, no price above the cap (so no cost overflows)."""
+    over = np.flatnonzero(time > MAX_RUN_S)
+    if len(over):
+        raise table.fail(time_column, over[0], f"{time[over[0]]:g} s is longer than a year "
+                         "(not a physical run time: a unit?)")
+    over = np.flatnonzero(price > MAX_PRICE_PER_S)
+    if len(over):
+        raise table.fail(price_column, over[0], f"price {price[over[0]]:g} per s is above the "
+                         f"cap of {MAX_PRICE_PER_S:g} (not a physical price: a unit?)")
 
 
 def _check_one_price(table: RawTable, keys: list[np.ndarray], fidelity: np.ndarray,

@@ -97,4 +97,5 @@ def _load_file(path: Path, name: str | None) -> Dataset:
         notes=(f"T_max = {t_max:g} s = median time (about half feasible); "
                f"{int(extrapolated.sum())} runs stopped at 600 s extrapolated to accuracy 0.85"),
     )
-    return build_dataset(t, columns, meta, price_column="vm_flavor")
+    return build_dataset(t, columns, meta, price_column="vm_flavor",
+                         time_column="training_time")

@@ -108,7 +108,8 @@ def _load_workload(folder: Path, name: str | None) -> Dataset:
         notes=(f"T_max = {t_max:g} s = median time (about half feasible); "
                f"{int((~completed).sum())} runs not completed, charged {elapsed.max():g} s"),
     )
-    return build_dataset(table, columns, meta, price_column="vm_type")
+    return build_dataset(table, columns, meta, price_column="vm_type",
+                         time_column="elapsed_time")
 
 
 def _report(run: Path) -> dict:

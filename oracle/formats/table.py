@@ -205,7 +205,8 @@ def load(path: Path, description: str | Path | None = None,
         else:
             hourly, price_col = _formula(t, price.formula, desc_path), "price.formula"
         price_per_s = hourly / 3600.0
-        cost = time * price_per_s
+        with np.errstate(over="ignore"):  # an overflow is reported by build_dataset
+            cost = time * price_per_s
     columns |= {"fidelity": fidelity, "time": time, "cost": cost, "price_per_s": price_per_s,
                 "timed_out": t.flag(c.timed_out) if c.timed_out else np.zeros(t.n_rows, bool)}
     measured = ["time", "cost"]
@@ -227,7 +228,7 @@ def load(path: Path, description: str | Path | None = None,
                      f"median of {price.cost_column} / time per configuration"),
         cost_unit=desc.units.cost, notes=desc.notes,
     )
-    return [build_dataset(t, columns, meta, price_column=price_col)]
+    return [build_dataset(t, columns, meta, price_column=price_col, time_column=c.time)]
 
 
 def _numbers(t: RawTable, name: str, positive: bool) -> np.ndarray:

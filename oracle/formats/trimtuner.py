@@ -113,7 +113,8 @@ def _load_file(path: Path, name: str | None, cost_max: float | None) -> Dataset:
         cost_unit="USD",
         notes=f"C_max = ${c_max:g} (TrimTuner Table II); rows are means of 3 runs",
     )
-    return build_dataset(t, columns, meta, price_column="vm_flavor")
+    return build_dataset(t, columns, meta, price_column="vm_flavor",
+                         time_column="training_time")
 
 
 def t2_dimensions(flavor, workers, lr, batch, sync, flavor_kind: str = "categorical"

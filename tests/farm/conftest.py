@@ -8,16 +8,20 @@ module (``ray_local``); processes a test starts are stopped by their process gro
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
+import urllib.request
 from pathlib import Path
 
 os.environ.setdefault("RAY_DISABLE_USAGE_STATS", "1")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "token")  # Ray's default for a local cluster, made explicit
 os.environ.pop("RAY_ADDRESS", None)
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # no traffic but to 127.0.0.1
 
 import pytest  # noqa: E402
 
@@ -41,6 +45,57 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def ray_bin() -> str:
+    return shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
+
+
+def start_ray_head(tmp: Path, num_cpus: int) -> tuple[subprocess.Popen, int]:
+    """``ray start --head`` on 127.0.0.1 in its own process group, state under ``tmp`` (keep
+    it short: Ray's socket paths); (the process, its port) once it listens."""
+    port = free_port()
+    head = start_group([ray_bin(), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
+                        f"--port={port}", f"--num-cpus={num_cpus}", "--include-dashboard=false",
+                        f"--temp-dir={tmp / 'ray'}", "--disable-usage-stats"],
+                       tmp / "head.log", {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
+    try:
+        wait_for_port(port, head, 120, tmp / "head.log")
+    except BaseException:
+        stop_groups([head])
+        raise
+    return head, port
+
+
+class MlflowServer:
+    """A real ``mlflow server`` on 127.0.0.1 (sqlite backend and artifacts under ``root``),
+    stopped by its process group id."""
+
+    def __init__(self, root: Path):
+        self.root, self.port = root, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = None
+
+    def start(self):
+        mlflow = shutil.which("mlflow", path=str(Path(sys.executable).parent))
+        self.proc = start_group(
+            [mlflow or "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
+             "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}",
+             "--artifacts-destination", (self.root / "artifacts").as_uri(), "--workers", "1"],
+            self.root / "server.log")
+        wait_for_port(self.port, self.proc, 240, self.root / "server.log")
+        urllib.request.urlopen(self.url + "/health", timeout=30).read()
+
+    def stop(self):
+        stop_groups([self.proc])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = MlflowServer(tmp_path_factory.mktemp("mlflow-server"))
+    s.start()
+    yield s
+    s.stop()
 
 
 def wait_for_port(port: int, proc: subprocess.Popen, timeout: float, log: Path) -> None:

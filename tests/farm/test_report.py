@@ -211,9 +211,12 @@ def test_farm_report_reads_a_sweep_folder_and_logs_to_its_mlflow_parent_run(tmp_
     assert "logged 4 report files" in capsys.readouterr().out
     page = (out / "report" / "report.html").read_text()
     assert "synthetic" in page and page.count("data:image/png;base64,") == 2
-    (uri, runs), = json.loads((out / "mlflow_runs.json").read_text()).items()
-    logged = {Path(a.path).name for a in MlflowClient(uri).list_artifacts(runs["parent"],
-                                                                          "report")}
+    client = MlflowClient(f"sqlite:///{out.resolve() / 'mlflow.db'}")
+    sweep_id = json.loads((out / "sweep.json").read_text())["sweep_id"]
+    parent, = client.search_runs([client.get_experiment_by_name("inline").experiment_id],
+                                 f"tags.`optfarm.sweep_id` = '{sweep_id}' and "
+                                 "tags.`optfarm.kind` = 'sweep'")
+    logged = {Path(a.path).name for a in client.list_artifacts(parent.info.run_id, "report")}
     assert logged == {"report.html", "stats.json", "cno_synthetic.png", "reach_synthetic.png"}
     # --current: only the runs the stored spec expands to now (here: seed 0 only)
     spec = json.loads((out / "sweep.json").read_text())

@@ -53,6 +53,14 @@ MALFORMED = [
      "optimizers[0].params: random: parameter 'n_init'"),
     ({**GOOD, "datasets": ["no-such-dataset"]}, "'no-such-dataset'"),
     (["not", "a", "mapping"], "a sweep spec is a mapping"),
+    ({**GOOD, "seeds": True}, "seeds:"),
+    ({**GOOD, "seeds": [0, 1.5]}, "seeds"),
+    ({**GOOD, "seeds": {"start": False, "count": 2}}, "seeds.start:"),
+    ({**GOOD, "name": "../../x"}, "name: '../../x' is not a sweep name"),
+    ({**GOOD, "name": "/tmp/abs"}, "name: '/tmp/abs' is not a sweep name"),
+    ({**GOOD, "optimizers": [{"name": "random", "params": {"n_init": list(range(1, 101))}}],
+      "seeds": {"start": 0, "count": 10 ** 7}},
+     "expands to 1,000,000,000 runs, more than the limit of 200,000"),
 ]
 
 
@@ -75,6 +83,27 @@ def test_invalid_yaml_names_the_line(tmp_path, capsys):
     assert main(["sweep", str(path), "--serial", "--no-tracking"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "not valid YAML (line" in err
+
+
+def test_a_key_given_twice_in_yaml_is_refused_naming_it(tmp_path, capsys):
+    path = tmp_path / "twice.yaml"
+    path.write_text("name: x\ndatasets: [synthetic]\noptimizers: [random]\nseeds: 2\n"
+                    "limits: {iterations: 5}\nseeds: 3\n")
+    assert main(["sweep", str(path), "--serial", "--no-tracking",
+                 "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "key 'seeds' is given twice" in err, err
+    assert "(line 6)" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_run_limit_is_counted_before_expansion_and_can_be_lifted(tmp_path, capsys):
+    huge = parse_spec({**GOOD, "seeds": {"start": 0, "count": 10 ** 9}})
+    with pytest.raises(SpecError, match="1,000,000,000 runs"):
+        expand(huge)  # counted: enumerating 10^9 runs would not end
+    assert _sweep(tmp_path, "--max-runs", "3", seeds=4) == 2
+    assert "--max-runs 4" in capsys.readouterr().err
+    assert _sweep(tmp_path, "--max-runs", "4", seeds=4) == 0
 
 
 def test_expansion_is_the_grid_with_stable_deduplicated_keys():
@@ -203,3 +232,61 @@ def test_inline_sweep_takes_optimizer_parameters(tmp_path, capsys):
     assert [json.loads(r["params"]) for r in index] == [{"n_init": 3}] * 2
     assert _sweep(tmp_path, "--param", "eic.n_init=3") == 2
     assert "optimizer 'eic' is not in --optimizers" in capsys.readouterr().err
+
+
+def test_a_held_folder_is_refused_and_a_stale_lock_is_not(tmp_path, capsys):
+    """The lock file of a driver that died (its pid written, no flock held) does not block;
+    a live holder does, named on one line."""
+    from farm.sweep.store import FolderLock
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "lock").write_text(json.dumps({"pid": 2 ** 22 + 7, "host": "elsewhere"}))
+    assert _sweep(tmp_path, seeds=1) == 0
+    with FolderLock(out):
+        assert _sweep(tmp_path, seeds=2) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "in use by another sweep" in err, err
+        import os
+
+        assert f"pid {os.getpid()}" in err
+        assert main(["sync", str(out)]) == 2
+    assert _sweep(tmp_path, seeds=2) == 0  # released with the holder
+
+
+def test_damaged_records_and_traces_are_quarantined_and_redone(tmp_path, capsys):
+    assert _sweep(tmp_path, seeds=3) == 0
+    store = Store(tmp_path / "out")
+    a, b, c = sorted(store.finished())
+    store.record_path(a).write_text("{")
+    data = bytearray(store.trace_path(b).read_bytes())
+    data[-100] ^= 0x10
+    store.trace_path(b).write_bytes(bytes(data))
+    store.trace_path(c).unlink()
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "out"), "--no-tracking"]) == 2
+    assert str(store.runs) in capsys.readouterr().err
+    assert _sweep(tmp_path, seeds=3) == 0
+    captured = capsys.readouterr()
+    assert "3 runs, 0 already done, 3 run now" in captured.out
+    lines = [line for line in captured.err.splitlines() if "quarantine" in line]
+    assert len(lines) == 3
+    assert f"{a}.json: not valid JSON" in lines[0] and "trace missing" in lines[2]
+    assert store.scan().damaged == [] and len(store.scan().records) == 3
+    record = store.record(a)
+    record["summary"]["exploration_cost"] += 1.0  # a changed value: the sha256 says so
+    store.record_path(a).write_text(json.dumps(record))
+    assert "does not match its sha256" in str(store.scan().damaged[0])
+
+
+def test_a_truncated_sweep_json_is_one_line_naming_it(tmp_path, capsys):
+    assert _sweep(tmp_path, seeds=1) == 0
+    spec = tmp_path / "out" / "sweep.json"
+    spec.write_text(spec.read_text()[:40])
+    capsys.readouterr()
+    for command in (lambda: _sweep(tmp_path, seeds=1), lambda: main(["sync", str(spec.parent)]),
+                    lambda: main(["report", str(spec.parent)])):
+        assert command() == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"farm: error: {spec}: not valid JSON") and "\n" not in err, err
+

@@ -5,9 +5,6 @@ completes, warns once, and ``farm sync`` uploads the same runs later, once."""
 
 from __future__ import annotations
 
-import shutil
-import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -17,35 +14,6 @@ from farm.sweep.runner import run_sweep
 from farm.sweep.store import Store
 from farm.sweep.spec import expand, parse_spec
 
-from .conftest import free_port, start_group, stop_groups, wait_for_port
-
-
-class MlflowServer:
-    def __init__(self, root):
-        self.root, self.port = root, free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = None
-
-    def start(self):
-        mlflow = shutil.which("mlflow", path=str(Path(sys.executable).parent))
-        self.proc = start_group(
-            [mlflow or "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
-             "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}",
-             "--artifacts-destination", (self.root / "artifacts").as_uri(), "--workers", "1"],
-            self.root / "server.log")
-        wait_for_port(self.port, self.proc, 240, self.root / "server.log")
-        urllib.request.urlopen(self.url + "/health", timeout=30).read()
-
-    def stop(self):
-        stop_groups([self.proc])
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = MlflowServer(tmp_path_factory.mktemp("mlflow-server"))
-    s.start()
-    yield s
-    s.stop()
 
 
 def _spec(name, seeds):
@@ -67,7 +35,8 @@ def test_sweep_is_logged_as_nested_runs_with_metrics_and_trace(server, tmp_path)
     from mlflow.tracking import MlflowClient
 
     spec = _spec("track-online", 2)
-    report = run_sweep(spec, tmp_path / "out", tracking_uri=server.url, progress=False)
+    report = run_sweep(spec, tmp_path / "out", tracking_uri=server.url, artifacts=True,
+                       progress=False)
     assert report.complete and not report.tracking_offline
     client = MlflowClient(server.url)
     exp, parents, children = _nested(client, "track-online")
@@ -99,6 +68,7 @@ def test_sweep_is_logged_as_nested_runs_with_metrics_and_trace(server, tmp_path)
         assert sorted(m.step for m in latency) == list(range(1, 12))
         assert "latency_warmup_s" in child.data.metrics
         assert "exploration_cost_total" in child.data.metrics
+        assert child.data.tags["optfarm.trace"] == str(store.trace_path(key).resolve())
         artifacts = [a.path for a in client.list_artifacts(child.info.run_id)]
         assert artifacts == [f"{key}.parquet"]
         local = client.download_artifacts(child.info.run_id, f"{key}.parquet", str(tmp_path))

@@ -154,6 +154,25 @@ def _case(name: str, shared: Path, tmp: Path):
     if name == "csv dimension column missing":
         data, desc = _csv_case(tmp, GOOD_YAML.replace("{name: vm,", "{name: vm_type,"))
         return "csv", data, ["--description", str(desc)], ["mini.csv", "'vm_type'", "missing"]
+    if name == "overflowing time x price":
+        table = SMALL_TABLE[:2] + [["a", "4", "1e200", "1e200"]] + SMALL_TABLE[3:]
+        data, desc = _csv_case(tmp, GOOD_YAML, table)
+        return "csv", data, [], ["mini.csv", "'runtime'", "row 2 (line 3)", "longer than a year"]
+    if name == "a run longer than a year":
+        return ("lynceus", _edit(ly, tmp / "t2_rnn.csv", "training_time", 4, "1e308"), [],
+                ["t2_rnn.csv", "'training_time'", "row 4 (line 5)", "longer than a year"])
+    if name == "a price above the cap":
+        table = [SMALL_TABLE[0], ["a", "2", "100", "1e12"]] + SMALL_TABLE[2:]
+        data, desc = _csv_case(tmp, GOOD_YAML, table)
+        return "csv", data, [], ["mini.csv", "'price'", "row 1 (line 2)", "above the cap"]
+    if name == "a path in the YAML name":
+        data, desc = _csv_case(tmp, GOOD_YAML.replace("name: mini", "name: ../escape"))
+        return "csv", data, [], ["mini.yaml", "'name'"]
+    if name == "a path in --name":
+        return ("cherrypick", cp, ["--name", "../escape"], ["--name", "'../escape'",
+                                                            "path separators"])
+    if name == "an absolute --name":
+        return ("cherrypick", cp, ["--name", str(tmp / "abs")], ["--name", "not a dataset name"])
     raise AssertionError(name)
 
 
@@ -164,7 +183,9 @@ CASES = ["missing column", "misspelt column", "NaN accuracy", "negative time",
          "unknown vm type in scout dir", "duplicate dimension", "bad YAML description",
          "unknown dimension kind", "misspelt YAML key",
          "inconsistent repeated rows (price column)", "formula names an unknown column",
-         "csv dimension column missing"]
+         "csv dimension column missing", "overflowing time x price",
+         "a run longer than a year", "a price above the cap", "a path in the YAML name",
+         "a path in --name", "an absolute --name"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -181,6 +202,7 @@ def test_malformed_input_is_rejected_with_one_line(case, shared_datasets, tmp_pa
     for part in expected:
         assert part in err, f"{part!r} not in {err!r}"
     assert list(isolated_cache.iterdir()) == []
+    assert not (tmp_path / "escape.parquet").exists() and not (tmp_path / "abs.parquet").exists()
 
 
 def test_the_unmodified_inputs_import(shared_datasets, tmp_path, isolated_cache, capsys):
@@ -208,3 +230,24 @@ def test_a_bad_file_in_a_folder_rejects_the_whole_import(shared_datasets, tmp_pa
     assert main(["datasets", "import", "cherrypick", "--from", str(folder)]) == 2
     assert "CP_tpch.csv: column 'time', row 3 (line 4): missing value" in capsys.readouterr().err
     assert list(isolated_cache.iterdir()) == []
+
+
+def test_an_import_never_replaces_a_cached_dataset_silently(shared_datasets, tmp_path,
+                                                            isolated_cache, capsys):
+    """A different content under a cached name needs --force, and the message says what
+    would change; the same content imports again quietly."""
+    full = shared_datasets / "lynceus" / "t2_rnn.csv"
+    assert main(["datasets", "import", "lynceus", "--from", str(full)]) == 0
+    cached = (isolated_cache / "lynceus-rnn.parquet").read_bytes()
+    assert main(["datasets", "import", "lynceus", "--from", str(full)]) == 0
+    small = _write(tmp_path / "t2_rnn.csv", _rows(full)[:21])
+    capsys.readouterr()
+    assert main(["datasets", "import", "lynceus", "--from", str(small)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "'lynceus-rnn'" in err and "--force" in err, err
+    assert "384 -> 20 rows" in err and "T_max 61.84 -> " in err, err
+    assert (isolated_cache / "lynceus-rnn.parquet").read_bytes() == cached
+    assert main(["datasets", "import", "lynceus", "--from", str(small), "--force"]) == 0
+    from oracle import registry
+
+    assert registry.load("lynceus-rnn").table.num_rows == 20
