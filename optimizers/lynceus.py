@@ -45,10 +45,11 @@ from .acquisition.analytic import (gauss_hermite, reference_without_feasible,
                                    truncated_gaussian_mean)
 from .acquisition.cost_aware import timeout_cap
 from .base import Optimizer, Param, Recommendation, Suggestion, derive, fixed
-from .lookahead import PathContext, explore_chunk, level_predictions
+from .lookahead import PathContext, Switches, explore_chunk, level_predictions
 from .models.trees import default_max_features
 
-__all__ = ["TIMEOUT_POLICIES", "CherryPickTrees", "EIcUSD", "Lynceus", "Obol"]
+__all__ = ["ABLATION_PARAMS", "TIMEOUT_POLICIES", "CherryPickTrees", "EIcUSD", "Lynceus",
+           "Obol"]
 
 TIMEOUT_POLICIES = ("none", "tg", "ideal", "no-info", "max-cost", "linear")
 
@@ -61,6 +62,35 @@ COMMON_PARAMS = (  # shared by Lynceus, OBOL and Nephele
     Param("stop_threshold", 0.01, "stop when every EIc is below this x incumbent cost",
           low=0.0),
     Param("path_chunks", 4, "chunks of first-step candidates handed to the executor", low=1),
+)
+
+# Where the paper [Lynceus] and the authors' code (marialcasimiro/Lynceus-ICDCS: Lynceus.java
+# utility()/optimized_policy(), weka/ensemble/EnsembleClassifier.java, gh/
+# NormalGaussHermiteQuadrature.java) differ from our defaults or from each other; each switch
+# can be turned on alone (the look-ahead ablation of sweeps/lynceus-lookahead-ablation.yaml).
+ABLATION_PARAMS = (
+    Param("trees", "extra", "tree learner: 'extra' (random thresholds, [Geurts06]) or "
+          "'random' (Weka RandomTree: best midpoint among K random features, leaf below "
+          "1e-3 x the root variance; the paper's 'random trees', EnsembleClassifier)",
+          choices=("extra", "random")),
+    Param("sigma", "floor", "predictive std: 'floor' (ddof 0, at least std_floor x the "
+          "targets' std) or 'authors' (EnsembleClassifier.getStandardDeviation: ddof 1, "
+          "10 x the mean when all trees agree)", choices=("floor", "authors")),
+    Param("refit", "leaf", "model of a simulated state: 'leaf' (regrow the leaf of the "
+          "simulated point) or 'full' (regrow every tree, as utility() rebuilds the model)",
+          choices=("leaf", "full")),
+    Param("path_incumbent", "update", "EIc reference inside a simulated state: 'update' (the "
+          "simulated run can become the incumbent: bestInTrain of the cloned training set) or "
+          "'fixed' (the real incumbent)", choices=("update", "fixed")),
+    Param("gh", "normalised", "quadrature of a simulated cost: 'normalised' (mu + sigma t_i, "
+          "weights summing to 1; Alg. 2 l. 7) or 'authors' (the code's values "
+          "(mu + sigma t_i)/sqrt(pi), weights summing to sqrt(pi), nodes <= 0 dropped)",
+          choices=("normalised", "authors")),
+    Param("path_cost", "paper", "sub-path cost: 'paper' (C += w_i c, Alg. 2 l. 18) or "
+          "'discounted' (C += gamma w_i c, as utility() does and OBOL)",
+          choices=("paper", "discounted")),
+    Param("first_step", "ratio", "first-step choice: 'ratio' (argmax R/C, Alg. 1 l. 28) or "
+          "'reward' (argmax R)", choices=("ratio", "reward")),
 )
 
 
@@ -79,6 +109,7 @@ class Lynceus(Optimizer):
               low=0.0, high=1.0),
         Param("curve_interval_s", 30.0, "seconds between accuracy-curve points (linear)",
               low=0.0),
+        *ABLATION_PARAMS,
     )
     discount_cost = False          # OBOL also discounts the cost of future steps
     select_by = "reward_per_cost"  # argmax R/C; CherryPick-style baselines: argmax R
@@ -105,6 +136,8 @@ class Lynceus(Optimizer):
         self._cost_max = cost.threshold if cost else math.inf
         self._acc_min = acc.threshold if acc else -math.inf
         self._gh = gauss_hermite(self.config["k"])
+        if self.config.get("gh") == "authors":  # weights summing to sqrt(pi), see _switches
+            self._gh = (self._gh[0], self._gh[1] * math.sqrt(math.pi))
         self._gha = gauss_hermite(self._k_acc())
 
     # -- candidates --------------------------------------------------------------------------
@@ -167,8 +200,9 @@ class Lynceus(Optimizer):
             chunks = [c for c in np.array_split(gamma_set, self.config["path_chunks"]) if len(c)]
             rc = np.vstack(self.executor.map(explore_chunk, chunks, ctx))
             reward, cost = rc[:, 0], rc[:, 1]
-        score = reward / np.maximum(cost, 1e-300) if self.select_by == "reward_per_cost" \
-            else reward
+        by_ratio = (self.select_by == "reward_per_cost"
+                    and self.config.get("first_step", "ratio") == "ratio")
+        score = reward / np.maximum(cost, 1e-300) if by_ratio else reward
         j = int(np.argmax(score))
         cand = int(gamma_set[j])
         info = {"reward": float(reward[j]), "path_cost": float(cost[j]),
@@ -199,10 +233,24 @@ class Lynceus(Optimizer):
             worst=float(max(self._cost_y)), gh_t=self._gh[0], gh_w=self._gh[1],
             gha_t=self._gha[0], gha_w=self._gha[1], la=self.config["la"],
             gamma=self.config["gamma"],
-            discount_cost=self.discount_cost, key=int(self.rng.integers(2**63)),
+            discount_cost=self._discount_cost(), key=int(self.rng.integers(2**63)),
             n_trees=self.config["n_trees"], n_trees_acc=self._n_trees_acc(),
             max_features=default_max_features(d, self.config["max_features"] or None),
-            floor_rel=self.config["std_floor"])
+            floor_rel=self.config["std_floor"], switches=self._switches())
+
+    def _discount_cost(self) -> bool:
+        return self.discount_cost or self.config.get("path_cost") == "discounted"
+
+    def _switches(self) -> Switches:
+        """The ablation switches (ABLATION_PARAMS) as the look-ahead kernel takes them."""
+        c = self.config
+        authors_gh = c.get("gh") == "authors"
+        return Switches(best_split=c.get("trees") == "random",
+                        authors_sd=c.get("sigma") == "authors",
+                        full_refit=c.get("refit") == "full",
+                        fixed_incumbent=c.get("path_incumbent") == "fixed",
+                        gh_scale=1.0 / math.sqrt(math.pi) if authors_gh else 1.0,
+                        skip_nonpositive=authors_gh)
 
     # -- timeouts (Sec. V-B, VI-E) ---------------------------------------------------------
     def _with_timeout(self, cand: int, mu: float, sd: float, best: float,
@@ -298,7 +346,8 @@ class Obol(Lynceus):
     params = derive(Lynceus.params, la={"doc": "look-ahead depth", "high": 5},
                     timeout=fixed("none"), init=fixed("random"), target_accuracy=fixed(0.85),
                     curve_interval_s=fixed(30.0),
-                    n_init={"default": 5, "low": 1, "doc": "random initial samples"})
+                    n_init={"default": 5, "low": 1, "doc": "random initial samples"},
+                    path_cost=fixed("discounted"))
     discount_cost = True
 
 
