@@ -25,9 +25,10 @@ The recommendation is the cheapest *fully run* configuration observed to meet th
 The model and the look-ahead follow the paper where it is explicit; ``ABLATION_PARAMS`` switch
 each place where the paper or its authors' code does otherwise (Weka random trees, the code's
 sigma, a full refit per simulated state, a fixed simulated incumbent, the code's quadrature,
-the discounted path cost, argmax R). None of them gives the paper's five-fold look-ahead gain
-on the TF jobs (issue 20: the sub-path after a first step barely depends on that step, so
-R/C is EIc/USD damped by near-constant terms); see the README.
+the discounted path cost, argmax R). Neither alone nor together do they give the paper's
+five-fold look-ahead gain on the TF jobs (issue 20: with the defaults the sub-path after a
+first step barely depends on that step, so R/C is EIc/USD damped by near-constant terms; the
+random trees give LA=1 a 2x gain by making LA=0 worse); see the README.
 
 Variants in this module: ``EIcUSD`` (LA = 0, no timeout: BO with EIc per predicted dollar),
 ``Obol`` (seed 004: no timeout, finite budget, 5 random initial samples, path cost discounted
