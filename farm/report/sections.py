@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from farm.report.analysis import DatasetAnalysis, paper_rows
+from farm.report.lookahead import lookahead_rows
 from farm.report.papers import paper_latency
 from farm.report.pooled import pooled_reach_rows
 from farm.run.recurring_job import table1
@@ -72,6 +73,7 @@ SECTIONS: list[Section] = [
     Section("Recommendation latency", latency_rows, empty="(no runs)"),
     Section("Guindani et al. Table 1 metrics (means over seeds)", guindani_rows),
     Section("Scout and CherryPick jobs pooled (Lynceus Sec. VI)", pooled_reach_rows),
+    Section("Look-ahead: cost to reach CNO <= 1.1 per LA (Lynceus Fig. 8)", lookahead_rows),
     Section("Published numbers beside ours", published_rows,
             empty="No published experiment matches this sweep's datasets and optimizers."),
 ]
