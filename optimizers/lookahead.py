@@ -26,13 +26,34 @@ References:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from .models._kernels import BUDGET_CONFIDENCE, explore_many, root_level
 
-__all__ = ["BUDGET_CONFIDENCE", "PathContext", "explore_chunk", "level_predictions"]
+__all__ = ["BUDGET_CONFIDENCE", "PathContext", "Switches", "explore_chunk", "level_predictions"]
 
+
+class Switches(NamedTuple):
+    """Where the model and the paths may follow the Lynceus authors' code instead of our
+    defaults (the ablation of issue 20; ``optimizers.lynceus.ABLATION_PARAMS`` documents
+    each one with its source).
+
+    best_split: Weka RandomTrees (best midpoint among K random features) instead of
+        extra-trees; authors_sd: the code's sigma (ddof 1, 10 x mean when the trees agree);
+    full_refit: every tree regrown on a simulated state instead of the simulated point's
+        leaf; fixed_incumbent: the simulated incumbent stays the real one along a path;
+    gh_scale: factor on the quadrature values (1/sqrt(pi) in the code);
+        skip_nonpositive: quadrature nodes <= 0 are dropped (the code) instead of clamped.
+    """
+
+    best_split: bool = False
+    authors_sd: bool = False
+    full_refit: bool = False
+    fixed_incumbent: bool = False
+    gh_scale: float = 1.0
+    skip_nonpositive: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,6 +95,7 @@ class PathContext:
     n_trees_acc: int
     max_features: int
     floor_rel: float
+    switches: Switches = Switches()
 
 
 def _buffers(ctx: PathContext):
@@ -86,6 +108,12 @@ def _buffers(ctx: PathContext):
                                                                                    dtype=float)
 
 
+def _numba_switches(ctx: PathContext) -> tuple:
+    sw = ctx.switches
+    return (bool(sw.best_split), bool(sw.authors_sd), bool(sw.full_refit),
+            bool(sw.fixed_incumbent), float(sw.gh_scale), bool(sw.skip_nonpositive))
+
+
 def explore_chunk(ctx: PathContext, first) -> np.ndarray:
     """(len(first), 2) array of (R_x, C_x) = ExplorePaths(state, x, LA) for the candidate
     indices ``first`` (rows of ``ctx.F``). A pure function of (ctx, x) per row."""
@@ -95,7 +123,7 @@ def explore_chunk(ctx: PathContext, first) -> np.ndarray:
                          ctx.time_max, ctx.cost_max, ctx.acc_min, ctx.best, ctx.worst,
                          ctx.gh_t, ctx.gh_w, ctx.gha_t, ctx.gha_w, ctx.gamma, ctx.discount_cost,
                          np.uint64(ctx.key), ctx.n_trees, ctx.n_trees_acc, ctx.max_features,
-                         ctx.floor_rel)
+                         ctx.floor_rel, _numba_switches(ctx))
 
 
 def level_predictions(ctx: PathContext):
@@ -105,6 +133,6 @@ def level_predictions(ctx: PathContext):
     out = root_level(0, Xc, yc, ctx.nc, Xa, ya, ctx.na, ctx.F, ctx.price, ctx.untested, ctx.budget,
                 ctx.time_max, ctx.cost_max, ctx.acc_min, ctx.best, ctx.worst,
                 np.uint64(ctx.key), ctx.n_trees, ctx.n_trees_acc, ctx.max_features,
-                ctx.floor_rel)
+                ctx.floor_rel, _numba_switches(ctx))
     mu_c, sd_c, mu_a, sd_a, eic, arg = out[5:]
     return mu_c[0], sd_c[0], mu_a, sd_a, eic[0], int(arg)

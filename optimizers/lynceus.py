@@ -22,6 +22,14 @@ is fed for a timed-out run is the ``timeout`` policy of Sec. VI-E:
 
 The recommendation is the cheapest *fully run* configuration observed to meet the constraints.
 
+The model and the look-ahead follow the paper where it is explicit; ``ABLATION_PARAMS`` switch
+each place where the paper or its authors' code does otherwise (Weka random trees, the code's
+sigma, a full refit per simulated state, a fixed simulated incumbent, the code's quadrature,
+the discounted path cost, argmax R). Neither alone nor together do they give the paper's
+five-fold look-ahead gain on the TF jobs (issue 20: with the defaults the sub-path after a
+first step barely depends on that step, so R/C is EIc/USD damped by near-constant terms; the
+random trees give LA=1 a 2x gain by making LA=0 worse); see the README.
+
 Variants in this module: ``EIcUSD`` (LA = 0, no timeout: BO with EIc per predicted dollar),
 ``Obol`` (seed 004: no timeout, finite budget, 5 random initial samples, path cost discounted
 by gamma too, LA up to 5) and ``CherryPickTrees`` (argmax EIc with the same trees, budget
@@ -31,6 +39,9 @@ References:
     [Lynceus] Casimiro et al. Lynceus: Cost-efficient tuning and provisioning of data analytic
         jobs. ICDCS 2020. Sec. IV-V, Algorithms 1-2, Sec. VI.
     [OBOL] Casimiro et al., seed 004 (Portuguese), the budget-limited precursor.
+    [Code] marialcasimiro/Lynceus-ICDCS: Lynceus.java (utility, optimized_policy),
+        weka/ensemble/EnsembleClassifier.java, gh/NormalGaussHermiteQuadrature.java.
+    [Geurts06] Geurts, Ernst, Wehenkel. Extremely randomized trees. Machine Learning 2006.
 """
 
 from __future__ import annotations
@@ -45,10 +56,11 @@ from .acquisition.analytic import (gauss_hermite, reference_without_feasible,
                                    truncated_gaussian_mean)
 from .acquisition.cost_aware import timeout_cap
 from .base import Optimizer, Param, Recommendation, Suggestion, derive, fixed
-from .lookahead import PathContext, explore_chunk, level_predictions
+from .lookahead import PathContext, Switches, explore_chunk, level_predictions
 from .models.trees import default_max_features
 
-__all__ = ["TIMEOUT_POLICIES", "CherryPickTrees", "EIcUSD", "Lynceus", "Obol"]
+__all__ = ["ABLATION_PARAMS", "TIMEOUT_POLICIES", "CherryPickTrees", "EIcUSD", "Lynceus",
+           "Obol"]
 
 TIMEOUT_POLICIES = ("none", "tg", "ideal", "no-info", "max-cost", "linear")
 
@@ -61,6 +73,28 @@ COMMON_PARAMS = (  # shared by Lynceus, OBOL and Nephele
     Param("stop_threshold", 0.01, "stop when every EIc is below this x incumbent cost",
           low=0.0),
     Param("path_chunks", 4, "chunks of first-step candidates handed to the executor", low=1),
+)
+
+# Where the paper [Lynceus] and the authors' code (marialcasimiro/Lynceus-ICDCS: Lynceus.java
+# utility()/optimized_policy(), weka/ensemble/EnsembleClassifier.java, gh/
+# NormalGaussHermiteQuadrature.java) differ from our defaults or from each other; each switch
+# can be turned on alone (the look-ahead ablation of sweeps/lynceus-lookahead-ablation.yaml).
+ABLATION_PARAMS = (
+    Param("trees", "extra", "extra: random thresholds [Geurts06]; random: Weka RandomTree, best "
+          "split of K random features (paper, EnsembleClassifier)", choices=("extra", "random")),
+    Param("sigma", "floor", "floor: ddof 0, >= std_floor; authors: ddof 1, 10 x mean where all "
+          "trees agree (EnsembleClassifier)", choices=("floor", "authors")),
+    Param("refit", "leaf", "simulated state's model: leaf: regrow the simulated point's leaf; "
+          "full: regrow every tree (utility())", choices=("leaf", "full")),
+    Param("path_incumbent", "update", "EIc reference in a simulated state: update: simulated "
+          "run may become it (utility()); fixed: the real one", choices=("update", "fixed")),
+    Param("gh", "normalised", "normalised: mu + sd t_i, weights sum 1 (Alg. 2); authors: "
+          "values / sqrt(pi), weights sum sqrt(pi), nodes <= 0 dropped",
+          choices=("normalised", "authors")),
+    Param("path_cost", "paper", "paper: C += w_i c (Alg. 2 l. 18); discounted: C += gamma w_i c "
+          "(utility(), OBOL)", choices=("paper", "discounted")),
+    Param("first_step", "ratio", "ratio: argmax R/C (Alg. 1 l. 28); reward: argmax R",
+          choices=("ratio", "reward")),
 )
 
 
@@ -79,6 +113,7 @@ class Lynceus(Optimizer):
               low=0.0, high=1.0),
         Param("curve_interval_s", 30.0, "seconds between accuracy-curve points (linear)",
               low=0.0),
+        *ABLATION_PARAMS,
     )
     discount_cost = False          # OBOL also discounts the cost of future steps
     select_by = "reward_per_cost"  # argmax R/C; CherryPick-style baselines: argmax R
@@ -105,6 +140,8 @@ class Lynceus(Optimizer):
         self._cost_max = cost.threshold if cost else math.inf
         self._acc_min = acc.threshold if acc else -math.inf
         self._gh = gauss_hermite(self.config["k"])
+        if self.config.get("gh") == "authors":  # weights summing to sqrt(pi), see _switches
+            self._gh = (self._gh[0], self._gh[1] * math.sqrt(math.pi))
         self._gha = gauss_hermite(self._k_acc())
 
     # -- candidates --------------------------------------------------------------------------
@@ -167,8 +204,9 @@ class Lynceus(Optimizer):
             chunks = [c for c in np.array_split(gamma_set, self.config["path_chunks"]) if len(c)]
             rc = np.vstack(self.executor.map(explore_chunk, chunks, ctx))
             reward, cost = rc[:, 0], rc[:, 1]
-        score = reward / np.maximum(cost, 1e-300) if self.select_by == "reward_per_cost" \
-            else reward
+        by_ratio = (self.select_by == "reward_per_cost"
+                    and self.config.get("first_step", "ratio") == "ratio")
+        score = reward / np.maximum(cost, 1e-300) if by_ratio else reward
         j = int(np.argmax(score))
         cand = int(gamma_set[j])
         info = {"reward": float(reward[j]), "path_cost": float(cost[j]),
@@ -199,10 +237,24 @@ class Lynceus(Optimizer):
             worst=float(max(self._cost_y)), gh_t=self._gh[0], gh_w=self._gh[1],
             gha_t=self._gha[0], gha_w=self._gha[1], la=self.config["la"],
             gamma=self.config["gamma"],
-            discount_cost=self.discount_cost, key=int(self.rng.integers(2**63)),
+            discount_cost=self._discount_cost(), key=int(self.rng.integers(2**63)),
             n_trees=self.config["n_trees"], n_trees_acc=self._n_trees_acc(),
             max_features=default_max_features(d, self.config["max_features"] or None),
-            floor_rel=self.config["std_floor"])
+            floor_rel=self.config["std_floor"], switches=self._switches())
+
+    def _discount_cost(self) -> bool:
+        return self.discount_cost or self.config.get("path_cost") == "discounted"
+
+    def _switches(self) -> Switches:
+        """The ablation switches (ABLATION_PARAMS) as the look-ahead kernel takes them."""
+        c = self.config
+        authors_gh = c.get("gh") == "authors"
+        return Switches(best_split=c.get("trees") == "random",
+                        authors_sd=c.get("sigma") == "authors",
+                        full_refit=c.get("refit") == "full",
+                        fixed_incumbent=c.get("path_incumbent") == "fixed",
+                        gh_scale=1.0 / math.sqrt(math.pi) if authors_gh else 1.0,
+                        skip_nonpositive=authors_gh)
 
     # -- timeouts (Sec. V-B, VI-E) ---------------------------------------------------------
     def _with_timeout(self, cand: int, mu: float, sd: float, best: float,
@@ -298,7 +350,8 @@ class Obol(Lynceus):
     params = derive(Lynceus.params, la={"doc": "look-ahead depth", "high": 5},
                     timeout=fixed("none"), init=fixed("random"), target_accuracy=fixed(0.85),
                     curve_interval_s=fixed(30.0),
-                    n_init={"default": 5, "low": 1, "doc": "random initial samples"})
+                    n_init={"default": 5, "low": 1, "doc": "random initial samples"},
+                    path_cost=fixed("discounted"))
     discount_cost = True
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from farm.report import sensitivity
 from farm.report.analysis import DatasetAnalysis, paper_rows
+from farm.report.lookahead import lookahead_rows
 from farm.report.papers import paper_latency
 from farm.report.pooled import pooled_reach_rows
 from farm.run.recurring_job import table1
@@ -80,6 +81,7 @@ SECTIONS: list[Section] = [
             sensitivity.importance_rows, figures=sensitivity.figures),
     Section("Sensitivity: main effects (median over runs at each level)",
             sensitivity.main_effect_rows),
+    Section("Look-ahead: cost to reach CNO <= 1.1 per LA (Lynceus Fig. 8)", lookahead_rows),
     Section("Published numbers beside ours", published_rows,
             empty="No published experiment matches this sweep's datasets and optimizers."),
 ]

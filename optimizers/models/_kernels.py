@@ -47,37 +47,72 @@ def mix_key(key, value):
 
 
 @nb.njit(cache=True)
-def _grow(X, y, rows, state, max_features, Q, cand, out, cleaf, rleaf, next_leaf, stack):
-    """Grow one extra-tree on the training rows ``rows`` (bootstrap copies, permuted in
+def _best_threshold(X, y, rows, lo, hi, f, total, keys, order):
+    """Weka RandomTree's split on feature ``f``: the midpoint between consecutive distinct
+    values with the largest variance reduction; returns (score, threshold), score -inf
+    when the node's values of ``f`` are constant."""
+    cnt = hi - lo
+    for k in range(cnt):
+        keys[k] = X[rows[lo + k], f]
+    idx = np.argsort(keys[:cnt])
+    for k in range(cnt):
+        order[k] = rows[lo + idx[k]]
+    best, thr, sl = -math.inf, 0.0, 0.0
+    for k in range(cnt - 1):
+        sl += y[order[k]]
+        a, b = X[order[k], f], X[order[k + 1], f]
+        if b <= a:
+            continue
+        nl = k + 1
+        score = sl * sl / nl + (total - sl) * (total - sl) / (cnt - nl)
+        if score > best:
+            best, thr = score, 0.5 * (a + b)
+    return best, thr
+
+
+@nb.njit(cache=True)
+def _grow(X, y, rows, state, max_features, Q, cand, out, cleaf, rleaf, next_leaf, stack,
+          best_split=False, min_var=0.0):
+    """Grow one randomized tree on the training rows ``rows`` (bootstrap copies, permuted in
     place), routing the query rows ``cand`` of Q down the tree as it grows (no node is
     stored): each leaf gets a fresh id from ``next_leaf``, written to ``cleaf`` (queries) and
     ``rleaf`` (training rows), and its mean target is written to ``out`` for its queries.
 
-    At each node, up to ``max_features`` randomly drawn features with a spread each get one
-    uniform threshold between their min and max; the split with the largest variance
-    reduction wins [Geurts06]. A node with fewer than 2 rows, constant targets or constant
+    At each node, up to ``max_features`` randomly drawn features with a spread are tried;
+    the split with the largest variance reduction wins. Extra-tree (``best_split`` False):
+    one uniform threshold per feature between its min and max [Geurts06]. Weka RandomTree
+    (``best_split`` True): the best midpoint of each feature, and a node whose target
+    variance is below ``min_var`` is a leaf (Weka's minVarianceProp x the variance at the
+    root) [Weka RandomTree]. A node with fewer than 2 rows, constant targets or constant
     features is a leaf.
     """
     n = rows.shape[0]
     d = X.shape[1]
     work_f = np.empty(d, np.int64)
+    keys = np.empty(n if best_split else 0)
+    order = np.empty(n if best_split else 0, np.int64)
     stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, n, 0, cand.shape[0]
     top = 1
     while top > 0:
         top -= 1
         lo, hi, qlo, qhi = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3]
         total = 0.0
+        total2 = 0.0
         ymin = math.inf
         ymax = -math.inf
         for k in range(lo, hi):
             v = y[rows[k]]
             total += v
+            total2 += v * v
             ymin = min(ymin, v)
             ymax = max(ymax, v)
         cnt = hi - lo
         best_f = -1
         best_t = 0.0
-        if cnt >= 2 and ymax - ymin > 1e-12 * (abs(ymax) + abs(ymin)):
+        splittable = cnt >= 2 and ymax - ymin > 1e-12 * (abs(ymax) + abs(ymin))
+        if best_split and splittable:
+            splittable = total2 / cnt - (total / cnt) ** 2 >= min_var
+        if splittable:
             for j in range(d):
                 work_f[j] = j
             best_score = -math.inf
@@ -97,6 +132,11 @@ def _grow(X, y, rows, state, max_features, Q, cand, out, cleaf, rleaf, next_leaf
                 if xmax <= xmin:
                     continue
                 tried += 1
+                if best_split:
+                    score, t = _best_threshold(X, y, rows, lo, hi, f, total, keys, order)
+                    if score > best_score:
+                        best_score, best_f, best_t = score, f, t
+                    continue
                 t = xmin + _uniform(state) * (xmax - xmin)
                 sl = 0.0
                 nl = 0
@@ -143,10 +183,27 @@ def _grow(X, y, rows, state, max_features, Q, cand, out, cleaf, rleaf, next_leaf
         top += 2
 
 
+WEKA_MIN_VARIANCE_PROP = 1e-3  # a RandomTree node is a leaf below this x the root variance
+
+
 @nb.njit(cache=True)
-def grow_forest(X, y, n, key, n_trees, max_features, Q, out, cleaf, rleaf, mult, next_leaf):
-    """Fit ``n_trees`` bootstrap extra-trees on the first ``n`` rows of (X, y) with the
-    randomness of ``key``; per tree t: ``out[t]`` predictions at the rows of Q, ``cleaf[t]``
+def _variance(y, n):
+    m = 0.0
+    for k in range(n):
+        m += y[k]
+    m /= max(n, 1)
+    v = 0.0
+    for k in range(n):
+        v += (y[k] - m) ** 2
+    return v / max(n, 1)
+
+
+@nb.njit(cache=True)
+def grow_forest(X, y, n, key, n_trees, max_features, Q, out, cleaf, rleaf, mult, next_leaf,
+                best_split=False):
+    """Fit ``n_trees`` bootstrap randomized trees (extra-trees, or Weka RandomTrees with
+    ``best_split``) on the first ``n`` rows of (X, y) with the randomness of ``key``; per
+    tree t: ``out[t]`` predictions at the rows of Q, ``cleaf[t]``
     their leaf ids, ``rleaf[t]`` the leaf of each training row (-1 out of bag), ``mult[t]``
     the bootstrap multiplicity of each row, ``next_leaf[t]`` the next free leaf id."""
     rows = np.empty(n, np.int64)
@@ -154,6 +211,7 @@ def grow_forest(X, y, n, key, n_trees, max_features, Q, out, cleaf, rleaf, mult,
     stack = np.empty((2 * n + 2, 4), np.int64)
     state = np.empty(1, np.uint64)
     counter = np.zeros(1, np.int64)
+    min_var = WEKA_MIN_VARIANCE_PROP * _variance(y, n)
     for t in range(n_trees):
         state[0] = mix_key(key, t)
         for k in range(n):
@@ -165,7 +223,7 @@ def grow_forest(X, y, n, key, n_trees, max_features, Q, out, cleaf, rleaf, mult,
             mult[t, r] += 1
         counter[0] = 0
         _grow(X, y, rows, state, max_features, Q, cand, out[t], cleaf[t], rleaf[t], counter,
-              stack)
+              stack, best_split, min_var)
         next_leaf[t] = counter[0]
 
 
@@ -184,7 +242,7 @@ def _poisson1(u):
 
 @nb.njit(cache=True)
 def insert_point(X, y, r_new, q_new, key, n_trees, max_features, Q, out, cleaf, rleaf, mult,
-                 next_leaf):
+                 next_leaf, best_split=False):
     """Cheap refit with one (fantasised) training row ``r_new`` located at query row
     ``q_new``: in each tree the row enters the bootstrap with a Poisson(1) multiplicity; if
     it does, the leaf holding ``q_new`` is regrown on its rows plus the new one (the splits
@@ -200,6 +258,7 @@ def insert_point(X, y, r_new, q_new, key, n_trees, max_features, Q, out, cleaf, 
     stack = np.empty((2 * size + 2, 4), np.int64)
     state = np.empty(1, np.uint64)
     counter = np.zeros(1, np.int64)
+    min_var = WEKA_MIN_VARIANCE_PROP * _variance(y, r_new + 1)
     for t in range(n_trees):
         state[0] = mix_key(key, t)
         k_new = _poisson1(_uniform(state))
@@ -224,23 +283,28 @@ def insert_point(X, y, r_new, q_new, key, n_trees, max_features, Q, out, cleaf, 
                 nq += 1
         counter[0] = next_leaf[t]
         _grow(X, y, rows[:nr], state, max_features, Q, cand[:nq], out[t], cleaf[t], rleaf[t],
-              counter, stack)
+              counter, stack, best_split, min_var)
         next_leaf[t] = counter[0]
 
 
 @nb.njit(cache=True)
-def forest_outputs(X, y, n, key, n_trees, max_features, Q, out):
+def forest_outputs(X, y, n, key, n_trees, max_features, Q, out, best_split=False):
     """Per-tree predictions (n_trees x len(Q)) at the rows of Q of the forest fitted on the
     first ``n`` rows of (X, y) with the randomness of ``key``."""
     m = Q.shape[0]
     grow_forest(X, y, n, key, n_trees, max_features, Q, out, np.empty((n_trees, m), np.int64),
                 np.empty((n_trees, n), np.int64), np.empty((n_trees, n), np.int64),
-                np.empty(n_trees, np.int64))
+                np.empty(n_trees, np.int64), best_split)
+
+
+WEKA_UNCERTAINTY = 10.0  # the authors' sigma when every tree agrees: 10 x the mean
 
 
 @nb.njit(cache=True)
-def gaussian_summary(outputs, floor, mean, std):
-    """Mean and std (ddof 0, at least ``floor``) over the trees (axis 0) of ``outputs``."""
+def gaussian_summary(outputs, floor, mean, std, authors_sd=False):
+    """Mean and std over the trees (axis 0) of ``outputs``: ddof 0 and at least ``floor``;
+    or, with ``authors_sd``, the rule of the Lynceus code (EnsembleClassifier): ddof 1,
+    and 10 x |mean| when all trees agree (``floor`` only when the mean is 0 too)."""
     n_trees, m = outputs.shape
     for q in range(m):
         s = 0.0
@@ -252,7 +316,12 @@ def gaussian_summary(outputs, floor, mean, std):
             dv = outputs[t, q] - mu
             v += dv * dv
         mean[q] = mu
-        std[q] = max(math.sqrt(v / n_trees), floor)
+        if not authors_sd:
+            std[q] = max(math.sqrt(v / n_trees), floor)
+        elif v > 0.0 and n_trees > 1:
+            std[q] = math.sqrt(v / (n_trees - 1))
+        else:
+            std[q] = max(WEKA_UNCERTAINTY * abs(mu), floor)
 
 
 # -- look-ahead -----------------------------------------------------------------------------
@@ -283,10 +352,11 @@ def std_floor(y, n, rel):
 
 @nb.njit(cache=True)
 def _fit_root(Xc, yc, nc, Xa, ya, na, key, n_trees, n_trees_acc, mf, rel, F, f_out, f_cleaf,
-              f_rleaf, f_mult, f_next, mu_c, sd_c, mu_a, sd_a):
+              f_rleaf, f_mult, f_next, mu_c, sd_c, mu_a, sd_a, best_split, authors_sd):
     """Fit the cost (and accuracy) ensembles of the current state, predict every candidate."""
-    grow_forest(Xc, yc, nc, key, n_trees, mf, F, f_out, f_cleaf, f_rleaf, f_mult, f_next)
-    gaussian_summary(f_out, std_floor(yc, nc, rel), mu_c, sd_c)
+    grow_forest(Xc, yc, nc, key, n_trees, mf, F, f_out, f_cleaf, f_rleaf, f_mult, f_next,
+                best_split)
+    gaussian_summary(f_out, std_floor(yc, nc, rel), mu_c, sd_c, authors_sd)
     if na > 0:
         outs_a = np.empty((n_trees_acc, F.shape[0]))
         forest_outputs(Xa, ya, na, mix_key(key, 99991), n_trees_acc, mf, F, outs_a)
@@ -333,7 +403,8 @@ def _score_level(mu_c, sd_c, mu_a, sd_a, has_acc, price, time_max, cost_max, acc
 @nb.njit(cache=True)
 def _explore(x0, la, Xc, yc, nc, F, price, untested, budget, time_max, cost_max, acc_min,
              best, worst, has_acc, gh_t, gh_w, gha_t, gha_w, gamma, discount_cost, key, n_trees,
-             mf, rel, f_out, f_cleaf, f_rleaf, f_mult, f_next, mu_c, sd_c, mu_a, sd_a, eic):
+             mf, rel, f_out, f_cleaf, f_rleaf, f_mult, f_next, mu_c, sd_c, mu_a, sd_a, eic,
+             sw):
     """ExplorePaths(state, x0, la) -> (R, C) [Lynceus Alg. 2], as an explicit depth-first
     walk (numba cannot reload a cached self-recursive function).
 
@@ -343,7 +414,12 @@ def _explore(x0, la, Xc, yc, nc, F, price, untested, budget, time_max, cost_max,
     ``lev + 1`` by a cheap refit; the next step is the greedy argmax of EIc there (NextStep);
     a sub-path's (r, c) is folded into its parent as ``R += gamma w r``, ``C += w c``
     (``gamma w c`` when the path cost is discounted too, OBOL).
+
+    ``sw`` holds the ablation switches (``Switches``): the trees, the sigma rule, a full refit
+    of every tree instead of regrowing the simulated point's leaf, a fixed simulated
+    incumbent, the scale of the quadrature values and whether nodes <= 0 are skipped.
     """
+    best_split, authors_sd, full_refit, fixed_incumbent, gh_scale, skip_nonpositive = sw
     R0 = eic[0, x0]
     C0 = mu_c[0, x0]
     if la == 0:
@@ -380,27 +456,36 @@ def _explore(x0, la, Xc, yc, nc, F, price, untested, budget, time_max, cost_max,
                 li[lev] += 1
             continue
         x, i, j, nxt = lx[lev], li[lev], lj[lev], lev + 1
-        if j == 0:  # S' = S + (x, c_i): refit (cheaply) and predict every candidate
-            c_i = max(mu_c[lev, x] + sd_c[lev, x] * gh_t[i], 0.0)
+        if j == 0:  # S' = S + (x, c_i): refit and predict every candidate
+            c_i = gh_scale * (mu_c[lev, x] + sd_c[lev, x] * gh_t[i])
+            if skip_nonpositive and c_i <= 0.0:  # the authors' code drops such nodes
+                li[lev] += 1
+                continue
+            c_i = max(c_i, 0.0)
             lc[lev] = c_i
             Xc[nc + lev] = F[x]
             yc[nc + lev] = c_i
-            f_out[nxt] = f_out[lev]
-            f_cleaf[nxt] = f_cleaf[lev]
-            f_rleaf[nxt] = f_rleaf[lev]
-            f_mult[nxt] = f_mult[lev]
-            f_next[nxt] = f_next[lev]
-            insert_point(Xc, yc, nc + lev, x, mix_key(key, nxt), n_trees, mf, F, f_out[nxt],
-                         f_cleaf[nxt], f_rleaf[nxt], f_mult[nxt], f_next[nxt])
+            if full_refit:  # every tree regrown on S' with the root's randomness
+                grow_forest(Xc, yc, nc + lev + 1, mix_key(key, 0), n_trees, mf, F, f_out[nxt],
+                            f_cleaf[nxt], f_rleaf[nxt], f_mult[nxt], f_next[nxt], best_split)
+            else:  # cheap refit: regrow the leaf of the simulated point only
+                f_out[nxt] = f_out[lev]
+                f_cleaf[nxt] = f_cleaf[lev]
+                f_rleaf[nxt] = f_rleaf[lev]
+                f_mult[nxt] = f_mult[lev]
+                f_next[nxt] = f_next[lev]
+                insert_point(Xc, yc, nc + lev, x, mix_key(key, nxt), n_trees, mf, F,
+                             f_out[nxt], f_cleaf[nxt], f_rleaf[nxt], f_mult[nxt], f_next[nxt],
+                             best_split)
             gaussian_summary(f_out[nxt], std_floor(yc, nc + lev + 1, rel), mu_c[nxt],
-                             sd_c[nxt])
+                             sd_c[nxt], authors_sd)
         c_i = lc[lev]
         # accuracy node j: the simulated run's feasibility (hence the simulated incumbent)
         a_j = mu_a[x] + sd_a[x] * gha_t[j] if has_acc else 0.0
         w = gh_w[i] * (gha_w[j] if has_acc else 1.0)
         feasible = (c_i <= time_max * price[x] and c_i <= cost_max
                     and (not has_acc or a_j >= acc_min))
-        best_i = min(lbest[lev], c_i) if feasible else lbest[lev]
+        best_i = min(lbest[lev], c_i) if feasible and not fixed_incumbent else lbest[lev]
         worst_i = max(lworst[lev], c_i)
         budget_i = lbudget[lev] - c_i
         x_next = _score_level(mu_c[nxt], sd_c[nxt], mu_a, sd_a, has_acc, price, time_max,
@@ -424,7 +509,7 @@ def _explore(x0, la, Xc, yc, nc, F, price, untested, budget, time_max, cost_max,
 
 @nb.njit(cache=True)
 def root_level(la, Xc, yc, nc, Xa, ya, na, F, price, untested, budget, time_max, cost_max,
-          acc_min, best, worst, key, n_trees, n_trees_acc, mf, rel):
+               acc_min, best, worst, key, n_trees, n_trees_acc, mf, rel, sw):
     """Level 0 (the current state): forest arrays, predictions and EIc for la + 1 levels."""
     m = F.shape[0]
     levels = la + 1
@@ -441,7 +526,7 @@ def root_level(la, Xc, yc, nc, Xa, ya, na, F, price, untested, budget, time_max,
     eic = np.empty((levels, m))
     _fit_root(Xc, yc, nc, Xa, ya, na, mix_key(key, 0), n_trees, n_trees_acc, mf, rel, F,
               f_out[0], f_cleaf[0], f_rleaf[0], f_mult[0], f_next[0], mu_c[0], sd_c[0], mu_a,
-              sd_a)
+              sd_a, sw[0], sw[1])
     arg = _score_level(mu_c[0], sd_c[0], mu_a, sd_a, na > 0, price, time_max, cost_max,
                        acc_min, untested, budget, best, worst, eic[0])
     return f_out, f_cleaf, f_rleaf, f_mult, f_next, mu_c, sd_c, mu_a, sd_a, eic, arg
@@ -450,15 +535,15 @@ def root_level(la, Xc, yc, nc, Xa, ya, na, F, price, untested, budget, time_max,
 @nb.njit(cache=True)
 def explore_many(first, la, Xc, yc, nc, Xa, ya, na, F, price, untested, budget, time_max,
                   cost_max, acc_min, best, worst, gh_t, gh_w, gha_t, gha_w, gamma,
-                  discount_cost, key, n_trees, n_trees_acc, mf, rel):
+                  discount_cost, key, n_trees, n_trees_acc, mf, rel, sw):
     f_out, f_cleaf, f_rleaf, f_mult, f_next, mu_c, sd_c, mu_a, sd_a, eic, _ = root_level(
         la, Xc, yc, nc, Xa, ya, na, F, price, untested, budget, time_max, cost_max, acc_min,
-        best, worst, key, n_trees, n_trees_acc, mf, rel)
+        best, worst, key, n_trees, n_trees_acc, mf, rel, sw)
     result = np.empty((len(first), 2))
     for k in range(len(first)):
         r, c = _explore(first[k], la, Xc, yc, nc, F, price, untested, budget, time_max,
                         cost_max, acc_min, best, worst, na > 0, gh_t, gh_w, gha_t, gha_w,
                         gamma, discount_cost, key, n_trees, mf, rel, f_out, f_cleaf, f_rleaf,
-                        f_mult, f_next, mu_c, sd_c, mu_a, sd_a, eic)
+                        f_mult, f_next, mu_c, sd_c, mu_a, sd_a, eic, sw)
         result[k, 0], result[k, 1] = r, c
     return result

@@ -14,6 +14,8 @@ each tree's bootstrap with a Poisson(1) multiplicity and only the leaf it falls 
 (the splits above are kept, as in online random forests). Randomness comes from a
 counter-based generator (splitmix64) keyed by an integer, so a fit is a pure function of
 (X, y, key): the same key gives the same forest whatever process computes it.
+The kernels also grow Weka-style RandomTrees (``best_split``: the best midpoint among K random
+features, the trees of the Lynceus authors' code); Lynceus exposes them as ``trees=random``.
 
 References:
     [Geurts06] Geurts, Ernst, Wehenkel. Extremely randomized trees. Machine Learning 2006.

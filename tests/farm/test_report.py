@@ -13,10 +13,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from farm.run.loop import TRACE_SCHEMA, run_one
-from farm.report.papers import PAPER_NUMBERS, PaperNumber, Selector
 from farm.report.analysis import analyse, paper_rows, variant_labels
 from farm.report.page import write_report
+from farm.report.papers import PAPER_NUMBERS, PaperNumber, Selector
+from farm.run.loop import TRACE_SCHEMA, run_one
 from farm.run.spec import RunSpec
 
 
@@ -307,3 +307,22 @@ def test_a_large_grid_draws_its_best_worst_and_default_variants_only():
     assert min(auc, key=auc.get) in chosen and max(auc, key=auc.get) in chosen
     assert "random[n_init=1]" in chosen          # the default setting
     assert len(chosen) <= 3
+def test_lookahead_table_gives_quantiles_per_la_and_the_p90_ratio_to_la0():
+    """Lynceus Fig. 8: one family per variant that differs only in ``la``; p90 LA0 / LA."""
+    from farm.report.lookahead import lookahead_rows
+
+    runs = []
+    for la, first in ((0, 3), (1, 1)):
+        for seed in range(4):
+            # one cost unit per step; CNO <= 1.1 at step `first` (seed 3 of LA=0: never)
+            cnos = [2.0] * first + [1.0] * (4 - first) if (la, seed) != (0, 3) else [2.0] * 4
+            runs.append(make_run(f"r{la}{seed}", "lynceus-cnn", "lynceus", seed, [1.0] * 4,
+                                 cnos, [True] * 4, params={"la": la, "timeout": "none"}))
+    runs.append(make_run("other", "lynceus-cnn", "eic-usd", 0, [1.0] * 4, [1.0] * 4,
+                         [True] * 4))
+    rows = lookahead_rows(analyse(*sweep(runs)))
+    assert [r["la"] for r in rows] == [0, 1]
+    la0, la1 = rows
+    assert la0["p50 ($)"] == 4.0 and la0["p90 ($)"] == math.inf and la0["seeds"] == 4
+    assert la1["p90 ($)"] == 2.0 and la1["p90 LA0 / LA"] == math.inf
+    assert la0["p90 LA0 / LA"] is None   # never reached at p90: no ratio

@@ -122,3 +122,48 @@ def test_insert_point_regrows_only_the_leaf_of_the_new_point():
     mean, std = np.empty(60), np.empty(60)
     gaussian_summary(out, 1e-6, mean, std)
     assert mean[x] > before_out[:, x].mean()
+
+
+def _step_forest(y, Q, best_split, n_trees=10, key=3):
+    X = (np.arange(len(y)) / len(y))[:, None]
+    m, n = len(Q), len(y)
+    arrays = (np.empty((n_trees, m)), np.empty((n_trees, m), np.int64),
+              np.empty((n_trees, n), np.int64), np.zeros((n_trees, n), np.int64),
+              np.empty(n_trees, np.int64))
+    grow_forest(X, y, n, np.uint64(key), n_trees, 1, Q, *arrays, best_split)
+    return arrays
+
+
+def test_random_trees_split_at_the_best_midpoint():
+    """Weka RandomTree: on a step at x = 0.5 the split is the midpoint of the two in-bag
+    values around it, so queries at 0.42 and 0.48 fall on both sides when 0.4 and 0.5 are
+    in the bag."""
+    y = (np.arange(10) >= 5).astype(float)
+    out, _, _, mult, _ = _step_forest(y, np.array([[0.42], [0.48]]), best_split=True)
+    both = (mult[:, 4] > 0) & (mult[:, 5] > 0)
+    assert both.any()
+    np.testing.assert_array_equal(out[both], np.tile([0.0, 1.0], (both.sum(), 1)))
+
+
+def test_random_tree_node_below_the_variance_floor_is_a_leaf():
+    """Two groups with a 1e-4 jitter: a RandomTree stops after the split between them (the
+    groups' variance is below 1e-3 x the root's), an extra-tree goes on splitting the jitter."""
+    y = (np.arange(10) >= 5) + 1e-4 * np.array([0, 1, 0, 1, 0, 1, 0, 1, 0, 1])
+    Q = (np.arange(10) / 10)[:, None]
+    *_, mult, leaves = _step_forest(y, Q, best_split=True)
+    both = (mult[:, :5].sum(axis=1) > 0) & (mult[:, 5:].sum(axis=1) > 0)
+    assert (leaves[both] == 2).all()
+    *_, leaves_extra = _step_forest(y, Q, best_split=False)
+    assert leaves_extra.max() > 2
+
+
+def test_authors_sigma_rule():
+    """EnsembleClassifier: sample std (ddof 1), and 10 x the mean where all trees agree;
+    our default: ddof 0 with a floor."""
+    out = np.array([[2.0, 2.0], [2.0, 4.0]])
+    mean, std = np.empty(2), np.empty(2)
+    gaussian_summary(out, 1e-3, mean, std, True)
+    np.testing.assert_allclose(std, [20.0, np.sqrt(2.0)])
+    gaussian_summary(out, 1e-3, mean, std)
+    np.testing.assert_allclose(std, [1e-3, 1.0])
+    np.testing.assert_allclose(mean, [2.0, 3.0])
