@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from farm.loop import execute
+from farm.run.loop import execute
 from optimizers import make_optimizer
 from optimizers.base import Suggestion
 from optimizers.lynceus import bootstrap_size
