@@ -149,8 +149,10 @@ def test_guindani_band_waits_for_min_search_steps_and_labels_its_repeats():
                                  Dimension("b", "ordinal", (1, 2))],
                                 price_per_s=lambda c: float(c["a"] * c["b"]))
     problem = Problem(Objective("cost", "min"), (Constraint("time", "<=", 100.0),))
-    opt = make_optimizer("guindani", space, problem, seed=0, variant="a", n_iter=8)
-    assert opt.min_search == 2  # the number of dimensions
+    opt = make_optimizer("guindani", space, problem, seed=0, variant="a", n_iter=8,
+                         min_search=2)
+    # default: one step per 50 configurations, at most one per dimension (the paper's 1)
+    assert make_optimizer("guindani", space, problem).min_search == 1
     phases = []
     while (s := opt.suggest()) is not None:
         opt.observe(s, Observation(time=95.0, cost=95.0 * space.price_per_s[s.config_id]))
@@ -163,7 +165,7 @@ def test_guindani_band_needs_a_feasible_incumbent():
     space = SearchSpace.product([Dimension("n", "ordinal", tuple(range(1, 11)))],
                                 price_per_s=lambda c: float(c["n"]))
     problem = Problem(Objective("cost", "min"), (Constraint("time", "<=", 100.0),
-                                                 Constraint("cost", "<=", 50.0)))
+                                                 Constraint("cost", "<=", 100.0)))
     opt = make_optimizer("guindani", space, problem, seed=0, n0=1, n_iter=4)
     opt.observe(Suggestion(9, phase="init"), Observation(time=200.0, cost=2000.0))
     # in the time band, but over the cost cap: no feasible incumbent, the search goes on
@@ -178,3 +180,17 @@ def test_random_and_the_oracle_replay_named_metrics(tmp_path):
     obs = oracle.run(0, rng=np.random.default_rng(0))
     assert set(obs.metrics) == {"energy"} and math.isfinite(obs.value("energy"))
     assert math.isnan(obs.value("nope"))
+
+
+def test_guindani_default_min_search_grows_with_the_space_not_on_the_papers():
+    problem = Problem(Objective("cost", "min"), (Constraint("time", "<=", 100.0),))
+
+    def space(*sizes):
+        return SearchSpace.product([Dimension(f"x{i}", "ordinal", tuple(range(1, n + 1)))
+                                    for i, n in enumerate(sizes)],
+                                   price_per_s=lambda c: 1.0)
+
+    assert make_optimizer("guindani", space(20), problem).min_search == 1      # K-means
+    assert make_optimizer("guindani", space(41), problem).min_search == 1      # vm x ram
+    assert make_optimizer("guindani", space(10, 10, 10, 10), problem).min_search == 4
+    assert make_optimizer("guindani", space(60, 2), problem).min_search == 2
