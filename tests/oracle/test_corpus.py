@@ -3,6 +3,7 @@ pre-processing), and their facts match an independent pandas computation."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -92,3 +93,14 @@ def _constraint(job):
 
     metric, op, thr = job.constraints[0]
     return Constraint(metric, op, thr)
+
+
+def test_farm_run_on_a_table_constrained_on_a_named_metric(tmp_path, isolated_cache, capsys):
+    job = TABLES["hpc-energy-2d"](seed=0)
+    assert main(["datasets", "import", "csv", "--from", str(write_job(job, tmp_path))]) == 0
+    capsys.readouterr()
+    assert main(["run", "--dataset", job.name, "--optimizer", "random", "--iterations", "5",
+                 "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["recommendation"] is None or summary["recommendation"]["config_id"] >= 0
+    assert summary["recurring_job"]["unfeasible_executions"] is None  # energy is not traced
