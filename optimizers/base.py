@@ -113,8 +113,9 @@ def _parse_scalar(text: str, kind: type, optimizer: str, name: str):
 @dataclass(frozen=True)
 class Suggestion:
     """What to run next: a configuration at a dataset size, an optional time cap (timeout
-    policies), the phase, and why (acquisition values and the like, in ``info``: for
-    reading, never acted upon by the loop).
+    policies), the phase (``init``: bootstrap design, ``search``: model-guided, ``exploit``:
+    a recurring job re-running its best configuration), and why (acquisition values and the
+    like, in ``info``: for reading, never acted upon by the loop).
 
     Two requests the benchmark loop (``farm.run.loop.execute``) grants in simulation:
 
@@ -132,7 +133,7 @@ class Suggestion:
     config_id: int
     fidelity: float = 1.0
     time_cap: float | None = None
-    phase: Literal["init", "search"] = "search"
+    phase: Literal["init", "search", "exploit"] = "search"
     info: Mapping[str, Any] = field(default_factory=dict)
     snapshots: tuple[float, ...] = ()
     reveal_full_cost: bool = False
@@ -241,9 +242,7 @@ class Optimizer(ABC):
         """The observed run met every constraint (a timed-out run never does)."""
         if observation.timed_out:
             return False
-        values = {"time": observation.time, "cost": observation.cost,
-                  "accuracy": observation.accuracy}
-        return all(bool(c.holds(values[c.metric])) for c in self.problem.constraints)
+        return all(bool(c.holds(observation.value(c.metric))) for c in self.problem.constraints)
 
     def best_observed(self, fidelity: float = 1.0) -> int | None:
         """The best configuration run at ``fidelity`` that was observed feasible."""
@@ -252,7 +251,7 @@ class Optimizer(ABC):
         for s, o in self.history:
             if not math.isclose(s.fidelity, fidelity) or not self.observed_feasible(o):
                 continue
-            value = getattr(o, obj.metric)
+            value = o.value(obj.metric)
             value = value if obj.direction == "min" else -value
             if value < best_value:
                 best, best_value = s.config_id, value

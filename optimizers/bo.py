@@ -1,7 +1,8 @@
 """Full-data Bayesian optimisation baselines of TrimTuner [TrimTuner Sec. IV] with GP models:
 
 - ``eic``: CherryPick [Alipourfard17]: GP (Matern 5/2) models of the objective and of every
-  constrained metric at s = 1, constrained expected improvement EIc = EI x P(feasible), 4 LHS
+  constrained metric at s = 1 (any measured metric: accuracy, time, cost, or a named one
+  such as ``rmsd`` or ``p95_ms``), constrained expected improvement EIc = EI x P(feasible), 4 LHS
   initial configurations;
 - ``eic-usd-gp``: EIc per dollar, EIc / predicted cost of the run (Lynceus' "EIc/USD" with a GP
   instead of trees);
@@ -64,8 +65,8 @@ class EIc(Optimizer):
     @single_threaded
     def _observe(self, suggestion, observation) -> None:
         ids = [s.config_id for s, _ in self.history]
-        observed = {m: np.array([getattr(o, m) for _, o in self.history])
-                    for m in ("time", "cost", "accuracy")}
+        observed = {m: np.array([o.value(m) for _, o in self.history])
+                    for m in self._targets.metrics}
         self._targets.fit(self.space.features[ids], observed)
 
     @single_threaded
@@ -88,7 +89,7 @@ class EIc(Optimizer):
         t = self._targets
         pred = t.predict(self.space.features[ids])
         mu, sd = pred[t.objective]
-        z = to_model_scale(t.objective, [getattr(o, t.objective) for _, o in self.history])
+        z = to_model_scale(t.objective, [o.value(t.objective) for _, o in self.history])
         feasible = [self.observed_feasible(o) for _, o in self.history]
         y_star = incumbent_for_eic(z, feasible, sd)
         ei = expected_improvement(mu, sd, y_star)

@@ -10,7 +10,9 @@ rows):
 - ``price_per_s``: known price of one second of the configuration (``cost = time * price_per_s``);
 - ``timed_out``: the run hit the measurement's own time limit (Scout's 7200 s, ...);
 - ``accuracy`` (when measured) and ``acc_curve`` (when measured: accuracy every
-  ``DatasetMeta.curve_interval_s`` seconds); any further measured columns are kept as they are.
+  ``DatasetMeta.curve_interval_s`` seconds); any further measured columns are kept as they are;
+  those named in ``DatasetMeta.measured`` (e.g. ``rmsd``, ``p95_ms``, ``energy``) are metrics
+  the oracle replays (``Observation.metrics``) and problems may constrain or optimise.
 
 The metadata lives in the Arrow schema metadata under the key ``optfarm`` as JSON, so one
 Parquet file is the whole dataset.
@@ -36,6 +38,7 @@ __all__ = ["DatasetMeta", "Dataset", "DatasetError", "MAX_PRICE_PER_S", "MAX_RUN
            "REQUIRED_COLUMNS", "check_name"]
 
 REQUIRED_COLUMNS = ("fidelity", "time", "cost", "price_per_s", "timed_out")
+BUILTIN_MEASURES = ("time", "cost", "accuracy", "acc_curve")
 _META_KEY = b"optfarm"
 MAX_RUN_S = 365 * 86400.0     # a measured run longer than a year is not physical (a unit slip)
 MAX_PRICE_PER_S = 1e6         # cost units per second of one configuration (USD: $3.6e9/h)
@@ -73,6 +76,11 @@ class DatasetMeta:
     cost_unit: str = "USD"
     curve_interval_s: float | None = None
     notes: str = ""
+
+    @property
+    def named_metrics(self) -> tuple[str, ...]:
+        """The measured metrics beyond time, cost, accuracy and the accuracy curve."""
+        return tuple(m for m in self.measured if m not in BUILTIN_MEASURES)
 
     def to_json(self) -> str:
         d = asdict(self)
@@ -197,6 +205,14 @@ def _validate(table: pa.Table, meta: DatasetMeta, where: str) -> None:
         if len(over):
             raise DatasetError(f"{where}: column 'accuracy', row {over[0]}: value "
                                f"{acc[over[0]]!r} is not a fraction in [0, 1]")
+    for m in meta.named_metrics:
+        if m not in table.column_names:
+            raise DatasetError(f"{where}: measured metric {m!r} has no column")
+        values = table.column(m).to_numpy(zero_copy_only=False).astype(float)
+        bad = np.flatnonzero(~np.isfinite(values))
+        if len(bad):
+            raise DatasetError(f"{where}: column {m!r}, row {bad[0]}: missing or "
+                               f"non-finite value {values[bad[0]]!r}")
     for c in meta.problem.constraints:
         if c.metric not in table.column_names:
             raise DatasetError(f"{where}: constraint {c} names column {c.metric!r}, "

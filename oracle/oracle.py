@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
@@ -26,8 +27,10 @@ class Observation:
 
     ``time`` and ``cost`` are what was spent (for a run stopped by a time cap: the cap and
     the cost of running until it). ``accuracy`` is NaN where not measured (or not yet known
-    when stopped). ``extra`` carries what else was known, e.g. ``acc_curve`` (the accuracy
-    points measured before the stop).
+    when stopped). ``metrics`` holds the other named metrics the job measures (a quality
+    metric, a latency percentile, energy: ``DatasetMeta.measured``), unknown for a run
+    stopped by its cap. ``extra`` carries what else was known, e.g. ``acc_curve`` (the
+    accuracy points measured before the stop).
     """
 
     time: float
@@ -35,6 +38,13 @@ class Observation:
     accuracy: float = math.nan
     timed_out: bool = False
     extra: dict = field(default_factory=dict)
+    metrics: Mapping[str, float] = field(default_factory=dict)
+
+    def value(self, metric: str) -> float:
+        """The observed ``metric`` (time, cost, accuracy or a named metric); NaN if unknown."""
+        if metric in ("time", "cost", "accuracy"):
+            return getattr(self, metric)
+        return float(self.metrics.get(metric, math.nan))
 
 
 class Oracle:
@@ -83,6 +93,8 @@ class Oracle:
 
         self._time, self._cost = col("time")[order], col("cost")[order]
         self._acc, self._price = col("accuracy")[order], col("price_per_s")[order]
+        self.named_metrics = self.dataset.meta.named_metrics
+        self._named = {m: col(m)[order] for m in self.named_metrics}
         self._timed_out = t.column("timed_out").to_numpy(zero_copy_only=False)[order]
         self._curves = None
         if "acc_curve" in t.column_names:
@@ -91,7 +103,10 @@ class Oracle:
         self.true_time = self._mean(self._time)
         self.true_cost = self._mean(self._cost)
         self.true_accuracy = self._mean(self._acc)
-        for a in (self.true_time, self.true_cost, self.true_accuracy, self._count):
+        self._truth = {"time": self.true_time, "cost": self.true_cost,
+                       "accuracy": self.true_accuracy,
+                       **{m: self._mean(v) for m, v in self._named.items()}}
+        for a in (*self._truth.values(), self._count):
             a.setflags(write=False)
 
     def _mean(self, values: np.ndarray) -> np.ndarray:
@@ -131,15 +146,17 @@ class Oracle:
             row = start + (int(rng.integers(count)) if count > 1 else 0)
             time, cost, acc = self._time[row], self._cost[row], self._acc[row]
             timed_out, curve = bool(self._timed_out[row]), self._curve(row)
+            named = {m: float(v[row]) for m, v in self._named.items()}
         else:
             sl = slice(start, start + count)
             time, cost = self._time[sl].mean(), self._cost[sl].mean()
             acc = self._acc[sl].mean() if count else math.nan
             timed_out, curve = bool(self._timed_out[sl].mean() >= 0.5), self._curve(start)
+            named = {m: float(v[sl].mean()) for m, v in self._named.items()}
         if time_cap is not None and time > time_cap:
             return self._stopped(start, float(time_cap), curve)
         extra = {} if curve is None else {"acc_curve": tuple(curve.tolist())}
-        return Observation(float(time), float(cost), float(acc), timed_out, extra)
+        return Observation(float(time), float(cost), float(acc), timed_out, extra, named)
 
     def _curve(self, row: int) -> np.ndarray | None:
         return None if self._curves is None else self._curves[row]
@@ -156,21 +173,42 @@ class Oracle:
     # -- ground truth (for metrics only) -----------------------------------------------------
     def true_value(self, config_id: int, fidelity: float = 1.0, metric: str | None = None):
         """Mean measured ``metric`` (default: the objective's) of a configuration."""
-        metric = metric or self.problem.objective.metric
-        table = {"time": self.true_time, "cost": self.true_cost,
-                 "accuracy": self.true_accuracy}[metric]
-        return float(table[config_id, self._fidelity_index(fidelity)])
+        return float(self._true(metric or self.problem.objective.metric)[
+            config_id, self._fidelity_index(fidelity)])
+
+    def _true(self, metric: str) -> np.ndarray:
+        """(n_configs, n_fidelities) per-configuration means of ``metric``."""
+        if metric not in self._truth:
+            raise KeyError(f"{self.dataset.name}: metric {metric!r} is not measured "
+                           f"(measured: {', '.join(self.dataset.meta.measured)})")
+        return self._truth[metric]
 
     def feasible_mask(self, fidelity: float = 1.0) -> np.ndarray:
         """(n_configs,) true feasibility under the problem's constraints at ``fidelity``."""
         fi = self._fidelity_index(fidelity)
-        truth = {"time": self.true_time[:, fi], "cost": self.true_cost[:, fi],
-                 "accuracy": self.true_accuracy[:, fi]}
         mask = self._count[:, fi] > 0
         for c in self.problem.constraints:
             with np.errstate(invalid="ignore"):
-                mask &= c.holds(truth[c.metric])
+                mask &= c.holds(self._true(c.metric)[:, fi])
         return mask
+
+    def constraint_report(self) -> list[str]:
+        """One line per constraint: how many configurations (at s = 1, true means) meet it,
+        then the feasible count under all of them. A constraint met by every or by no
+        configuration starts with ``warning:`` (a threshold in the wrong unit looks so)."""
+        fi = self._fidelity_index(1.0)
+        n = int((self._count[:, fi] > 0).sum())
+        lines = []
+        for c in self.problem.constraints:
+            with np.errstate(invalid="ignore"):
+                k = int(c.holds(self._true(c.metric)[:, fi]).sum())
+            alarm = ("warning: " if k in (0, n) else "")
+            what = ("every" if k == n else "no") + " configuration meets it" if alarm else ""
+            lines.append(f"{alarm}constraint {c}: {k} of {n} configurations meet it"
+                         + (f" ({what}: is the threshold in the file's units?)" if alarm
+                            else ""))
+        lines.append(f"feasible: {int(self.feasible_mask().sum())} of {n} configurations")
+        return lines
 
     def optimum(self, fidelity: float = 1.0) -> int | None:
         """config_id of the best truly feasible configuration at ``fidelity`` (None if none)."""
@@ -179,20 +217,24 @@ class Oracle:
             return None
         fi = self._fidelity_index(fidelity)
         obj = self.problem.objective
-        values = {"time": self.true_time, "cost": self.true_cost,
-                  "accuracy": self.true_accuracy}[obj.metric][:, fi]
+        values = self._true(obj.metric)[:, fi]
         values = np.where(mask, values if obj.direction == "min" else -values, np.inf)
         return int(np.argmin(values))
 
     def cno(self, config_id: int | None, fidelity: float = 1.0) -> float:
         """Cost Normalised to the Optimum (Lynceus Sec. VI): true cost of the recommendation
         (run at dataset size ``fidelity``, e.g. Nephele's) over the true cost of the cheapest
-        feasible configuration at s = 1; inf without one."""
+        feasible configuration at s = 1; inf without one. For a problem minimising another
+        metric (``min energy``) the ratio is of that metric; maximising one (not accuracy),
+        the optimum's value over the recommendation's."""
         best = self.optimum()
         if config_id is None or best is None:
             return math.inf
-        return (self.true_value(config_id, fidelity, metric="cost")
-                / self.true_value(best, metric="cost"))
+        obj = self.problem.objective
+        metric = "cost" if obj.metric == "accuracy" else obj.metric
+        ratio = (self.true_value(config_id, fidelity, metric=metric)
+                 / self.true_value(best, metric=metric))
+        return 1.0 / ratio if obj.direction == "max" and metric != "cost" else ratio
 
     def accuracy_c(self, config_id: int | None) -> float:
         """Accuracy_C (TrimTuner Sec. V): true accuracy at s = 1 when the cost constraint

@@ -12,22 +12,47 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Mapping
 
-__all__ = ["Objective", "Constraint", "Problem", "METRICS"]
+__all__ = ["Objective", "Constraint", "Problem", "METRICS", "TIME_UNITS", "parse_constraint",
+           "to_seconds"]
 
-METRICS = ("time", "cost", "accuracy")
+METRICS = ("time", "cost", "accuracy")  # measured by every job (accuracy: by ML jobs)
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "min": 60.0, "h": 3600.0}  # -> seconds
+_METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _check_metric(what: str, metric: str) -> None:
+    """Any measured metric may be constrained or optimised: the built-in ones and the named
+    metrics a dataset measures (``DatasetMeta.measured``), e.g. ``rmsd`` or ``p95_ms``."""
+    if not isinstance(metric, str) or not _METRIC_NAME.fullmatch(metric):
+        raise ValueError(f"{what} metric {metric!r} is not a metric name (letters, digits, _)")
+
+
+def to_seconds(value: float, unit: str) -> float:
+    """``value`` in ``unit`` (s, ms, min, h) as seconds, rounded to 12 significant digits so
+    that 205000 ms is exactly 205 s."""
+    return float(f"{value * TIME_UNITS[unit]:.12g}")
+
+
+def parse_constraint(text: str) -> tuple[str, str, float, str | None]:
+    """``'time <= 205 s'`` -> ("time", "<=", 205.0, "s"); the unit is optional."""
+    m = re.fullmatch(r"\s*(\w+)\s*(<=|>=)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+                     r"\s*([A-Za-z%][\w/%]*)?\s*", text)
+    if not m:
+        raise ValueError(f"constraint {text!r} is not of the form 'time<=300' or "
+                         "'time <= 205 s'")
+    return m.group(1), m.group(2), float(m.group(3)), m.group(4)
 
 
 @dataclass(frozen=True)
 class Objective:
     """``minimize cost`` (Lynceus, Nephele, CherryPick, Guindani) or ``maximize accuracy``
-    (TrimTuner, FABOLAS)."""
+    (TrimTuner, FABOLAS); any measured metric of a dataset (``min energy``)."""
 
-    metric: Literal["time", "cost", "accuracy"] = "cost"
+    metric: str = "cost"
     direction: Literal["min", "max"] = "min"
 
     def __post_init__(self):
-        if self.metric not in METRICS:
-            raise ValueError(f"objective metric {self.metric!r} is not one of {METRICS}")
+        _check_metric("objective", self.metric)
         if self.direction not in ("min", "max"):
             raise ValueError(f"objective direction {self.direction!r} is not 'min' or 'max'")
 
@@ -45,15 +70,15 @@ class Objective:
 
 @dataclass(frozen=True)
 class Constraint:
-    """``metric op threshold`` with op ``<=`` or ``>=``, on the true value of a configuration."""
+    """``metric op threshold`` with op ``<=`` or ``>=``, on the true value of a configuration;
+    ``metric`` is time (seconds), cost, accuracy or any named metric the dataset measures."""
 
-    metric: Literal["time", "cost", "accuracy"]
+    metric: str
     op: Literal["<=", ">="]
     threshold: float
 
     def __post_init__(self):
-        if self.metric not in METRICS:
-            raise ValueError(f"constraint metric {self.metric!r} is not one of {METRICS}")
+        _check_metric("constraint", self.metric)
         if self.op not in ("<=", ">="):
             raise ValueError(f"constraint operator {self.op!r} is not '<=' or '>='")
         if not math.isfinite(self.threshold):
@@ -68,11 +93,16 @@ class Constraint:
 
     @classmethod
     def parse(cls, text: str) -> "Constraint":
-        """``'time<=300'``, ``'accuracy >= 0.85'``, ``'cost<=0.1'``."""
-        m = re.fullmatch(r"\s*(\w+)\s*(<=|>=)\s*([-+0-9.eE]+)\s*", text)
-        if not m:
-            raise ValueError(f"constraint {text!r} is not of the form 'time<=300'")
-        return cls(m.group(1), m.group(2), float(m.group(3)))
+        """``'time<=300'``, ``'accuracy >= 0.85'``, ``'cost<=0.1'``, ``'rmsd<=2.1'``; a time
+        may carry its unit (``'time<=205000 ms'``, stored in seconds). Units of other metrics
+        are the dataset's own (the table import checks a unit written there)."""
+        metric, op, value, unit = parse_constraint(text)
+        if unit is not None:
+            if metric != "time" or unit not in TIME_UNITS:
+                raise ValueError(f"constraint {text!r}: only a time takes a unit here "
+                                 f"({', '.join(TIME_UNITS)})")
+            value = to_seconds(value, unit)
+        return cls(metric, op, value)
 
 
 @dataclass(frozen=True)

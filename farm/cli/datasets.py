@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 
 from .console import EXIT_OK, json_default, print_table
@@ -54,8 +55,12 @@ def cmd_datasets_import(args) -> int:
     if args.description:
         options["description"] = args.description
     datasets = import_datasets(args.format, args.source, force=args.force, **options)
+    from oracle.oracle import Oracle
+
     for d in datasets:
         print(f"imported {d.name}: {d.table.num_rows} rows -> {data_dir() / (d.name + '.parquet')}")
+        for line in Oracle(d).constraint_report():
+            print(f"  {line}", file=sys.stderr if line.startswith("warning") else sys.stdout)
     return EXIT_OK
 
 

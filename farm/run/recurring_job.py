@@ -33,6 +33,10 @@ def recurring_job_metrics(trace: pa.Table, problem: Problem) -> dict[str, Any]:
     if n == 0:
         return {"unfeasible_executions": 0, "unfeasible_cost_ratio": None,
                 "mean_feasible_cost": None}
+    if any(c.metric not in trace.column_names for c in problem.constraints):
+        # a constraint on a named metric (rmsd, p95_ms): the trace does not carry it
+        return {"unfeasible_executions": None, "unfeasible_cost_ratio": None,
+                "mean_feasible_cost": None}
     observed = {m: trace.column(m).to_numpy(zero_copy_only=False).astype(float)
                 for m in ("time", "cost", "accuracy")}
     feasible = ~trace.column("timed_out").to_numpy(zero_copy_only=False).astype(bool)

@@ -3,7 +3,9 @@ needs (objective, every constrained metric, and the cost of a run), each on a lo
 [TrimTuner Sec. III, FABOLAS Sec. 3.2]:
 
 - accuracy -> ``log(1 - accuracy)`` (a loss: smaller is better), FABOLAS loss basis;
-- cost, time -> ``log(value)``, FABOLAS cost basis.
+- cost, time -> ``log(value)``, FABOLAS cost basis;
+- any other measured metric (``rmsd``, ``p95_ms``, ``energy``: ``Observation.metrics``) as it
+  is, its sign unknown (a constraint on it, or ``min`` of it as the objective).
 
 Every objective handled is then "minimise z" (max accuracy, min cost, min time), and each
 constraint becomes ``z op' threshold'`` (``accuracy >= a`` is ``z <= log(1 - a)``), kept in
@@ -29,7 +31,9 @@ def to_model_scale(metric: str, values):
     v = np.asarray(values, dtype=float)
     if metric == "accuracy":
         return np.log(np.clip(1.0 - v, _EPS, None))
-    return np.log(np.clip(v, _EPS, None))
+    if metric in ("cost", "time"):
+        return np.log(np.clip(v, _EPS, None))
+    return v
 
 
 def _basis(metric: str) -> str:
@@ -47,8 +51,8 @@ class Targets:
     def __init__(self, problem: Problem, make_model: Callable[[str], object]):
         obj = problem.objective
         if (obj.metric == "accuracy") != (obj.direction == "max"):
-            raise ValueError(f"objective {obj} is not supported (use max accuracy, min cost "
-                             "or min time)")
+            raise ValueError(f"objective {obj} is not supported (use max accuracy, or min "
+                             "of cost, time or a measured metric)")
         self.objective = obj.metric
         self.constraints = []
         for c in problem.constraints:

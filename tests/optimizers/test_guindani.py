@@ -119,7 +119,7 @@ def test_stopping_band_stops_exactly_when_the_observed_time_enters_it():
     assert not any(s.info.get("exploit") for s in steps[:7])
     exploit = steps[7:]
     assert len(steps) == 3 + 12 and len(exploit) == 8
-    assert all(s.info.get("exploit") and s.phase == "search" for s in exploit)
+    assert all(s.info.get("exploit") and s.phase == "exploit" for s in exploit)
     # the recurring job keeps the cheapest configuration observed feasible (on its mean)
     feasible = {steps[i].config_id: t for i, t in ((1, 280.0), (4, 269.99), (6, 270.0))}
     price = opt.space.price_per_s

@@ -50,7 +50,8 @@ def _drop(src: Path, dst: Path, column: str) -> Path:
 SMALL_TABLE = [["vm", "n", "runtime", "price"],
                ["a", "2", "100", "1.0"], ["a", "4", "60", "2.0"],
                ["b", "2", "80", "1.5"], ["b", "4", "50", "3.0"]]
-GOOD_YAML = """name: mini
+GOOD_YAML = """optfarm: table/1
+name: mini
 dimensions:
   - {name: vm, kind: categorical}
   - {name: n, kind: ordinal, log: true}

@@ -80,11 +80,18 @@ def test_objective_and_constraint_parsing():
     assert Constraint.parse("accuracy>=0.85").holds(np.array([0.8, 0.85, 0.9])).tolist() == [
         False, True, True]
     assert not Constraint.parse("time<=1").holds(math.nan)
-    for bad in ("time < 3", "speed<=3", "time<=x"):
+    for bad in ("time < 3", "sp eed<=3", "time<=x", "time<=3 parsecs", "rmsd<=2 A",
+                "time<=1e"):
         with pytest.raises(ValueError):
             Constraint.parse(bad)
     with pytest.raises(ValueError):
         Objective.parse("maximise accuracy")
+    # any measured metric may be constrained or optimised; a time may carry its unit
+    assert Constraint.parse("rmsd <= 2.1") == Constraint("rmsd", "<=", 2.1)
+    assert Constraint.parse("p95_ms>=-3e2").threshold == -300.0
+    assert Constraint.parse("time<=205000 ms") == Constraint("time", "<=", 205.0)
+    assert Constraint.parse("time <= 2 h").threshold == 7200.0
+    assert Objective.parse("min energy") == Objective("energy", "min")
 
 
 def test_problem_round_trip_and_metric():

@@ -19,7 +19,8 @@ large,2,80000,0.8,0.90,1,1
 large,4,50000,1.6,0.91,0,1
 """
 
-DESCRIPTION = """name: my-job
+DESCRIPTION = """optfarm: table/1
+name: my-job
 title: a tiny job
 source: hand-written
 dimensions:
@@ -29,7 +30,7 @@ columns: {time: runtime_ms, accuracy: acc, timed_out: failed, fidelity: frac}
 price: {column: hourly}
 units: {time: ms}
 objective: max accuracy
-constraints: ["cost<=0.02", "time<=100"]
+constraints: ["cost<=0.02", "time<=100000"]  # in the file's unit, ms
 """
 
 
@@ -70,7 +71,7 @@ def test_parquet_with_a_price_formula_and_an_explicit_description(tmp_path):
 
 def test_a_measured_cost_column_gives_a_per_configuration_price(tmp_path):
     (tmp_path / "c.csv").write_text("k,t,c\na,10,1.0\na,12,1.3\nb,5,2.0\n")
-    (tmp_path / "c.yaml").write_text("name: costly\ndimensions: [{name: k, kind: categorical}]\n"
+    (tmp_path / "c.yaml").write_text("optfarm: table/1\nname: costly\ndimensions: [{name: k, kind: categorical}]\n"
                                      "columns: {time: t}\nprice: {cost_column: c}\n")
     assert main(["datasets", "import", "csv", "--from", str(tmp_path / "c.csv")]) == 0
     d = registry.load("costly")
@@ -81,7 +82,7 @@ def test_a_measured_cost_column_gives_a_per_configuration_price(tmp_path):
 
 def test_a_description_whose_problem_needs_an_unmapped_column(tmp_path, capsys):
     (tmp_path / "c.csv").write_text("k,t,p\na,10,1.0\nb,5,2.0\n")
-    (tmp_path / "c.yaml").write_text("name: x\ndimensions: [{name: k, kind: categorical}]\n"
+    (tmp_path / "c.yaml").write_text("optfarm: table/1\nname: x\ndimensions: [{name: k, kind: categorical}]\n"
                                      "columns: {time: t}\nprice: {column: p}\n"
                                      "objective: max accuracy\n")
     assert main(["datasets", "import", "csv", "--from", str(tmp_path / "c.csv")]) == 2
