@@ -8,6 +8,7 @@ atomic, so a rejected import leaves the cache as it was.
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import os
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import platformdirs
 
 from .dataset import Dataset, DatasetError
+from .spelling import did_you_mean
 
 __all__ = ["data_dir", "available", "load", "import_datasets", "SYNTHETIC"]
 
@@ -50,10 +52,15 @@ def load(name: str) -> Dataset:
         return dataset
     from .sources import SOURCES
 
-    hint = (f"run `farm datasets fetch {name}`" if name in SOURCES else
-            "run `farm datasets import FORMAT --from PATH`")
-    raise DatasetError(f"dataset {name!r} is not in {data_dir()}: {hint} "
-                       f"(available: {', '.join(available())})")
+    if name in SOURCES:
+        raise DatasetError(f"dataset {name!r} is not fetched yet: run `farm datasets fetch "
+                           f"{name}` (or `farm datasets fetch all`)")
+    known = list(dict.fromkeys(available() + list(SOURCES)))
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = (f"; fetch it with `farm datasets fetch {close[0]}`"
+            if close and close[0] in SOURCES and close[0] not in available() else "")
+    raise DatasetError(f"unknown dataset {name!r}{did_you_mean(name, known)}{hint} "
+                       "(`farm datasets list` shows them all)")
 
 
 def import_datasets(fmt: str, source: str | Path, **options) -> list[Dataset]:

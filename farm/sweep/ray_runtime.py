@@ -32,6 +32,7 @@ from ray.exceptions import RayActorError, RayTaskError  # noqa: E402
 
 from farm.run.loop import RunResult, run_one  # noqa: E402
 from farm.run.spec import RunSpec  # noqa: E402
+from farm.sweep.ray_setup import INIT_QUIET, ensure_auth_token, quiet_ray  # noqa: E402
 from farm.sweep.serial import OracleCache, Outcome, error_line  # noqa: E402
 
 __all__ = [
@@ -52,10 +53,12 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         return
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
-        ray.init(address=address, log_to_driver=False)
+        ray.init(address=address, **INIT_QUIET)
     else:
+        ensure_auth_token()
         ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
-                 log_to_driver=False, _node_ip_address="127.0.0.1")
+                 _node_ip_address="127.0.0.1", **INIT_QUIET)
+    quiet_ray()
 
 
 # -- the shared oracle ------------------------------------------------------------------------

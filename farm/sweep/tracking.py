@@ -19,6 +19,7 @@ them later.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -38,6 +39,9 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
 # no "View run at" lines (two per run, and a round trip each) under the progress bar
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+# MLflow's own start-up lines (creating and migrating the sqlite store) are not the sweep's news
+for _logger in ("mlflow.store.db.utils", "alembic"):
+    logging.getLogger(_logger).setLevel(logging.WARNING)
 
 STEP_METRICS = ("cum_exploration_cost", "recommendation_latency_s")
 _BATCH = 1000  # MLflow's limit of metrics per log_batch call

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from farm.run.loop import run_one
+from farm.sweep.ray_setup import ensure_auth_token
 from farm.sweep.runner import run_sweep
 from farm.sweep.store import Store
 from farm.sweep.spec import expand, parse_spec
@@ -47,8 +48,8 @@ def _loopback_name() -> str | None:
     return None
 
 
-# every process of the cluster uses Ray's token file (~/.ray/auth_token); this one is set to
-# in conftest, before Ray is imported
+# every process of the cluster uses Ray's token file (~/.ray/auth_token), made if missing
+# (a first run: `ray start` does not make it) by ensure_auth_token()
 AUTH = {"RAY_AUTH_MODE": "token"}
 
 
@@ -61,6 +62,7 @@ def two_node_cluster():
         pytest.skip("no host name of this machine resolves to 127.0.0.1")
     if ray.is_initialized():
         ray.shutdown()
+    ensure_auth_token()
     tmp = Path(tempfile.mkdtemp(prefix="of-ray-", dir="/tmp"))  # short: Ray's socket paths
     ray_bin = shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
     port = free_port()

@@ -94,7 +94,7 @@ def test_trace_file_is_written(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["run", "--optimizer", "nope"], "unknown optimizer 'nope'"),
-    (["run", "--dataset", "nope"], "dataset 'nope' is not in"),
+    (["run", "--dataset", "nope"], "unknown dataset 'nope'"),
     (["run", "--param", "n_init"], "is not of the form key=value"),
     (["run", "--param", "n_init=abc"], "parameter 'n_init' must be int"),
     (["run", "--param", "bogus=1"], "unknown parameter 'bogus'"),
