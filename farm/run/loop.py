@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -67,9 +68,11 @@ def execute(oracle: Oracle, suggestion: Suggestion, rng: np.random.Generator) ->
 
 
 def run_one(spec: RunSpec, oracle: Oracle | None = None,
-            executor: Executor | None = None) -> RunResult:
+            executor: Executor | None = None,
+            on_step: Callable[[dict], None] | None = None) -> RunResult:
     """Run one optimizer run as ``spec`` says. ``oracle`` (already built over the spec's
-    dataset and problem) saves loading; ``executor`` carries the optimizer's inner work."""
+    dataset and problem) saves loading; ``executor`` carries the optimizer's inner work;
+    ``on_step`` is given each trace row as it is made (progress)."""
     spec = spec.resolved()
     if oracle is None:
         dataset = load(spec.dataset)
@@ -119,5 +122,7 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
             "incumbent_fidelity": inc_fid,
             "recommendation_latency_s": latency, "model_fit_s": fit,
         })
+        if on_step is not None:
+            on_step(rows[-1])
     trace = pa.Table.from_pylist(rows, schema=TRACE_SCHEMA)
     return RunResult(summarize(spec, oracle, trace, opt.recommend(), stop), trace)

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from farm.run.recommendation import constraint_checks, true_values
 from farm.run.recurring_job import recurring_job_metrics
 from oracle.oracle import Oracle
 
@@ -55,8 +56,12 @@ def summarize(spec, oracle: Oracle, trace: pa.Table, recommendation: int | None,
         rec = {"config_id": recommendation, "config": oracle.space.config(recommendation),
                metric: oracle.metric(recommendation),
                "feasible": oracle.is_feasible(recommendation)}
+    if rec is not None:
+        rec.update(true_values(oracle, rec["config_id"], rec.get("fidelity", 1.0)))
+        rec["constraints"] = constraint_checks(oracle, rec["config_id"], trace,
+                                               rec.get("fidelity", 1.0))
     n = trace.num_rows
-    return {
+    summary = {
         "run_key": spec.run_key,
         "dataset": spec.dataset,
         "optimizer": spec.optimizer,
@@ -70,7 +75,10 @@ def summarize(spec, oracle: Oracle, trace: pa.Table, recommendation: int | None,
         "exploration_time": float(trace.column("time").to_numpy().sum()) if n else 0.0,
         "stop_reason": stop_reason,
         "recommendation": rec,
-        "optimum": None if best is None else {"config_id": best, metric: optimum_value},
+        "optimum": None if best is None else {"config_id": best, metric: optimum_value,
+                                              "config": oracle.space.config(best),
+                                              **true_values(oracle, best)},
+        "units": {"cost": oracle.dataset.meta.cost_unit, "time": "s"},
         "exploration_cost_to_reach": {
             label: cost_to_reach(trace, metric, label, optimum_value) if n else None
             for label in REACH_TARGETS[metric]},
@@ -78,5 +86,7 @@ def summarize(spec, oracle: Oracle, trace: pa.Table, recommendation: int | None,
             "median": float(np.median(latency)) if n else None,
             "p90": float(np.percentile(latency, 90)) if n else None,
         },
-        "recurring_job": recurring_job_metrics(trace, oracle.problem),
     }
+    if spec.optimizer == "guindani":  # the recurring-job accounting of Guindani et al.
+        summary["recurring_job"] = recurring_job_metrics(trace, oracle.problem)
+    return summary
