@@ -10,11 +10,13 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
+
+from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_json
 
 __all__ = ["add_report_commands"]
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_SPECS = ["sweeps/nightly.yaml", "sweeps/nightly-accuracy.yaml",
                  "sweeps/nightly-guindani.yaml"]
 
@@ -35,27 +37,35 @@ def cmd_report(args) -> int:
         return _error(str(e))
     out = Path(args.out) if args.out else sweep_dir / "report"
     files = write_report(analyses, out, title=f"optfarm report: {sweep_dir.resolve().name}")
+    logged = None if args.no_tracking else _log_to_mlflow(sweep_dir, files, args.tracking_uri,
+                                                          quiet=args.json)
+    if args.json:
+        print_json({"runs": len(summaries), "report": str(out / "report.html"),
+                    "files": [str(f) for f in files], "mlflow_logged": logged})
+        return EXIT_OK
     print(f"report of {len(summaries)} runs: {out / 'report.html'}")
     for f in files:
         if f.suffix == ".png":
             print(f"  {f}")
-    if not args.no_tracking:
-        _log_to_mlflow(sweep_dir, files, args.tracking_uri)
     return EXIT_OK
 
 
-def _log_to_mlflow(sweep_dir: Path, files: list[Path], uri: str | None) -> None:
-    """The report files become artifacts (folder ``report``) of the sweep's parent run."""
+def _log_to_mlflow(sweep_dir: Path, files: list[Path], uri: str | None,
+                   quiet: bool = False) -> bool:
+    """The report files become artifacts (folder ``report``) of the sweep's parent run;
+    whether they were logged."""
     from farm.sweep.store import Store
     from farm.sweep.tracking import Tracker
 
     spec = Store(sweep_dir).read_spec() or {}
     tracker = Tracker(sweep_dir, uri, (spec.get("tracking") or {}).get("experiment"),
                       spec.get("name"))
-    if tracker.log_sweep_artifacts(files, "report"):
+    logged = tracker.log_sweep_artifacts(files, "report")
+    if not quiet and logged:
         print(f"MLflow: logged {len(files)} report files to the sweep's run at {tracker.uri}")
-    else:
+    elif not quiet:
         print(f"MLflow: the sweep has no parent run at {tracker.uri}; report not logged")
+    return bool(logged)
 
 
 def cmd_regress(args) -> int:
@@ -104,12 +114,17 @@ def cmd_regress(args) -> int:
         rows = compare(baseline, current, alpha=args.alpha, tolerance=args.tolerance)
     except BaselineError as e:
         return _error(str(e))
-    print(format_table([r for r in rows if r.verdict != "not run"]))
     not_run = sorted({r.key for r in rows if r.verdict == "not run"})
+    regressions = [r for r in rows if r.verdict == "REGRESSION"]
+    if args.json:
+        print_json({"rows": [asdict(r) for r in rows if r.verdict != "not run"],
+                    "not_run": not_run, "regressions": len(regressions), "failed_runs": failed,
+                    "alpha": args.alpha, "tolerance": args.tolerance})
+        return EXIT_FAILED if regressions or failed else EXIT_OK
+    print(format_table([r for r in rows if r.verdict != "not run"]))
     if not_run:
         print(f"\nbaseline entries these specs do not run ({len(not_run)}): "
               f"{', '.join(not_run)}")
-    regressions = [r for r in rows if r.verdict == "REGRESSION"]
     print(f"\n{len(regressions)} regression(s), {failed} failed run(s) "
           f"(one-sided Mann-Whitney U at alpha {args.alpha:g} and median change beyond "
           f"{args.tolerance:.0%})")
@@ -148,6 +163,7 @@ def add_report_commands(sub) -> None:
                    "else the folder's sqlite)")
     r.add_argument("--no-tracking", action="store_true",
                    help="do not log the report to the sweep's MLflow run")
+    r.add_argument("--json", action="store_true", help="print one JSON object (the paths)")
     r.set_defaults(func=cmd_report)
 
     g = sub.add_parser("regress", help="run a sweep and compare optimizer quality over seeds "
@@ -167,4 +183,5 @@ def add_report_commands(sub) -> None:
                    "subfolder per spec name, e.g. for `farm report`; default a temporary folder")
     g.add_argument("--serial", action="store_true", help="run in this process, without Ray")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g.add_argument("--json", action="store_true", help="print one JSON object (the rows)")
     g.set_defaults(func=cmd_regress)
