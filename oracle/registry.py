@@ -68,7 +68,8 @@ def import_datasets(fmt: str, source: str | Path, **options) -> list[Dataset]:
     from .formats import FORMATS
 
     if fmt not in FORMATS:
-        raise DatasetError(f"unknown format {fmt!r} (formats: {', '.join(sorted(FORMATS))})")
+        raise DatasetError(f"unknown format {fmt!r}{did_you_mean(fmt, FORMATS)} (formats: "
+                           f"{', '.join(sorted(FORMATS))})")
     source = Path(source)
     if not source.exists():
         raise DatasetError(f"{source}: no such file or folder")

@@ -18,6 +18,7 @@ Ray use the loopback address for every server it starts.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -56,6 +57,8 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         ray.init(address=address, **INIT_QUIET)
     else:
         ensure_auth_token()
+        print("farm: starting a local Ray on 127.0.0.1 (its logs: /tmp/ray/session_latest/logs)",
+              file=sys.stderr, flush=True)
         ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
                  _node_ip_address="127.0.0.1", **INIT_QUIET)
     quiet_ray()
