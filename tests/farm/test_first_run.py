@@ -7,9 +7,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import pty
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -193,15 +195,36 @@ def test_ray_sweep_on_a_machine_that_never_ran_ray(tmp_path):
     home.mkdir()
     env = {**os.environ, "HOME": str(home), "OPTFARM_DATA": str(tmp_path / "data")}
     env.pop("RAY_AUTH_MODE", None)
-    proc = subprocess.run([sys.executable, "-m", "farm", "sweep", "--datasets", "synthetic",
-                           "--optimizers", "random", "--seeds", "2", "--iterations", "4",
-                           "--out", str(tmp_path / "out"), "--no-progress"],
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    # stdout on a terminal: Ray's colorama wrote ESC[0m there at exit
+    terminal, side = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "farm", "sweep", "--datasets", "synthetic",
+                             "--optimizers", "random", "--seeds", "2", "--iterations", "4",
+                             "--out", str(tmp_path / "out"), "--no-progress"],
+                            stdout=side, stderr=subprocess.PIPE, text=True, env=env)
+    os.close(side)
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=_read_all, args=(terminal, chunks))
+    reader.start()
+    err = proc.communicate(timeout=300)[1]
+    reader.join(10)
+    out = b"".join(chunks).decode()
+    assert proc.returncode == 0, err[-2000:]
+    assert "sweep inline: 2 runs" in out and out.rstrip().endswith("(ok)")
+    assert "\x1b[" not in out  # no colour codes, no stray reset at exit
     assert (home / ".ray" / "auth_token").is_file()
-    err = proc.stderr
     assert "created Ray's authentication token" in err
     for chatter in ("Creating initial", "Updating database tables", "Token authentication",
                     "Started a local Ray instance", "alembic"):
-        assert chatter not in err and chatter not in proc.stdout, chatter
-    assert "\x1b[0m" not in proc.stdout
+        assert chatter not in err and chatter not in out, chatter
+
+
+def _read_all(fd: int, chunks: list[bytes]) -> None:
+    while True:
+        try:
+            data = os.read(fd, 4096)
+        except OSError:  # EIO: the other side of the terminal closed
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(fd)
