@@ -20,7 +20,7 @@ import shutil
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -128,12 +128,14 @@ def sources_dir() -> Path:
     return data_dir() / "sources"
 
 
-def fetch(names: Sequence[str], from_dir: str | Path | None = None) -> list[str]:
+def fetch(names: Sequence[str], from_dir: str | Path | None = None,
+          progress: Callable[[int, int], None] | None = None) -> list[str]:
     """Import the public datasets ``names`` (``"all"``: every name in SOURCES) into the cache,
     from ``from_dir`` or by downloading (into ``sources_dir()``); return the names imported.
 
     Files that cannot be found or downloaded are reported all at once: one DatasetError line,
-    and a manifest (``MANIFEST_NAME`` in the cache folder) saying which file goes where."""
+    and a manifest (``MANIFEST_NAME`` in the cache folder) saying which file goes where.
+    ``progress(done, total)`` follows the downloads."""
     from .formats import FORMATS
     from .registry import data_dir
 
@@ -143,7 +145,7 @@ def fetch(names: Sequence[str], from_dir: str | Path | None = None) -> list[str]
         raise DatasetError(f"unknown dataset {unknown[0]!r}{did_you_mean(unknown[0], SOURCES)}"
                            " (`farm datasets fetch all` fetches every public dataset)")
     if from_dir is None:
-        root, why = sources_dir(), download(wanted, sources_dir())
+        root, why = sources_dir(), download(wanted, sources_dir(), progress)
     else:
         root, why = Path(from_dir), None
         if not root.is_dir():
@@ -187,7 +189,8 @@ def _locate(source: Source, root: Path) -> list[tuple[tuple[str, str], Path | No
     return out
 
 
-def download(names: Sequence[str], root: Path) -> str | None:
+def download(names: Sequence[str], root: Path,
+             progress: Callable[[int, int], None] | None = None) -> str | None:
     """Download the files of datasets ``names`` that ``root`` lacks into ``root`` (its
     layout: the relative paths of SOURCES), each file written atomically. Returns None when
     every file is there, else why some are not (offline, or the first download error: the
@@ -198,7 +201,9 @@ def download(names: Sequence[str], root: Path) -> str | None:
         return None
     if os.environ.get("OPTFARM_OFFLINE"):
         return "offline: OPTFARM_OFFLINE is set"
-    for url, rel in todo:
+    for i, (url, rel) in enumerate(todo):
+        if progress is not None:
+            progress(i, len(todo))
         target = root / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         part = target.with_name(target.name + ".part")

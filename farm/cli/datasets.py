@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 
 from .console import EXIT_OK, json_default, print_json, print_table
@@ -66,7 +67,19 @@ def cmd_datasets_import(args) -> int:
 def cmd_datasets_fetch(args) -> int:
     from oracle.sources import fetch
 
-    names = fetch(args.names, from_dir=args.from_dir)
+    shown = []
+
+    def progress(done: int, total: int) -> None:
+        if sys.stderr.isatty():
+            print(f"\rdownloading file {done + 1} of {total}", end="", file=sys.stderr,
+                  flush=True)
+            shown.append(done)
+
+    try:
+        names = fetch(args.names, from_dir=args.from_dir, progress=progress)
+    finally:
+        if shown:
+            print(file=sys.stderr)
     for n in names:
         print(f"fetched {n}")
     return EXIT_OK
