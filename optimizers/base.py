@@ -22,6 +22,7 @@ import numpy as np
 from oracle.oracle import Observation
 from oracle.problem import Problem
 from oracle.space import SearchSpace
+from oracle.spelling import did_you_mean
 
 from .executor import Executor, SerialExecutor
 
@@ -192,7 +193,8 @@ class Optimizer(ABC):
         known = {p.name: p for p in cls.params}
         unknown = sorted(set(params) - set(known))
         if unknown:
-            raise ParameterError(f"{cls.name}: unknown parameter {unknown[0]!r} (parameters: "
+            raise ParameterError(f"{cls.name}: unknown parameter {unknown[0]!r}"
+                                 f"{did_you_mean(unknown[0], known)} (parameters: "
                                  f"{', '.join(known) or 'none'})")
         return {n: (p.validate(cls.name, params[n]) if n in params else p.default)
                 for n, p in known.items()}

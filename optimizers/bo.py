@@ -24,7 +24,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .acquisition.analytic import constraints_log_pf, expected_improvement, incumbent_for_eic
+from .acquisition.analytic import (
+    constraints_log_pf,
+    expected_improvement,
+    incumbent_for_eic,
+)
 from .acquisition.incumbent import incumbent
 from .base import Optimizer, Param, Recommendation, Suggestion, decision_margin
 from .blas import single_threaded

@@ -72,8 +72,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .acquisition.analytic import (incumbent_for_eic, log_expected_improvement,
-                                   log_probability_of_feasibility)
+from .acquisition.analytic import (
+    incumbent_for_eic,
+    log_expected_improvement,
+    log_probability_of_feasibility,
+)
 from .base import Optimizer, Param, Recommendation, Suggestion
 from .models.gp import GaussianProcess
 from .models.ridge import RidgeModel, reciprocal_features

@@ -57,8 +57,11 @@ import numpy as np
 
 from oracle.oracle import Observation
 
-from .acquisition.analytic import (gauss_hermite, reference_without_feasible,
-                                   truncated_gaussian_mean)
+from .acquisition.analytic import (
+    gauss_hermite,
+    reference_without_feasible,
+    truncated_gaussian_mean,
+)
 from .acquisition.cost_aware import timeout_cap
 from .base import Optimizer, Param, Recommendation, Suggestion, derive, fixed
 from .lookahead import PathContext, Switches, explore_chunk, level_predictions

@@ -12,6 +12,7 @@ from typing import Any
 
 from oracle.problem import Problem
 from oracle.space import SearchSpace
+from oracle.spelling import did_you_mean
 
 from .base import Optimizer, ParameterError
 from .executor import Executor
@@ -43,7 +44,8 @@ def available() -> list[str]:
 
 def get(name: str) -> type[Optimizer]:
     if name not in OPTIMIZERS:
-        raise ParameterError(f"unknown optimizer {name!r} (optimizers: {', '.join(available())})")
+        raise ParameterError(f"unknown optimizer {name!r}{did_you_mean(name, OPTIMIZERS)} "
+                             "(`farm optimizers` lists them)")
     module, cls = OPTIMIZERS[name].split(":")
     return getattr(importlib.import_module(module if "." in module else f"optimizers.{module}"),
                    cls)

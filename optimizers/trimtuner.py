@@ -49,8 +49,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .acquisition.analytic import constraints_log_pf, gauss_hermite
-from .acquisition.entropy import (information_gain_gp, information_gain_refit,
-                                  joint_samples, pmax_from_samples)
+from .acquisition.entropy import (
+    information_gain_gp,
+    information_gain_refit,
+    joint_samples,
+    pmax_from_samples,
+)
 from .acquisition.filters import FILTERS, cea, select
 from .acquisition.incumbent import choose_incumbent
 from .base import Optimizer, Param, Recommendation, Suggestion, decision_margin

@@ -8,8 +8,8 @@ CNO, Accuracy_C) are per-configuration means over repeated measurements.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np

@@ -9,12 +9,14 @@ atomic, so a rejected import leaves the cache as it was.
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from pathlib import Path
 
 from .cache import data_dir
 from .dataset import Dataset, DatasetError, check_name
 from .sources import SOURCES
+from .spelling import did_you_mean
 
 __all__ = ["data_dir", "available", "load", "import_datasets", "SYNTHETIC"]
 
@@ -44,10 +46,15 @@ def load(name: str) -> Dataset:
         dataset = make_synthetic()
         dataset.write(path)
         return dataset
-    hint = (f"run `farm datasets fetch {name}`" if name in SOURCES else
-            "run `farm datasets import FORMAT --from PATH`")
-    raise DatasetError(f"dataset {name!r} is not in {data_dir()}: {hint} "
-                       f"(available: {', '.join(available())})")
+    if name in SOURCES:
+        raise DatasetError(f"dataset {name!r} is not fetched yet: run `farm datasets fetch "
+                           f"{name}` (or `farm datasets fetch all`)")
+    known = list(dict.fromkeys(available() + list(SOURCES)))
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = (f"; fetch it with `farm datasets fetch {close[0]}`"
+            if close and close[0] in SOURCES and close[0] not in available() else "")
+    raise DatasetError(f"unknown dataset {name!r}{did_you_mean(name, known)}{hint} "
+                       "(`farm datasets list` shows them all)")
 
 
 def import_datasets(fmt: str, source: str | Path, force: bool = False,
@@ -58,7 +65,8 @@ def import_datasets(fmt: str, source: str | Path, force: bool = False,
     from .formats import FORMATS
 
     if fmt not in FORMATS:
-        raise DatasetError(f"unknown format {fmt!r} (formats: {', '.join(sorted(FORMATS))})")
+        raise DatasetError(f"unknown format {fmt!r}{did_you_mean(fmt, FORMATS)} (formats: "
+                           f"{', '.join(sorted(FORMATS))})")
     source = Path(source)
     if not source.exists():
         raise DatasetError(f"{source}: no such file or folder")

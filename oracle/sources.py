@@ -4,11 +4,12 @@
 ``(raw download URL, relative path)``; the relative path is the file's place in a local copy
 laid out like the shared datasets folder (``trimtuner/cnn.csv``, ``scout/<workload>/...``).
 
-``fetch(names)`` downloads a dataset's files into a temporary folder (urllib, short timeout)
-and imports them; ``fetch(names, from_dir=DIR)`` takes them from a local copy laid out either
-like the shared folder (``DIR/trimtuner/cnn.csv``) or like the upstream repository
-(``DIR/tests/files/cnn.csv``), or from ``DIR`` itself holding the files. Offline (or with
-``OPTFARM_OFFLINE=1``) it raises a one-line DatasetError saying which files to put where.
+``fetch(names)`` downloads the files a dataset needs into ``sources_dir()`` (urllib, short
+timeout; files already there are kept) and imports them; ``fetch(names, from_dir=DIR)`` takes
+them from a local copy laid out either like the shared folder (``DIR/trimtuner/cnn.csv``) or
+like the upstream repository (``DIR/tests/files/cnn.csv``), or from ``DIR`` itself holding the
+files. Offline (``OPTFARM_OFFLINE=1``, or the first download fails) it raises one DatasetError
+line for every missing file at once and writes a manifest of which file goes where.
 Every dataset is validated before any is written, so a failed fetch leaves the cache as it was.
 """
 
@@ -19,14 +20,16 @@ import shutil
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 from .cache import data_dir
 from .dataset import Dataset, DatasetError
+from .spelling import did_you_mean
 
-__all__ = ["SOURCES", "TIMEOUT_S", "Source", "fetch"]
+__all__ = ["MANIFEST_NAME", "SOURCES", "TIMEOUT_S", "Source", "download", "fetch",
+           "sources_dir"]
 
 TIMEOUT_S = 10.0
 
@@ -116,81 +119,128 @@ def _sources() -> dict[str, Source]:
 SOURCES: dict[str, Source] = _sources()
 
 
-def fetch(names: Sequence[str], from_dir: str | Path | None = None) -> list[str]:
+def sources_dir() -> Path:
+    """Where ``fetch`` keeps the published files it downloads, laid out like the shared
+    datasets folder (``trimtuner/cnn.csv``, ``scout/<workload>/...``): files already there are
+    not downloaded again, and the tests read the real data from here when no other copy
+    exists."""
+    from .registry import data_dir
+
+    return data_dir() / "sources"
+
+
+def fetch(names: Sequence[str], from_dir: str | Path | None = None,
+          progress: Callable[[int, int], None] | None = None) -> list[str]:
     """Import the public datasets ``names`` (``"all"``: every name in SOURCES) into the cache,
-    from ``from_dir`` or by downloading; return the names imported."""
+    from ``from_dir`` or by downloading (into ``sources_dir()``); return the names imported.
+
+    Files that cannot be found or downloaded are reported all at once: one DatasetError line,
+    and a manifest (``MANIFEST_NAME`` in the cache folder) saying which file goes where.
+    ``progress(done, total)`` follows the downloads."""
     from .formats import FORMATS
 
     wanted = list(SOURCES) if "all" in names else list(dict.fromkeys(names))
     unknown = [n for n in wanted if n not in SOURCES]
     if unknown:
-        raise DatasetError(f"unknown dataset {unknown[0]!r} (fetchable: all, "
-                           f"{', '.join(SOURCES)})")
+        raise DatasetError(f"unknown dataset {unknown[0]!r}{did_you_mean(unknown[0], SOURCES)}"
+                           " (`farm datasets fetch all` fetches every public dataset)")
+    if from_dir is None:
+        root, why = sources_dir(), download(wanted, sources_dir(), progress)
+    else:
+        root, why = Path(from_dir), None
+        if not root.is_dir():
+            raise DatasetError(f"{root}: no such folder (--from takes a local copy of the data)")
+    found = {name: _locate(SOURCES[name], root) for name in wanted}
+    missing = {name: [f for f, path in files if path is None] for name, files in found.items()}
+    missing = {name: files for name, files in missing.items() if files}
+    if missing:
+        command = " ".join(["all"] if "all" in names else wanted)
+        raise DatasetError(_missing_files(missing, why or f"not found under {root}", root,
+                                          command, from_dir is not None))
     datasets: list[Dataset] = []
     with tempfile.TemporaryDirectory(prefix="optfarm-fetch-") as tmp:
         for name in wanted:
             source = SOURCES[name]
-            if from_dir is not None:
-                _copy_local(name, source, Path(from_dir), Path(tmp))
-            else:
-                _download(name, source, Path(tmp))
-            loaded = FORMATS[source.format](Path(tmp) / source.import_path, name=name)
-            datasets.extend(loaded)
+            for (_, rel), path in found[name]:
+                target = Path(tmp) / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, target)
+            datasets.extend(FORMATS[source.format](Path(tmp) / source.import_path, name=name))
     for d in datasets:
         d.write(data_dir() / f"{d.name}.parquet")
     return [d.name for d in datasets]
+
+
+MANIFEST_NAME = "fetch-missing.tsv"
 
 
 def _upstream_path(url: str) -> str:
     return url.split("/HEAD/", 1)[1]
 
 
-def _copy_local(name: str, source: Source, root: Path, tmp: Path) -> None:
-    if not root.is_dir():
-        raise DatasetError(f"{root}: no such folder (--from takes a local copy of the data)")
-    missing = []
+def _locate(source: Source, root: Path) -> list[tuple[tuple[str, str], Path | None]]:
+    """Each (url, rel) file of ``source`` with its path under ``root`` (None: not there), in
+    the shared folder's layout, the upstream repository's, or the files directly in ``root``."""
+    out = []
     for url, rel in source.files:
         candidates = (root / rel, root / _upstream_path(url),
                       root / Path(rel).relative_to(Path(rel).parts[0]))
-        found = next((c for c in candidates if c.is_file()), None)
-        if found is None:
-            missing.append((url, rel))
-            continue
-        target = tmp / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(found, target)
-    if missing:
-        raise DatasetError(_where_to_put(name, source, missing, f"not found under {root}",
-                                         root))
+        out.append(((url, rel), next((c for c in candidates if c.is_file()), None)))
+    return out
 
 
-def _download(name: str, source: Source, tmp: Path) -> None:
+def download(names: Sequence[str], root: Path,
+             progress: Callable[[int, int], None] | None = None) -> str | None:
+    """Download the files of datasets ``names`` that ``root`` lacks into ``root`` (its
+    layout: the relative paths of SOURCES), each file written atomically. Returns None when
+    every file is there, else why some are not (offline, or the first download error: the
+    rest is not attempted)."""
+    todo = [(url, rel) for name in names for (url, rel), path in _locate(SOURCES[name], root)
+            if path is None]
+    if not todo:
+        return None
     if os.environ.get("OPTFARM_OFFLINE"):
-        raise DatasetError(_where_to_put(name, source, source.files, "offline (OPTFARM_OFFLINE)"))
-    for url, rel in source.files:
-        target = tmp / rel
+        return "offline: OPTFARM_OFFLINE is set"
+    for i, (url, rel) in enumerate(todo):
+        if progress is not None:
+            progress(i, len(todo))
+        target = root / rel
         target.parent.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(target.name + ".part")
         try:
             with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
-                target.write_bytes(response.read())
+                part.write_bytes(response.read())
         except (urllib.error.URLError, OSError, ValueError) as e:
-            reason = getattr(e, "reason", e)
-            raise DatasetError(_where_to_put(name, source, source.files,
-                                             f"cannot download {url} ({reason})")) from None
+            part.unlink(missing_ok=True)
+            return f"cannot download {url} ({getattr(e, 'reason', e)})"
+        os.replace(part, target)
+    return None
 
 
-def _where_to_put(name: str, source: Source, files: list[tuple[str, str]], why: str,
-                  root: Path | None = None) -> str:
-    """One line: which files are needed, where to put them, and the commands to run."""
-    root_text = str(root) if root is not None else "DIR"
-    rels = [rel for _, rel in files]
-    ups = [_upstream_path(url) for url, _ in files]
-    if len(files) == 1:
-        what = f"put {ups[0]} from {source.repository} at {root_text}/{rels[0]}"
-    else:
-        what = (f"put the {len(files)} files under {os.path.commonpath(ups)}/ of "
-                f"{source.repository} under {root_text}/{os.path.commonpath(rels)}/ "
-                f"(first: {rels[0]})")
-    return (f"{name}: {why}; {what}, then run `farm datasets fetch {name} --from "
-            f"{root_text}` (or `farm datasets import {source.format} --from "
-            f"{root_text}/{source.import_path}`)")
+def _missing_files(missing: dict[str, list[tuple[str, str]]], why: str, root: Path,
+                   command: str, from_dir: bool) -> str:
+    """One line for every missing file at once: how many, why, where the manifest (which
+    file goes where) is written, and the command to run once they are in place."""
+    from .registry import data_dir
+
+    manifest = data_dir() / MANIFEST_NAME
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["dataset\tdownload\tput at"] + [
+        f"{name}\t{url}\t{root / rel}" for name, files in missing.items() for url, rel in files]
+    tmp = manifest.with_name(manifest.name + ".part")
+    tmp.write_text("\n".join(lines) + "\n")
+    os.replace(tmp, manifest)
+    again = f"`farm datasets fetch {command}" + (f" --from {root}`" if from_dir else "`")
+    n_files = sum(len(files) for files in missing.values())
+    if len(missing) == 1:
+        (name, files), = missing.items()
+        source = SOURCES[name]
+        ups = [_upstream_path(url) for url, _ in files]
+        what = (f"put {ups[0]} from {source.repository} at {root / files[0][1]}"
+                if n_files == 1 else
+                f"put the {n_files} files under {os.path.commonpath(ups)}/ of "
+                f"{source.repository} under {root / os.path.commonpath([r for _, r in files])}/")
+        return (f"{name}: {why}; {what} (list: {manifest}), then run {again} (or `farm "
+                f"datasets import {source.format} --from {root / source.import_path}`)")
+    return (f"{len(missing)} datasets miss {n_files} files: {why}; {manifest} says which file "
+            f"goes where under {root}; put them there, then run {again}")

@@ -1,19 +1,47 @@
-"""Shared test set-up: the real datasets under ../shared/datasets and an isolated cache."""
+"""Shared test set-up: the real datasets, found the way a user gets them, and an isolated cache.
+
+The tests that need the papers' published files ask for ``shared_datasets``, a folder laid out
+like the shared datasets folder (``trimtuner/cnn.csv``, ``scout/<workload>/...``). It is, in
+order: ``$OPTFARM_DATASETS_DIR``; ``../shared/datasets`` beside the checkout (CI has it); the
+files ``farm datasets fetch`` keeps in the user cache (``oracle.sources.sources_dir()``),
+downloaded now unless ``OPTFARM_OFFLINE`` is set. When none works those tests are skipped with
+one reason line (``NO_DATA``) and the rest of the suite runs.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from oracle.sources import SOURCES, download, sources_dir
+
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+USER_SOURCES = sources_dir()  # read before any test points OPTFARM_DATA at a temporary folder
+NO_DATA = ("real datasets not found ({why}): run `farm datasets fetch all` once (network), or "
+           "set OPTFARM_DATASETS_DIR to a copy laid out like ../shared/datasets")
+
+
+def find_datasets() -> tuple[Path | None, str]:
+    """The real datasets' folder, or None and why not."""
+    given = os.environ.get("OPTFARM_DATASETS_DIR")
+    if given:
+        if not Path(given).is_dir():
+            pytest.fail(f"OPTFARM_DATASETS_DIR={given} is not a folder")
+        return Path(given), ""
+    if SHARED.is_dir():
+        return SHARED, ""
+    why = download(list(SOURCES), USER_SOURCES)  # None: every file is there (now)
+    return (USER_SOURCES, "") if why is None else (None, why)
 
 
 @pytest.fixture(scope="session")
 def shared_datasets() -> Path:
-    if not SHARED.is_dir():
-        pytest.fail(f"the real datasets are expected at {SHARED}")
-    return SHARED
+    folder, why = find_datasets()
+    if folder is None:
+        pytest.skip(NO_DATA.format(why=why))
+    return folder
 
 
 @pytest.fixture(autouse=True)

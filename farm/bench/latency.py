@@ -433,8 +433,13 @@ def _child_main(options: Mapping[str, Any]) -> int:
         meta.update(seed=int(options.get("seed") or 0), repeats=int(options.get("repeats") or 5))
     if as_json:
         print(json.dumps({"meta": meta, "rows": rows}, default=_json_default))
-        return EXIT_OK
-    _print_report(meta, rows, bool(runs))
+    else:
+        _print_report(meta, rows, bool(runs))
+    if rows and all(r.get("status") == "skipped" for r in rows):
+        print(f"farm: error: nothing was measured, every case was skipped (first: "
+              f"{rows[0]['optimizer']} on {rows[0]['dataset']}: {rows[0]['note']})",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     return EXIT_OK
 
 

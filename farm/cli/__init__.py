@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Sequence
 
-from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, UsageError
+from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError
 
 __all__ = ["build_parser", "main"]
 
@@ -45,6 +45,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, DatasetError, ParameterError) as e:
         print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:  # the reader went away (`farm ... | head`)
+        sys.stdout = open(os.devnull, "w")
+        return EXIT_OK
     except KeyboardInterrupt:
         print("farm: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import math
+import textwrap
 from typing import Any, Sequence
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "UsageError", "fmt",
-           "json_default", "parse_params", "print_table"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "WIDTH", "UsageError",
+           "fmt", "json_default", "parse_params", "print_json", "print_table"]
 
 # every command's exit codes: success; a run or the command failed; bad input; Ctrl-C
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+WIDTH = 100  # human tables fit this many columns
 
 
 class UsageError(Exception):
@@ -26,13 +29,35 @@ def parse_params(pairs: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def print_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
+def print_table(rows: list[dict[str, Any]], columns: Sequence[str], width: int = WIDTH) -> None:
+    """A plain-text table; a last column that would pass ``width`` wraps onto more lines."""
     cells = [[fmt(r.get(c)) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    lead = sum(widths[:-1]) + 2 * (len(widths) - 1)
+    if width - lead >= 10:  # else the table cannot fit: leave its last column whole
+        widths[-1] = min(widths[-1], width - lead)
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
     print("  ".join("-" * w for w in widths))
     for row in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+        last = textwrap.wrap(row[-1], widths[-1], break_on_hyphens=False) or [""]
+        print("  ".join(v.ljust(w) for v, w in zip(row[:-1] + [last[0]], widths)).rstrip())
+        for more in last[1:]:
+            print(" " * lead + more)
+
+
+def print_json(obj: Any) -> None:
+    """One JSON object on stdout (numpy scalars as numbers, NaN and infinity as null)."""
+    print(json.dumps(_finite(obj), default=json_default))
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 def fmt(v: Any) -> str:

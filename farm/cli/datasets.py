@@ -6,7 +6,7 @@ import json
 import sys
 import time
 
-from .console import EXIT_OK, json_default, print_table
+from .console import EXIT_OK, json_default, print_json, print_table
 
 
 def cmd_datasets_list(args) -> int:
@@ -20,13 +20,18 @@ def cmd_datasets_list(args) -> int:
         rows.append({"name": name, "rows": d.table.num_rows, "configs": d.space().n_configs,
                      "fidelities": len(d.fidelities),
                      "objective": str(d.meta.problem.objective),
-                     "constraints": ", ".join(map(str, d.meta.problem.constraints)),
-                     "load_s": f"{load_s:.4f}"})
-    columns = ["name", "rows", "configs", "fidelities", "objective", "constraints"]
-    print_table(rows, columns + (["load_s"] if args.timing else []))
+                     "constraints": [str(c) for c in d.meta.problem.constraints],
+                     "load_s": round(load_s, 4)})
     from oracle.sources import SOURCES
 
     missing = sorted(set(SOURCES) - {r["name"] for r in rows})
+    if args.json:
+        print_json({"datasets": rows, "not_fetched": missing})
+        return EXIT_OK
+    for r in rows:
+        r["constraints"], r["load_s"] = ", ".join(r["constraints"]), f"{r['load_s']:.4f}"
+    print_table(rows, ["name", "rows", "configs", "fidelities", "objective"]
+                + (["load_s"] if args.timing else []) + ["constraints"])
     if missing:
         print(f"\nnot fetched yet ({len(missing)}): {', '.join(missing)}\n"
               "get them with `farm datasets fetch NAME` or `farm datasets import FORMAT --from PATH`")
@@ -67,7 +72,19 @@ def cmd_datasets_import(args) -> int:
 def cmd_datasets_fetch(args) -> int:
     from oracle.sources import fetch
 
-    names = fetch(args.names, from_dir=args.from_dir)
+    shown = []
+
+    def progress(done: int, total: int) -> None:
+        if sys.stderr.isatty():
+            print(f"\rdownloading file {done + 1} of {total}", end="", file=sys.stderr,
+                  flush=True)
+            shown.append(done)
+
+    try:
+        names = fetch(args.names, from_dir=args.from_dir, progress=progress)
+    finally:
+        if shown:
+            print(file=sys.stderr)
     for n in names:
         print(f"fetched {n}")
     return EXIT_OK
@@ -79,6 +96,7 @@ def add_datasets_commands(sub) -> None:
     dl = dsub.add_parser("list", help="datasets available now")
     dl.add_argument("--timing", action="store_true",
                     help="also print the time to load each dataset from its Parquet file")
+    dl.add_argument("--json", action="store_true", help="print one JSON object")
     dl.set_defaults(func=cmd_datasets_list)
     ds = dsub.add_parser("show", help="one dataset's facts")
     ds.add_argument("name")

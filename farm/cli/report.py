@@ -10,9 +10,10 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
-from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_json
 
 __all__ = ["add_report_commands"]
 
@@ -38,17 +39,23 @@ def cmd_report(args) -> int:
         return _error(str(e))
     out = Path(args.out) if args.out else sweep_dir / "report"
     files = write_report(analyses, out, title=f"optfarm report: {sweep_dir.resolve().name}")
+    logged = None if args.no_tracking else _log_to_mlflow(sweep_dir, files, args.tracking_uri,
+                                                          quiet=args.json)
+    if args.json:
+        print_json({"runs": len(summaries), "report": str(out / "report.html"),
+                    "files": [str(f) for f in files], "mlflow_logged": logged})
+        return EXIT_OK
     print(f"report of {len(summaries)} runs: {out / 'report.html'}")
     for f in files:
         if f.suffix == ".png":
             print(f"  {f}")
-    if not args.no_tracking:
-        _log_to_mlflow(sweep_dir, files, args.tracking_uri)
     return EXIT_OK
 
 
-def _log_to_mlflow(sweep_dir: Path, files: list[Path], uri: str | None) -> None:
-    """The report files become artifacts (folder ``report``) of the sweep's parent run."""
+def _log_to_mlflow(sweep_dir: Path, files: list[Path], uri: str | None,
+                   quiet: bool = False) -> bool:
+    """The report files become artifacts (folder ``report``) of the sweep's parent run;
+    whether they were logged."""
     from farm.sweep.store import Store
     from farm.sweep.tracking import Tracker, sweep_uri
 
@@ -56,10 +63,12 @@ def _log_to_mlflow(sweep_dir: Path, files: list[Path], uri: str | None) -> None:
     tracker = Tracker(sweep_dir, sweep_uri(sweep_dir, uri),
                       (sweep.get("tracking") or {}).get("experiment"), sweep.get("name"),
                       sweep.get("sweep_id"))
-    if tracker.log_sweep_artifacts(files, "report"):
+    logged = tracker.log_sweep_artifacts(files, "report")
+    if not quiet and logged:
         print(f"MLflow: logged {len(files)} report files to the sweep's run at {tracker.uri}")
-    else:
+    elif not quiet:
         print(f"MLflow: the sweep has no parent run at {tracker.uri}; report not logged")
+    return bool(logged)
 
 
 def cmd_regress(args) -> int:
@@ -114,8 +123,14 @@ def cmd_regress(args) -> int:
                        min_effect=args.min_effect)
     except BaselineError as e:
         return _error(str(e))
-    print(format_table([r for r in rows if r.verdict != "not run"]))
     not_run = sorted({r.key for r in rows if r.verdict == "not run"})
+    regressions = [r for r in rows if r.verdict == "REGRESSION"]
+    if args.json:
+        print_json({"rows": [asdict(r) for r in rows if r.verdict != "not run"],
+                    "not_run": not_run, "regressions": len(regressions), "failed_runs": failed,
+                    "alpha": args.alpha, "tolerance": args.tolerance})
+        return EXIT_FAILED if regressions or failed else EXIT_OK
+    print(format_table([r for r in rows if r.verdict != "not run"]))
     if not_run:
         print(f"\nbaseline entries these specs do not run ({len(not_run)}): "
               f"{', '.join(not_run)}")
@@ -183,6 +198,7 @@ def add_report_commands(sub) -> None:
                    "else the folder's sqlite)")
     r.add_argument("--no-tracking", action="store_true",
                    help="do not log the report to the sweep's MLflow run")
+    r.add_argument("--json", action="store_true", help="print one JSON object (the paths)")
     r.set_defaults(func=cmd_report)
 
     g = sub.add_parser("regress", help="run a sweep and compare optimizer quality over seeds "
@@ -212,4 +228,5 @@ def add_report_commands(sub) -> None:
                    "subfolder per spec name, e.g. for `farm report`; default a temporary folder")
     g.add_argument("--serial", action="store_true", help="run in this process, without Ray")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g.add_argument("--json", action="store_true", help="print one JSON object (the rows)")
     g.set_defaults(func=cmd_regress)

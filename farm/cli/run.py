@@ -1,11 +1,27 @@
-"""``farm run``: one optimizer run on one dataset, and its summary."""
+"""``farm run``: one optimizer run on one dataset, and a summary a newcomer can read.
+
+The summary says what was optimised under which constraints, the recommended configuration
+with its true cost and time against them, how far it is from the dataset's optimum (CNO or
+Accuracy_C, explained in words), what exploring cost, and, when the recommendation breaks a
+constraint, which one and what the optimizer had observed. ``--json`` prints the same as one
+JSON object (schema in the README).
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
+import textwrap
 import time
 
 from .console import EXIT_OK, UsageError, fmt, json_default, parse_params
+
+__all__ = ["add_run_command"]
+
+# `farm run` with no --optimizer: Lynceus with a one-step look-ahead, a model-based optimizer
+# that finds a near-optimal configuration of the synthetic job in a few seconds
+FIRST_RUN = ("lynceus", ["la=1"])
 
 
 def cmd_run(args) -> int:
@@ -20,59 +36,209 @@ def cmd_run(args) -> int:
             Objective.parse(args.objective)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    spec = RunSpec(dataset=args.dataset, optimizer=args.optimizer, seed=args.seed,
-                   params=parse_params(args.param), budget=args.budget, iterations=args.iterations,
-                   objective=args.objective,
+    if args.iterations is not None and args.iterations < 1:
+        raise UsageError(f"--iterations must be at least 1, got {args.iterations}")
+    if args.budget is not None and not args.budget > 0:
+        raise UsageError(f"--budget must be positive, got {args.budget:g}")
+    optimizer, params = args.optimizer, args.param or []
+    if optimizer is None:
+        optimizer, params = FIRST_RUN[0], FIRST_RUN[1] + params
+    spec = RunSpec(dataset=args.dataset, optimizer=optimizer, seed=args.seed,
+                   params=parse_params(params), budget=args.budget,
+                   iterations=args.iterations, objective=args.objective,
                    constraints=tuple(args.constraint) if args.constraint else None,
                    aggregate=args.aggregate)
+    progress = Progress(sys.stderr, f"{optimizer} on {args.dataset}",
+                        enabled=not (args.quiet or args.json))
     t0 = time.perf_counter()
-    result = run_one(spec)
-    summary = result.summary
+    try:
+        result = run_one(spec, on_step=progress.step)
+    finally:
+        progress.close()
     if args.trace:
         import pyarrow.parquet as pq
 
         pq.write_table(result.trace, args.trace)
     if args.json:
-        print(json.dumps(summary, default=json_default))
+        print(json.dumps(result.summary, default=json_default))
         return EXIT_OK
-    rec = summary["recommendation"]
-    metric = summary["metric"]
-    print(f"{summary['optimizer']} on {summary['dataset']} (seed {summary['seed']}): "
-          f"{summary['n_evaluations']} evaluations, exploration cost "
-          f"{summary['exploration_cost']:.4g}, stopped by {summary['stop_reason']} "
-          f"({time.perf_counter() - t0:.1f} s)")
-    print(f"problem: {summary['problem']['objective']} s.t. "
-          f"{', '.join(summary['problem']['constraints']) or 'nothing'}")
-    if rec is None:
-        print("recommendation: none (no configuration observed feasible)")
-    elif metric == "cno" and not rec["feasible"]:
-        print(f"recommendation: {rec['config']} -> infeasible: CNO inf (cost ratio "
-              f"{fmt(rec['cno_raw'])})")
-    else:
-        print(f"recommendation: {rec['config']} -> {metric} {fmt(rec[metric])}"
-              f"{'' if rec['feasible'] else ' (infeasible)'}")
-    for label, cost in summary["exploration_cost_to_reach"].items():
-        print(f"exploration cost to reach {label}: {'never' if cost is None else fmt(cost)}")
-    lat = summary["recommendation_latency_s"]
-    print(f"recommendation latency (observe + suggest): median {fmt(lat['median'])} s, p90 "
-          f"{fmt(lat['p90'])} s; first step (warm-up) {fmt(lat.get('warmup'))} s")
+    print("\n".join(describe(result.summary, time.perf_counter() - t0,
+                             first_run=args.optimizer is None)))
     return EXIT_OK
 
 
+class Progress:
+    """One line on ``stream`` (a terminal): "starting" at once, then rewritten in place at
+    most every 0.2 s once the run has taken ``after_s``, and erased at the end."""
+
+    def __init__(self, stream, what: str, enabled: bool = True, after_s: float = 1.0):
+        self.stream, self.what = stream, what
+        self.enabled = enabled and stream.isatty()
+        self.t0 = time.perf_counter()
+        self.after_s, self.shown_at, self.width = after_s, 0.0, 0
+        if self.enabled:
+            self._write(f"{what}: starting (loading the dataset, compiling the models)")
+
+    def step(self, row: dict) -> None:
+        now = time.perf_counter()
+        if not self.enabled or now - self.t0 < self.after_s or now - self.shown_at < 0.2:
+            return
+        self.shown_at = now
+        cno, acc = row["incumbent_cno"], row["incumbent_accuracy_c"]
+        best = ("no feasible incumbent yet" if not row["incumbent_feasible"] else
+                f"incumbent CNO {fmt(cno)}" if cno == cno else f"incumbent Accuracy_C {fmt(acc)}")
+        self._write(f"{self.what}: {row['step'] + 1} evaluations, exploring cost "
+                    f"{fmt(row['cum_exploration_cost'])}, {best} ({now - self.t0:.0f} s)")
+
+    def close(self) -> None:
+        if self.enabled and self.width:
+            self._write("")
+
+    def _write(self, text: str) -> None:
+        text = text[:99]
+        self.stream.write("\r" + text.ljust(self.width) + ("\r" if not text else ""))
+        self.stream.flush()
+        self.width = len(text)
+
+
+def _config_text(config: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in config.items())
+
+
+def _value(metric: str, v, unit: str) -> str:
+    if v is None:
+        return "-"
+    return {"cost": f"{v:.4g} {unit}", "time": f"{v:.4g} s", "accuracy": f"{v:.3g}"}[metric]
+
+
+def _constraint_text(c: str, unit: str) -> str:
+    """``time<=5330`` -> ``time <= 5330 s``."""
+    for op in ("<=", ">="):
+        c = c.replace(op, f" {op} ")
+    return c + {"time": " s", "cost": f" {unit}"}.get(c.split()[0], "")
+
+
+def _given_params(optimizer: str, params: dict) -> str:
+    from optimizers.registry import get
+
+    defaults = get(optimizer).resolve_params({})
+    given = [f"{k}={v}" for k, v in params.items() if defaults.get(k) != v]
+    return " ".join(given) or "(defaults)"
+
+
+def describe(s: dict, wall_s: float, first_run: bool = False) -> list[str]:
+    """The human summary of a run (``s``: the --json summary), lines of at most 100 columns."""
+    unit = s["units"]["cost"]
+    problem, rec, best, metric = s["problem"], s["recommendation"], s["optimum"], s["metric"]
+    objective = problem["objective"].replace("min ", "minimise ").replace("max ", "maximise ")
+    constraints = " and ".join(_constraint_text(c, unit) for c in problem["constraints"]) or "nothing"
+    stop = {"optimizer": "the optimizer stopped by itself", "budget": "its budget was spent",
+            "iterations": "the iteration limit was reached"}.get(s["stop_reason"],
+                                                                s["stop_reason"])
+    rows = [("goal", f"{objective} ({unit}) subject to {constraints}"
+             + (f", exploration budget {problem['budget']:g} {unit}" if problem["budget"]
+                else "")),
+            ("optimizer", f"{s['optimizer']} {_given_params(s['optimizer'], s['params'])}")]
+    if rec is None:
+        rows.append(("recommended", "nothing: no configuration was observed feasible"))
+    else:
+        at = f" at dataset size s = {rec['fidelity']:g}" if rec.get("fidelity", 1) != 1 else ""
+        rows.append(("recommended", _config_text(rec["config"]) + at))
+        checks = {c["metric"]: c for c in rec["constraints"]}
+        values = []
+        for m in ("cost", "time", "accuracy"):
+            if rec.get(m) is None:
+                continue
+            text = f"{m} {_value(m, rec[m], unit)}"
+            if m in checks:
+                text += f" ({'meets' if checks[m]['holds'] else 'BREAKS'} " \
+                        f"{_constraint_text(checks[m]['constraint'], unit)})"
+            values.append(text)
+        broken = [c for c in rec["constraints"] if not c["holds"]]
+        rows.append(("", "true (mean) " + ", ".join(values) + ": "
+                     + ("INFEASIBLE" if broken else "feasible")))
+        for c in broken:
+            seen = [_value(c["metric"], v, unit) for v in c["observed"] if v is not None]
+            rows.append(("why", f"its mean {c['metric']} {_value(c['metric'], c['true'], unit)}"
+                         f" breaks {_constraint_text(c['constraint'], unit)}, but "
+                         + (f"the run the optimizer observed measured {', '.join(seen)}: a "
+                            "noisy draw passed where the mean does not" if seen else
+                            "the optimizer never ran it at this size")))
+    if best is not None:
+        rows.append(("optimum", f"{_config_text(best['config'])}: cost "
+                     f"{_value('cost', best.get('cost'), unit)}, time "
+                     f"{_value('time', best.get('time'), unit)}"))
+    if rec is not None and metric == "cno":
+        cno = rec["cno"]
+        rows.append(("CNO", f"{fmt(cno)}: " + (
+            "infeasible, so no cost ratio counts" if cno == float("inf") else
+            f"the recommendation's true cost is {fmt(cno)} x the optimum's") +
+            " (Cost Normalised to the Optimum: 1 is the best possible)"))
+    elif rec is not None:
+        rows.append(("Accuracy_C", f"{fmt(rec['accuracy_c'])} against the optimum's "
+                     f"{fmt(best['accuracy_c']) if best else '-'} (its true accuracy, scaled by "
+                     "cost limit / cost when it is over the cost limit)"))
+    reached = []
+    for label, v in s["exploration_cost_to_reach"].items():
+        words = {"cno<=2": "CNO<=2", "cno<=1.1": "CNO<=1.1",
+                 "acc_c>=0.9opt": "90% of the optimum's Accuracy_C"}.get(label, label)
+        reached.append(f"{words} {'never' if v is None else 'after ' + _value('cost', v, unit)}")
+    ratio = s["exploration_cost"] / best["cost"] if best and best.get("cost") else None
+    runs_of_best = "" if ratio is None else f" ({ratio:,.{0 if ratio >= 10 else 1}f} x the " \
+        "optimum's cost)"
+    rows.append(("exploring", f"{s['n_evaluations']} runs cost "
+                 f"{_value('cost', s['exploration_cost'], unit)}{runs_of_best} and "
+                 f"{s['exploration_time'] / 3600:.3g} h of job time; reached "
+                 + ", ".join(reached)))
+    lat = s["recommendation_latency_s"]
+    rows.append(("latency", f"{fmt(lat['median'])} s per suggestion (median; p90 "
+                 f"{fmt(lat['p90'])} s)"))
+    out = [f"{s['optimizer']} on {s['dataset']}, seed {s['seed']}: {s['n_evaluations']} "
+           f"evaluations in {wall_s:.1f} s; {stop}"]
+    for label, text in rows:
+        out += textwrap.wrap(text, 100, initial_indent=f"{label:<12}",
+                             subsequent_indent=" " * 12, break_on_hyphens=False)
+    if first_run:
+        out += ["", "Compare it with other optimizers over 10 seeds (the papers' plots in "
+                "sweeps-out/first/report):",
+                f"  farm sweep --datasets {s['dataset']} --optimizers lynceus,eic-usd,random "
+                "--seeds 10 \\", "      --param lynceus.la=1 --out sweeps-out/first && "
+                "farm report sweeps-out/first"]
+    return out
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default unless it has none."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or \
+                action.default == argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def add_run_command(sub) -> None:
-    r = sub.add_parser("run", help="run one optimizer on one dataset and print a summary")
-    r.add_argument("--dataset", default="synthetic")
-    r.add_argument("--optimizer", default="random")
-    r.add_argument("--seed", type=int, default=0)
+    r = sub.add_parser("run", help="run one optimizer on one dataset and print a summary",
+                       formatter_class=_HelpFormatter,
+                       description="Run one optimizer on one dataset (its oracle replays the "
+                       "measurements) and print what it recommends against the optimum.")
+    r.add_argument("--dataset", default="synthetic", help="see `farm datasets list`")
+    r.add_argument("--optimizer", help=f"see `farm optimizers` (default: {FIRST_RUN[0]} with "
+                   f"--param {' '.join(FIRST_RUN[1])}, a few seconds)")
+    r.add_argument("--seed", type=int, default=0, help="seed of the optimizer and the oracle")
     r.add_argument("--param", action="append", metavar="KEY=VALUE",
-                   help="optimizer parameter (repeatable); see `farm optimizers`")
-    r.add_argument("--budget", type=float, help="exploration budget (default: unlimited)")
-    r.add_argument("--iterations", type=int, help="max evaluations, bootstrap included")
-    r.add_argument("--objective", help="override the objective, e.g. 'min cost'")
+                   help="optimizer parameter (repeatable); see `farm optimizers NAME`")
+    r.add_argument("--budget", type=float,
+                   help="exploration budget in the dataset's cost unit (default: unlimited)")
+    r.add_argument("--iterations", type=int,
+                   help="max evaluations, bootstrap included (default: until the optimizer "
+                   "stops)")
+    r.add_argument("--objective", help="override the dataset's objective, e.g. 'min cost'")
     r.add_argument("--constraint", action="append",
-                   help="override the constraints (repeatable), e.g. time<=300")
+                   help="override the dataset's constraints (repeatable), e.g. time<=300")
     r.add_argument("--aggregate", choices=["sample", "mean"], default="sample",
                    help="repeated measurements: draw one per run, or use their mean")
     r.add_argument("--trace", metavar="FILE", help="also write the trace as Parquet")
     r.add_argument("--json", action="store_true", help="print one JSON object")
+    r.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     r.set_defaults(func=cmd_run)

@@ -18,7 +18,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_table
+from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_json, print_table
 
 __all__ = ["add_sweep_commands"]
 
@@ -88,9 +88,20 @@ def _run(spec, source, out, args) -> int:
         print(f"farm: error: {e}; the runs stored so far are kept, run the sweep again "
               "when fixed", file=sys.stderr)
         return EXIT_FAILED
+    rows = summary_rows(report.records, report.runs)
+    if args.json:
+        print_json({"sweep": spec.name, "out": str(out), "runs": len(report.runs),
+                    "skipped": report.skipped, "done": report.done, "failed": report.failed,
+                    "wall_s": report.wall_s, "complete": report.complete,
+                    "tracking_uri": report.tracking_uri,
+                    "tracking_offline": report.tracking_offline, "rows": rows,
+                    "failures": [{"run_key": f["run_key"], "error": f["error"],
+                                  **{k: f["spec"][k] for k in ("dataset", "optimizer", "seed")}}
+                                 for f in report.failures]})
+        return EXIT_OK if report.complete else EXIT_FAILED
     print(f"\nsweep {spec.name}: {len(report.runs)} runs, {report.skipped} already done, "
           f"{report.done} run now, {report.failed} failed ({report.wall_s:.1f} s) -> {out}")
-    print_table(summary_rows(report.records, report.runs), SUMMARY_COLUMNS)
+    print_table(rows, SUMMARY_COLUMNS)
     for f in report.failures[:10]:
         s = f["spec"]
         print(f"failed: {s['optimizer']} on {s['dataset']} seed {s['seed']} "
@@ -181,6 +192,8 @@ def add_sweep_commands(sub) -> None:
                    help="refuse a sweep of more than N runs (default 200,000: "
                    "farm.sweep.spec.DEFAULT_MAX_RUNS)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--json", action="store_true",
+                   help="end with one JSON object (the summary table's rows) instead of the table")
     s.set_defaults(func=cmd_sweep)
 
     y = sub.add_parser("sync", help="upload a sweep's stored runs to MLflow (those not there)")

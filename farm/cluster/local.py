@@ -141,6 +141,10 @@ class LocalCluster:
             args += [f"--address={self.join_host}:{self.port}"]
             env = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
         env["RAY_AUTH_MODE"] = self.auth_mode  # every node as the head (token: ~/.ray/auth_token)
+        if self.auth_mode == "token":  # a first run: `ray start` does not make the token
+            from farm.sweep.ray_setup import ensure_auth_token
+
+            ensure_auth_token()
         log = self.root / f"{name}.log"
         # when the node ends (its raylet lost the head, or crashed) the shell ends what is left of
         # its process group: Ray leaves a node's dashboard and runtime-env agents running

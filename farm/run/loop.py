@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -135,9 +136,11 @@ class Stepper:
 
 
 def run_one(spec: RunSpec, oracle: Oracle | None = None,
-            executor: Executor | None = None) -> RunResult:
+            executor: Executor | None = None,
+            on_step: Callable[[dict], None] | None = None) -> RunResult:
     """Run one optimizer run as ``spec`` says. ``oracle`` (already built over the spec's
-    dataset and problem) saves loading; ``executor`` carries the optimizer's inner work."""
+    dataset and problem) saves loading; ``executor`` carries the optimizer's inner work;
+    ``on_step`` is given each trace row as it is made (progress)."""
     spec = spec.resolved()
     if oracle is None:
         dataset = load(spec.dataset)
@@ -176,5 +179,7 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
             "warmup_s": step.latency_s if len(rows) == 0 else math.nan,
             "model_fit_s": step.observe_s,
         })
+        if on_step is not None:
+            on_step(rows[-1])
     trace = pa.Table.from_pylist(rows, schema=TRACE_SCHEMA)
     return RunResult(summarize(spec, oracle, trace, incumbent(opt), stop, warmup), trace)

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from farm.run.recommendation import constraint_checks, true_values
 from farm.run.recurring_job import recurring_job_metrics
 from oracle.oracle import Oracle
 
@@ -165,7 +166,10 @@ def summarize(spec, oracle: Oracle, trace: pa.Table, recommendation: tuple[int |
     for label, threshold in REACH_TARGETS[metric].items():
         i = first_reach(quality, metric, threshold, optimum_value)
         reach[label] = None if i is None else float(cum[i])
-    return {
+    if rec is not None:
+        rec.update(true_values(oracle, cid, fid))
+        rec["constraints"] = constraint_checks(oracle, cid, trace, fid)
+    summary = {
         "run_key": spec.run_key,
         "dataset": spec.dataset,
         "optimizer": spec.optimizer,
@@ -179,7 +183,10 @@ def summarize(spec, oracle: Oracle, trace: pa.Table, recommendation: tuple[int |
         "exploration_time": float(trace.column("time").to_numpy().sum()) if n else 0.0,
         "stop_reason": stop_reason,
         "recommendation": rec,
-        "optimum": None if best is None else {"config_id": best, metric: optimum_value},
+        "optimum": None if best is None else {"config_id": best, metric: optimum_value,
+                                              "config": oracle.space.config(best),
+                                              **true_values(oracle, best)},
+        "units": {"cost": oracle.dataset.meta.cost_unit, "time": "s"},
         # the unit of Lynceus' pooled cost CDFs over jobs (Sec. VI: Scout, CherryPick)
         "mean_config_cost": float(np.nanmean(oracle.true_cost[:, -1])),
         "exploration_cost_to_reach": reach,
@@ -187,5 +194,7 @@ def summarize(spec, oracle: Oracle, trace: pa.Table, recommendation: tuple[int |
         "recommendation_latency_s": {
             **latency_stats(trace.column("recommendation_latency_s").to_numpy()),
             "warmup": warmup_s},
-        "recurring_job": recurring_job_metrics(trace, oracle.problem),
     }
+    if spec.optimizer == "guindani":  # the recurring-job accounting of Guindani et al.
+        summary["recurring_job"] = recurring_job_metrics(trace, oracle.problem)
+    return summary

@@ -46,6 +46,7 @@ from pydantic import (
 from farm.run.spec import RunSpec
 from optimizers.base import ParameterError
 from oracle.problem import Constraint, Objective
+from oracle.spelling import did_you_mean
 
 __all__ = ["DEFAULT_MAX_RUNS", "SpecError", "SweepSpec", "expand", "expand_keyed", "inline_spec",
            "load_spec", "parse_spec"]
@@ -204,10 +205,15 @@ def parse_spec(data: Any, source: str = "spec") -> SweepSpec:
         err = _most_specific(e.errors())
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = "unknown key"
+            msg = f"unknown key{did_you_mean(str(err['loc'][-1]), _spec_keys())}"
         elif err["type"] == "missing":
             msg = "required key is missing"
         raise SpecError(f"{source}: {_key_path(err['loc'])}: {msg}") from None
+
+
+def _spec_keys() -> set[str]:
+    """Every key a spec may hold, at any level (what a typo is compared with)."""
+    return {key for model in _Model.__subclasses__() for key in model.model_fields}
 
 
 def _most_specific(errors: list[dict]) -> dict:

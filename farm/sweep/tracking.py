@@ -34,6 +34,7 @@ its tables) is moved aside and created again: the results store holds everything
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import queue
@@ -56,6 +57,9 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # no traffic but to the store
 # no "View run at" lines (and no get_run per status update) under the progress bar
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+# MLflow's own start-up lines (creating and migrating the sqlite store) are not the sweep's news
+for _logger in ("mlflow.store.db.utils", "alembic"):
+    logging.getLogger(_logger).setLevel(logging.WARNING)
 
 CACHE = "mlflow_runs.jsonl"
 _MAX_ENTITIES = 1000   # MLflow's limits per log_batch call: 1000 entities, 100 params

@@ -59,8 +59,21 @@ from pydantic import (
     model_validator,
 )
 
-from ..dataset import BUILTIN_MEASURES, REQUIRED_COLUMNS, Dataset, DatasetError, DatasetMeta
-from ..problem import TIME_UNITS, Constraint, Objective, Problem, parse_constraint, to_seconds
+from ..dataset import (
+    BUILTIN_MEASURES,
+    REQUIRED_COLUMNS,
+    Dataset,
+    DatasetError,
+    DatasetMeta,
+)
+from ..problem import (
+    TIME_UNITS,
+    Constraint,
+    Objective,
+    Problem,
+    parse_constraint,
+    to_seconds,
+)
 from ..space import Dimension
 from ._expression import Expression
 from ._table import RawTable, build_dataset, ordered_values, read_csv, read_parquet

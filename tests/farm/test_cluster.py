@@ -19,8 +19,8 @@ from farm.cli import main
 from farm.cluster.local import LocalCluster, loopback_name
 from farm.run.loop import run_one
 from farm.sweep.runner import run_sweep
-from farm.sweep.store import Store
 from farm.sweep.spec import expand, parse_spec
+from farm.sweep.store import Store
 
 from .conftest import LOOPBACK, descendants, listeners_of, same_trace
 

@@ -10,9 +10,15 @@ import math
 
 import pytest
 
+from farm.bench.latency import (
+    DEFAULT_CASES,
+    BenchCase,
+    bench,
+    format_rows,
+    parse_cases,
+    sweep_estimate,
+)
 from farm.cli import main
-from farm.bench.latency import (DEFAULT_CASES, BenchCase, bench, format_rows, parse_cases,
-                          sweep_estimate)
 from farm.report.papers import PAPER_LATENCY, paper_latency
 
 

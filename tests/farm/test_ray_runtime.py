@@ -12,10 +12,10 @@ import time
 import pytest
 
 from farm.run.loop import run_one
-from farm.sweep.runner import run_sweep
 from farm.run.spec import RunSpec
-from farm.sweep.store import Store
+from farm.sweep.runner import run_sweep
 from farm.sweep.spec import expand, parse_spec
+from farm.sweep.store import Store
 
 from .conftest import LOOPBACK, descendants, listeners_of, same_trace
 

@@ -221,6 +221,11 @@ def test_regress_passes_unchanged_code_and_fails_a_degraded_lynceus(tmp_path, mo
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if "cost_to_cno<=1.1" in line)
     assert "REGRESSION" in row and "synthetic / lynceus" in row
+    assert main(["regress", *args, "--json"]) == 1
+    gate = json.loads(capsys.readouterr().out)
+    assert gate["regressions"] >= 1 and gate["failed_runs"] == 0
+    row = next(r for r in gate["rows"] if r["quality"] == "cost_to_cno<=1.1")
+    assert (row["key"], row["verdict"], row["n"]) == ("synthetic / lynceus", "REGRESSION", 6)
 
 
 def test_regress_bad_input_exits_2_with_one_line(tmp_path, capsys):

@@ -15,8 +15,8 @@ import yaml
 from farm.cli import main
 from farm.run.loop import run_one
 from farm.run.spec import RunSpec
-from farm.sweep.store import Store, spec_from_dict
 from farm.sweep.spec import SpecError, expand, load_spec, parse_spec
+from farm.sweep.store import Store, spec_from_dict
 from optimizers.base import Suggestion
 from optimizers.random_search import RandomSearch
 

@@ -6,9 +6,14 @@ from __future__ import annotations
 import numpy as np
 
 from optimizers.acquisition.analytic import gauss_hermite
-from optimizers.acquisition.entropy import (entropy, information_gain_gp, joint_samples,
-                                            information_gain_refit, pmax_from_samples,
-                                            pmax_monte_carlo)
+from optimizers.acquisition.entropy import (
+    entropy,
+    information_gain_gp,
+    information_gain_refit,
+    joint_samples,
+    pmax_from_samples,
+    pmax_monte_carlo,
+)
 from optimizers.models.gp import GaussianProcess
 from optimizers.models.trees import TreeEnsemble
 

@@ -12,13 +12,15 @@ import pytest
 
 from farm.cli import main
 from farm.report.papers import PAPER_TABLE1
-from farm.run.recurring_job import recurring_job_metrics, table1
 from farm.run.loop import TIMING_COLUMNS, run_one
+from farm.run.recurring_job import recurring_job_metrics, table1
 from farm.run.spec import RunSpec
 from optimizers import make_optimizer
-from optimizers.acquisition.analytic import expected_improvement
+from optimizers.acquisition.analytic import (
+    expected_improvement,
+    log_expected_improvement,
+)
 from optimizers.base import Recommendation, Suggestion
-from optimizers.acquisition.analytic import log_expected_improvement
 from optimizers.guindani import ml_corrected
 from optimizers.models.ridge import RidgeModel, reciprocal_features
 from optimizers.taboo import TabooQueue

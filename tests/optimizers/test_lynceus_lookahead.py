@@ -11,7 +11,12 @@ import pytest
 from farm.run.loop import Stepper
 from optimizers.acquisition import expected_improvement, gauss_hermite
 from optimizers.lookahead import PathContext, Switches, explore_chunk, level_predictions
-from optimizers.models._kernels import forest_outputs, gaussian_summary, mix_key, std_floor
+from optimizers.models._kernels import (
+    forest_outputs,
+    gaussian_summary,
+    mix_key,
+    std_floor,
+)
 from optimizers.registry import make_optimizer
 from oracle.oracle import Oracle
 from oracle.synthetic import make_synthetic

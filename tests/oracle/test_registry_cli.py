@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 
@@ -41,7 +42,10 @@ def test_fetch_all_from_a_local_copy_then_list_and_time_the_loads(shared_dataset
         lines.append(f"  {name:<38} {time.perf_counter() - t0:.4f} s  ({d.table.num_rows} rows)")
     assert main(["datasets", "list", "--timing"]) == 0
     listing = capsys.readouterr().out.splitlines()
-    assert listing[0].split()[-1] == "load_s" and len(listing) == 2 + len(SOURCES) + 1
+    assert listing[0].split()[-2] == "load_s"
+    named = [line.split()[0] for line in listing[2:] if not line.startswith(" ")]
+    assert named == ["synthetic"] + sorted(SOURCES)
+    assert max(map(len, listing)) <= 100
     with capsys.disabled():
         print("\n" + "\n".join(lines))
 
@@ -64,19 +68,58 @@ def test_fetch_missing_files_says_what_to_put_where(tmp_path, isolated_cache):
                  f"{tmp_path}/lynceus/t2_rnn.csv", "farm datasets fetch lynceus-rnn --from",
                  "farm datasets import lynceus --from"):
         assert part in msg
-    assert list(isolated_cache.iterdir()) == []
+    assert not list(isolated_cache.glob("*.parquet"))
 
 
 def test_offline_fetch_names_the_files_and_the_commands(monkeypatch, isolated_cache, capsys):
     monkeypatch.setenv("OPTFARM_OFFLINE", "1")
     assert main(["datasets", "fetch", "scout-lr_huge_spark"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "69 files" in err
+    assert "\n" not in err and "69 files" in err and "OPTFARM_OFFLINE" in err
     assert "data/scout/osr_multiple_nodes_original/lr_huge_spark" in err
-    assert "DIR/scout/lr_huge_spark" in err and "farm datasets import scout" in err
+    assert f"{isolated_cache}/sources/scout/lr_huge_spark" in err
+    assert "farm datasets import scout" in err
     assert main(["datasets", "fetch", "no-such-data"]) == 2
     assert "unknown dataset 'no-such-data'" in capsys.readouterr().err
-    assert list(isolated_cache.iterdir()) == []
+    assert not list(isolated_cache.glob("*.parquet"))
+
+
+def test_offline_fetch_all_reports_every_missing_file_at_once(monkeypatch, isolated_cache,
+                                                             capsys):
+    """One summary line, and a manifest with one row per file: what to download, where to
+    put it (not 31 round trips, one dataset at a time)."""
+    monkeypatch.setenv("OPTFARM_OFFLINE", "1")
+    assert main(["datasets", "fetch", "all"]) == 2
+    err = capsys.readouterr().err.strip()
+    n_files = sum(len(s.files) for s in SOURCES.values())
+    manifest = isolated_cache / "fetch-missing.tsv"
+    assert "\n" not in err and len(err) < 300
+    assert f"{len(SOURCES)} datasets miss {n_files} files" in err and str(manifest) in err
+    rows = [line.split("\t") for line in manifest.read_text().splitlines()[1:]]
+    assert len(rows) == n_files and {r[0] for r in rows} == set(SOURCES)
+    assert ["lynceus-rnn", SOURCES["lynceus-rnn"].files[0][0],
+            str(isolated_cache / "sources" / "lynceus" / "t2_rnn.csv")] in rows
+    assert not list(isolated_cache.glob("*.parquet"))
+
+
+def test_fetch_takes_the_files_placed_as_the_manifest_says(shared_datasets, monkeypatch,
+                                                         isolated_cache):
+    monkeypatch.setenv("OPTFARM_OFFLINE", "1")
+    with pytest.raises(DatasetError):
+        fetch(["guindani-kmeans"])
+    for line in (isolated_cache / "fetch-missing.tsv").read_text().splitlines()[1:]:
+        _, _, put_at = line.split("\t")
+        Path(put_at).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shared_datasets / Path(put_at).relative_to(isolated_cache / "sources"),
+                    put_at)
+    assert fetch(["guindani-kmeans"]) == ["guindani-kmeans"]
+
+
+def test_an_unknown_dataset_gets_a_suggestion_on_one_short_line(capsys):
+    assert main(["run", "--dataset", "lynceus-cn"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and len(err) < 200, err
+    assert "did you mean 'lynceus-cnn'" in err and "farm datasets fetch lynceus-cnn" in err
 
 
 def test_show_json_has_the_documented_fields(shared_datasets, capsys):
