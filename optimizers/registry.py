@@ -34,6 +34,11 @@ OPTIMIZERS: dict[str, str] = {
     "eic-usd-gp": "bo:EIcUSDGP",
     "bo-ei": "bo:BoEI",
     "guindani": "guindani:Guindani",
+    # peers: need the optional extra optfarm[peers] (optimizers/peers/)
+    "optuna-tpe": "peers.optuna_samplers:OptunaTPE",
+    "optuna-gp": "peers.optuna_samplers:OptunaGP",
+    "optuna-cmaes": "peers.optuna_samplers:OptunaCmaEs",
+    "optuna-random": "peers.optuna_samplers:OptunaRandom",
 }
 
 

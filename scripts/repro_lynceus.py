@@ -7,6 +7,7 @@ thesis ch. 6) and print our numbers next to the papers'.
     nice python scripts/repro_lynceus.py obol --seeds 50
     nice python scripts/repro_lynceus.py nephele --seeds 30
     nice python scripts/repro_lynceus.py latency                # one core, LA = 0..3
+    nice python scripts/repro_lynceus.py peers tf --no-stop     # against the peers (optfarm[peers])
 
 Each run is driven exactly as ``farm.run.loop.run_one`` drives it (same oracle noise stream, the
 IDEAL policy's full-cost reveal), except that a run stops as soon as its recommendation is
@@ -29,7 +30,7 @@ import numpy as np
 
 from farm.run.loop import execute
 from farm.run.spec import RunSpec
-from optimizers.registry import make_optimizer
+from optimizers.registry import get, make_optimizer
 from oracle.oracle import Oracle
 from oracle.registry import available, load
 
@@ -41,7 +42,8 @@ def drive(task: dict) -> dict:
     """One run; returns the exploration cost at which each CNO target was first reached
     (keyed by the target), the final recommendation's CNO, evaluations, timeouts."""
     params = dict(task.get("params", {}))
-    if task.get("no_stop") and task["optimizer"] != "random":
+    stops = any(p.name == "stop_threshold" for p in get(task["optimizer"]).params)
+    if task.get("no_stop") and stops:
         params["stop_threshold"] = 0.0  # explore until the target CNO (or the space) is reached
     spec = RunSpec(task["dataset"], task["optimizer"], task["seed"], params,
                    budget=task.get("budget"), objective=task.get("objective"),
@@ -190,6 +192,50 @@ def scout_cherrypick(args) -> None:
               f"{fmt(q(vals['eic-usd'], .5))} | {fmt(b)} | {b / a:.2f}x ({paper}) |")
 
 
+PEERS = ("optuna-tpe", "optuna-gp", "optuna-cmaes", "optuna-random")
+LYNCEUS = "lynceus LA=2 tg"
+
+
+def peers(args) -> None:
+    """Lynceus (LA = 2, TG) against every peer (Optuna's samplers, optfarm[peers]) with the
+    paper's statistic: p50 / p90 exploration cost to reach CNO <= 1.1 per TF job, or pooled
+    over the Scout and CherryPick jobs in units of each job's mean configuration cost.
+    ``--report FILE ...`` prints the tables from earlier ``--out`` files instead of running."""
+    if args.report:
+        res = [r for f in args.report for r in json.load(open(f))]
+    else:
+        jobs = TF_JOBS if args.jobs == "tf" else [
+            d for d in available() if d.startswith(("scout-", "cherrypick-"))]
+        labels = {LYNCEUS: ("lynceus", {"la": 2, "timeout": "tg"}), **{p: (p, {}) for p in PEERS}}
+        if args.only:
+            labels = {k: v for k, v in labels.items() if k in args.only.split(";")}
+        tasks = [{"dataset": d, "optimizer": o, "params": p, "seed": s, "label": lab,
+                  "stop_cno": args.stop_cno, "max_evals": args.max_evals,
+                  "no_stop": args.no_stop}
+                 for lab, (o, p) in labels.items() for d in jobs for s in range(args.seeds)]
+        res = run_all(tasks, args.workers, args.out)
+    found = [lab for lab in (LYNCEUS, *PEERS) if any(r["label"] == lab for r in res)]
+    tf_jobs = [d for d in TF_JOBS if any(r["dataset"] == d for r in res)]
+    pooled = sorted({r["dataset"] for r in res} - set(TF_JOBS))
+    unit = {d: float(np.nanmean(Oracle(load(d)).true_cost[:, -1])) for d in pooled}
+    groups = [(d, [d], 1.0) for d in tf_jobs]
+    if pooled:
+        groups.append(("Scout+CherryPick (mean-config-cost units)", pooled, None))
+    print("\n| job | optimizer | seeds | p50 | p90 | not reached | p90 / Lynceus p90 |")
+    print("|---|---|---|---|---|---|---|")
+    for name, ds, scale in groups:
+        p90 = {}
+        for lab in found:
+            vals = [r["reached"]["1.1"] / (scale or unit[r["dataset"]]) for r in res
+                    if r["label"] == lab and r["dataset"] in ds]
+            if not vals:
+                continue
+            p90[lab] = q(vals, .9)
+            ratio = p90[lab] / p90[LYNCEUS] if LYNCEUS in p90 else math.nan
+            print(f"| {name} | {lab} | {len(vals) // len(ds)} | {fmt(q(vals, .5))} | "
+                  f"{fmt(p90[lab])} | {sum(map(math.isinf, vals))} | {ratio:.2f}x |")
+
+
 def obol(args) -> None:
     """OBOL vs cherrypick-trees on lynceus-cnn at budget 20 x mean configuration cost."""
     d = "lynceus-cnn"
@@ -286,6 +332,17 @@ def main(argv=None) -> int:
         s.add_argument("--all", action="store_true", help="tf: also LA=2 without timeout, "
                        "and the ideal and linear timeout policies")
         s.set_defaults(func=fn)
+    s = sub.add_parser("peers", help=peers.__doc__.split("\n")[0])
+    s.add_argument("jobs", choices=("tf", "scout-cherrypick"))
+    s.add_argument("--seeds", type=int, default=30)
+    s.add_argument("--workers", type=int, default=2)
+    s.add_argument("--stop-cno", type=float, default=1.1)
+    s.add_argument("--max-evals", type=int, default=400)
+    s.add_argument("--out", default=None, help="write per-run results as JSON")
+    s.add_argument("--no-stop", action="store_true", help="Lynceus' stop off (stop_threshold=0)")
+    s.add_argument("--only", default="", help="optimizer labels separated by ';'")
+    s.add_argument("--report", nargs="+", help="print the tables of these --out files")
+    s.set_defaults(func=peers)
     args = p.parse_args(argv)
     args.func(args)
     return 0
