@@ -9,8 +9,8 @@ import functools
 import math
 from typing import Any
 
-from farm.loop import run_one
-from farm.spec import RunSpec
+from farm.run.loop import run_one
+from farm.run.spec import RunSpec
 from oracle.oracle import Observation, Oracle
 from oracle.synthetic import make_synthetic
 

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from farm.loop import execute
+from farm.run.loop import execute
 from optimizers.peers.grid import GridView, constraint_values, penalised_objective
 from optimizers.registry import make_optimizer
 from oracle import Constraint, Dimension, Objective, Observation, Problem, SearchSpace
