@@ -16,7 +16,7 @@ from oracle.space import SearchSpace
 from .base import Optimizer, ParameterError
 from .executor import Executor
 
-__all__ = ["OPTIMIZERS", "available", "get", "make_optimizer"]
+__all__ = ["OPTIMIZERS", "available", "get", "is_peer", "make_optimizer"]
 
 # name -> "module:Class": a module of the optimizers package, or a dotted absolute module path
 # (an optimizer kept elsewhere, e.g. "mypkg.search:MySearch")
@@ -44,6 +44,12 @@ OPTIMIZERS: dict[str, str] = {
 
 def available() -> list[str]:
     return sorted(OPTIMIZERS)
+
+
+def is_peer(name: str) -> bool:
+    """``name`` is a peer (optimizers/peers/: what a user would pick instead of the papers'
+    optimizers), known without importing it."""
+    return OPTIMIZERS.get(name, "").startswith("peers.")
 
 
 def get(name: str) -> type[Optimizer]:

@@ -38,6 +38,7 @@ from farm.report.papers import PAPER_NUMBERS, PaperNumber
 __all__ = [
     "GUINDANI_METRICS",
     "REACH",
+    "peer_rows",
     "DatasetAnalysis",
     "Group",
     "analyse",
@@ -313,6 +314,35 @@ def paper_rows(analyses: Mapping[str, DatasetAnalysis],
     return rows
 
 
+# -- the paper's optimizers against the peers --------------------------------------------------
+# the paper's statistic per metric: p90 cost to CNO <= 1.1 (Lynceus), mean cost to 90% of the
+# optimum's Accuracy_C (TrimTuner)
+PEER_STAT = {"cno": ("reach_p90:cno<=1.1", "p90 cost to CNO <= 1.1"),
+             "accuracy_c": ("reach_mean:acc_c>=0.9opt", "mean cost to 90% of the optimum")}
+
+
+def peer_rows(analyses: Mapping[str, DatasetAnalysis]) -> list[dict[str, Any]]:
+    """Per dataset with peers (``optimizers.registry.is_peer``): every variant's statistic of
+    ``PEER_STAT`` and its ratio to the best peer's (below 1: better than every peer)."""
+    from optimizers.registry import is_peer
+
+    rows = []
+    for name, a in analyses.items():
+        key, quantity = PEER_STAT[a.metric]
+        peers = {label: a.stats[label][key] for label, g in a.groups.items()
+                 if is_peer(g.optimizer)}
+        if not peers:
+            continue
+        best = min(peers, key=peers.get)
+        for label, g in a.groups.items():
+            value = a.stats[label][key]
+            rows.append({"dataset": name, "optimizer": label,
+                         "kind": "peer" if is_peer(g.optimizer) else "paper",
+                         "statistic": quantity, "value": value, "best peer": best,
+                         "ratio to the best peer": _ratio(value, peers[best])})
+    return rows
+
+
 def _shared_params(a: Group, b: Group) -> int:
     """How many parameters two variants share (a ratio compares the closest variants, e.g.
     TrimTuner-GP with CMA-ES against TrimTuner-GP with CEA)."""
@@ -361,6 +391,10 @@ def write_report(analyses: Mapping[str, DatasetAnalysis], out_dir: Path,
     guindani = _guindani_rows(analyses)
     if guindani:
         body += ["<h2>Guindani et al. Table 1 metrics (means over seeds)</h2>", _table(guindani)]
+    peers = peer_rows(analyses)
+    if peers:
+        body += ["<h2>Against the peers (the paper's statistic; ratio below 1: better than "
+                 "the best peer)</h2>", _table(peers)]
     papers = sorted(paper_rows(analyses), key=lambda r: (r["section"], r["paper"], r["where"]))
     body.append("<h2>Published numbers beside ours</h2>")
     body.append(_table(papers) if papers else
