@@ -39,6 +39,7 @@ OPTIMIZERS: dict[str, str] = {
     "optuna-gp": "peers.optuna_samplers:OptunaGP",
     "optuna-cmaes": "peers.optuna_samplers:OptunaCmaEs",
     "optuna-random": "peers.optuna_samplers:OptunaRandom",
+    "smac-hpo": "peers.smac_facade:SmacHPO",
 }
 
 

@@ -134,6 +134,17 @@ def test_gp_sampler_runs_with_constraints(oracle):
         assert (max(trial.constraints.values()) <= 0) == opt.observed_feasible(obs)
 
 
+def test_smac_is_told_every_ask_and_evaluates_each_configuration_once(oracle):
+    pytest.importorskip("smac", reason="smac-hpo needs optfarm[peers]")
+    opt, ids = _drive(oracle, "smac-hpo", steps=12, n_trials=20)
+    assert len(ids) == 12 == len(set(ids))
+    assert len(opt.smac.runhistory) == len(ids) + opt.memory_answers
+    # infeasible runs are told the penalised cost
+    for s, obs in opt.history:
+        assert opt.answers[s.config_id][0] >= obs.cost
+        assert (opt.answers[s.config_id][0] > obs.cost) == (not opt.observed_feasible(obs))
+
+
 def test_patience_stops_a_peer_that_only_proposes_what_it_ran():
     pytest.importorskip("optuna", reason="the peers need optfarm[peers]")
     space = SearchSpace.product([Dimension("n", "ordinal", (1, 2, 3))], price_per_s=lambda c: 1.0)
