@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -99,11 +100,18 @@ def run_all(tasks: list[dict], workers: int, out: str | None) -> list[dict]:
             if len(results) % 25 == 0:
                 print(f"# {len(results)}/{len(tasks)} runs, {time.time() - t0:.0f} s",
                       file=sys.stderr, flush=True)
+                if out:   # what is done so far survives an interrupted run
+                    _write(out + ".partial", results)
     print(f"# {len(tasks)} runs in {time.time() - t0:.0f} s", file=sys.stderr)
     if out:
-        with open(out, "w") as f:
-            json.dump(results, f)
+        _write(out, results)
     return results
+
+
+def _write(path: str, results: list[dict]) -> None:
+    with open(path + ".tmp", "w") as f:
+        json.dump(results, f)
+    os.replace(path + ".tmp", path)
 
 
 def q(values, p) -> float:
@@ -192,12 +200,12 @@ def scout_cherrypick(args) -> None:
               f"{fmt(q(vals['eic-usd'], .5))} | {fmt(b)} | {b / a:.2f}x ({paper}) |")
 
 
-PEERS = ("optuna-tpe", "optuna-gp", "optuna-cmaes", "optuna-random")
+PEERS = ("optuna-tpe", "optuna-gp", "optuna-cmaes", "optuna-random", "smac-hpo")
 LYNCEUS = "lynceus LA=2 tg"
 
 
 def peers(args) -> None:
-    """Lynceus (LA = 2, TG) against every peer (Optuna's samplers, optfarm[peers]) with the
+    """Lynceus (LA = 2, TG) against every peer (Optuna, SMAC: optfarm[peers]) with the
     paper's statistic: p50 / p90 exploration cost to reach CNO <= 1.1 per TF job, or pooled
     over the Scout and CherryPick jobs in units of each job's mean configuration cost.
     ``--report FILE ...`` prints the tables from earlier ``--out`` files instead of running."""
