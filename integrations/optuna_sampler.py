@@ -67,8 +67,7 @@ class OptfarmSampler(optuna.samplers.BaseSampler):
     def recommendation(self) -> dict[str, Any] | None:
         """The configuration the optimizer would deploy now."""
         rec = self.optimizer.recommend()
-        rec = rec[0] if isinstance(rec, tuple) else rec
-        return None if rec is None else self.space.config(rec)
+        return None if rec is None else self.space.config(rec.config_id)
 
     # -- Optuna's sampler interface ------------------------------------------------------------
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
@@ -78,8 +77,7 @@ class OptfarmSampler(optuna.samplers.BaseSampler):
             if rec is None:
                 raise RuntimeError(f"OptfarmSampler: {self.optimizer.name} stopped before "
                                    "any configuration met the constraints")
-            config_id, fidelity = rec if isinstance(rec, tuple) else (rec, 1.0)
-            s = Suggestion(config_id, fidelity, info={"recommendation": True})
+            s = Suggestion(rec.config_id, rec.fidelity, info={"recommendation": True})
             try:
                 study.stop()
             except RuntimeError:   # study.ask() outside optimize(): the caller reads info

@@ -57,8 +57,7 @@ class OptfarmSearch(Searcher):
     def recommendation(self) -> dict[str, Any] | None:
         """The configuration the optimizer would deploy now."""
         rec = self.optimizer.recommend()
-        rec = rec[0] if isinstance(rec, tuple) else rec
-        return None if rec is None else self.space.config(rec)
+        return None if rec is None else self.space.config(rec.config_id)
 
     # -- Ray Tune's searcher interface ---------------------------------------------------------
     def set_search_properties(self, metric, mode, config, **spec) -> bool:

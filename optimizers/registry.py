@@ -35,11 +35,11 @@ OPTIMIZERS: dict[str, str] = {
     "bo-ei": "bo:BoEI",
     "guindani": "guindani:Guindani",
     # peers: need the optional extra optfarm[peers] (optimizers/peers/)
-    "optuna-tpe": "peers.optuna_samplers:OptunaTPE",
-    "optuna-gp": "peers.optuna_samplers:OptunaGP",
-    "optuna-cmaes": "peers.optuna_samplers:OptunaCmaEs",
-    "optuna-random": "peers.optuna_samplers:OptunaRandom",
-    "smac-hpo": "peers.smac_facade:SmacHPO",
+    "optuna-tpe": "optimizers.peers.optuna_samplers:OptunaTPE",
+    "optuna-gp": "optimizers.peers.optuna_samplers:OptunaGP",
+    "optuna-cmaes": "optimizers.peers.optuna_samplers:OptunaCmaEs",
+    "optuna-random": "optimizers.peers.optuna_samplers:OptunaRandom",
+    "smac-hpo": "optimizers.peers.smac_facade:SmacHPO",
 }
 
 
@@ -50,7 +50,7 @@ def available() -> list[str]:
 def is_peer(name: str) -> bool:
     """``name`` is a peer (optimizers/peers/: what a user would pick instead of the papers'
     optimizers), known without importing it."""
-    return OPTIMIZERS.get(name, "").startswith("peers.")
+    return OPTIMIZERS.get(name, "").startswith("optimizers.peers.")
 
 
 def get(name: str) -> type[Optimizer]:

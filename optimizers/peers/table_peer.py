@@ -20,7 +20,7 @@ from oracle.oracle import Observation
 from oracle.problem import Problem
 from oracle.space import SearchSpace
 
-from ..base import MissingExtra, Optimizer, Param, Suggestion
+from ..base import MissingExtra, Optimizer, Param, Recommendation, Suggestion
 from .grid import GridView, constraint_values, penalised_objective
 
 __all__ = ["TablePeer", "require"]
@@ -94,5 +94,5 @@ class TablePeer(Optimizer):
                                                                        observation))
         self.tell(handle, *self.answers[suggestion.config_id])
 
-    def recommend(self) -> int | None:
-        return self.best_observed()
+    def recommend(self) -> Recommendation | None:
+        return self.recommend_best_observed()

@@ -34,8 +34,8 @@ def _study(sampler, n_trials):
 
     def score(study, trial):
         rec = sampler.optimizer.recommend()
-        cnos.append(oracle().cno(rec) if rec is not None else float("nan"))
-        feasible.append(rec is not None and oracle().is_feasible(rec))
+        cnos.append(oracle().cno(rec.config_id) if rec is not None else float("nan"))
+        feasible.append(rec is not None and oracle().is_feasible(rec.config_id))
 
     study.optimize(objective, n_trials=n_trials, callbacks=[score])
     return study, cnos, feasible

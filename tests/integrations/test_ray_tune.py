@@ -33,8 +33,8 @@ def test_ray_tune_runs_lynceus_as_farm_run_does(ray_local, tmp_path):
     class Score(tune.Callback):
         def on_trial_complete(self, iteration, trials, trial, **info):
             rec = search.optimizer.recommend()
-            cnos.append(oracle().cno(rec) if rec is not None else float("nan"))
-            feasible.append(rec is not None and oracle().is_feasible(rec))
+            cnos.append(oracle().cno(rec.config_id) if rec is not None else float("nan"))
+            feasible.append(rec is not None and oracle().is_feasible(rec.config_id))
 
     tuner = tune.Tuner(synthetic_trainable,
                        tune_config=tune.TuneConfig(search_alg=search, num_samples=EVALUATIONS,

@@ -122,7 +122,7 @@ def test_tpe_recommends_the_best_observed_feasible(oracle):
     pytest.importorskip("optuna", reason="the peers need optfarm[peers]")
     opt, _ = _drive(oracle, "optuna-tpe", steps=30, seed=4)
     feasible = [(o.cost, s.config_id) for s, o in opt.history if opt.observed_feasible(o)]
-    assert opt.recommend() == min(feasible)[1]
+    assert opt.recommend().config_id == min(feasible)[1]
 
 
 def test_gp_sampler_runs_with_constraints(oracle):
