@@ -26,12 +26,17 @@ from oracle.spelling import did_you_mean
 
 from .executor import Executor, SerialExecutor
 
-__all__ = ["Param", "Suggestion", "Recommendation", "Optimizer", "ParameterError", "derive",
-           "fixed", "decision_margin"]
+__all__ = ["Param", "Suggestion", "Recommendation", "Optimizer", "ParameterError",
+           "MissingExtra", "derive", "fixed", "decision_margin"]
 
 
 class ParameterError(ValueError):
     """An optimizer parameter is unknown or out of its allowed range."""
+
+
+class MissingExtra(ParameterError):
+    """The optimizer wraps a library of an optional extra that is not installed (bad input:
+    the command line exits 2 with this one-line message)."""
 
 
 @dataclass(frozen=True)

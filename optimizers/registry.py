@@ -17,7 +17,7 @@ from oracle.spelling import did_you_mean
 from .base import Optimizer, ParameterError
 from .executor import Executor
 
-__all__ = ["OPTIMIZERS", "available", "get", "make_optimizer"]
+__all__ = ["OPTIMIZERS", "available", "get", "is_peer", "make_optimizer"]
 
 # name -> "module:Class": a module of the optimizers package, or a dotted absolute module path
 # (an optimizer kept elsewhere, e.g. "mypkg.search:MySearch")
@@ -35,11 +35,23 @@ OPTIMIZERS: dict[str, str] = {
     "eic-usd-gp": "bo:EIcUSDGP",
     "bo-ei": "bo:BoEI",
     "guindani": "guindani:Guindani",
+    # peers: need the optional extra optfarm[peers] (optimizers/peers/)
+    "optuna-tpe": "optimizers.peers.optuna_samplers:OptunaTPE",
+    "optuna-gp": "optimizers.peers.optuna_samplers:OptunaGP",
+    "optuna-cmaes": "optimizers.peers.optuna_samplers:OptunaCmaEs",
+    "optuna-random": "optimizers.peers.optuna_samplers:OptunaRandom",
+    "smac-hpo": "optimizers.peers.smac_facade:SmacHPO",
 }
 
 
 def available() -> list[str]:
     return sorted(OPTIMIZERS)
+
+
+def is_peer(name: str) -> bool:
+    """``name`` is a peer (optimizers/peers/: what a user would pick instead of the papers'
+    optimizers), known without importing it."""
+    return OPTIMIZERS.get(name, "").startswith("optimizers.peers.")
 
 
 def get(name: str) -> type[Optimizer]:

@@ -41,6 +41,7 @@ from farm.run.metrics import (
 
 __all__ = [
     "GUINDANI_METRICS",
+    "peer_rows",
     "DatasetAnalysis",
     "Group",
     "analyse",
@@ -293,6 +294,35 @@ def paper_rows(analyses: Mapping[str, DatasetAnalysis],
                 rows.append({"paper": n.paper, "where": n.where, "section": name,
                              "quantity": n.quantity, "paper value": n.published,
                              "note": n.note, "ours": ours, "our variants": compared})
+    return rows
+
+
+# -- the paper's optimizers against the peers --------------------------------------------------
+# the paper's statistic per metric: p90 cost to CNO <= 1.1 (Lynceus), mean cost to 90% of the
+# optimum's Accuracy_C (TrimTuner)
+PEER_STAT = {"cno": ("reach_p90:cno<=1.1", "p90 cost to CNO <= 1.1"),
+             "accuracy_c": ("reach_mean:acc_c>=0.9opt", "mean cost to 90% of the optimum")}
+
+
+def peer_rows(analyses: Mapping[str, DatasetAnalysis]) -> list[dict[str, Any]]:
+    """Per dataset with peers (``optimizers.registry.is_peer``): every variant's statistic of
+    ``PEER_STAT`` and its ratio to the best peer's (below 1: better than every peer)."""
+    from optimizers.registry import is_peer
+
+    rows = []
+    for name, a in analyses.items():
+        key, quantity = PEER_STAT[a.metric]
+        peers = {label: a.stats[label][key] for label, g in a.groups.items()
+                 if is_peer(g.optimizer)}
+        if not peers:
+            continue
+        best = min(peers, key=peers.get)
+        for label, g in a.groups.items():
+            value = a.stats[label][key]
+            rows.append({"dataset": name, "optimizer": label,
+                         "kind": "peer" if is_peer(g.optimizer) else "paper",
+                         "statistic": quantity, "value": value, "best peer": best,
+                         "ratio to the best peer": _ratio(value, peers[best])})
     return rows
 
 

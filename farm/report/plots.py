@@ -7,6 +7,7 @@ Each function takes the curves ``farm.report.analysis`` computed and writes one 
   - ``plot_accuracy``: mean Accuracy_C against exploration cost and time (TrimTuner Fig. 1-2);
   - ``plot_main_effects``, ``plot_interaction``: a sweep's sensitivity to its parameters
     (``farm.report.sensitivity``).
+Peers (``optimizers.registry.is_peer``) are drawn dashed beside the papers' optimizers.
 """
 
 from __future__ import annotations
@@ -25,9 +26,14 @@ __all__ = ["plot_accuracy", "plot_cno", "plot_interaction", "plot_main_effects",
 _CNO_CEILING = 1e3  # CNO drawn at most this high; no valid recommendation is drawn on top
 
 
-def _colors(labels: Sequence[str]) -> dict[str, tuple]:
+def _styles(labels: Sequence[str]) -> dict[str, dict]:
+    """Line colour per variant label (``optimizer[params]``); peers dashed."""
+    from optimizers.registry import is_peer
+
     cmap = plt.get_cmap("tab10")
-    return {label: cmap(i % 10) for i, label in enumerate(labels)}
+    return {label: {"color": cmap(i % 10),
+                    "ls": "--" if is_peer(label.split("[")[0]) else "-"}
+            for i, label in enumerate(labels)}
 
 
 def _save(fig, path: Path, title: str) -> Path:
@@ -43,12 +49,12 @@ def plot_cno(path: Path, dataset: str, grid: np.ndarray,
     """Two panels, p50 and p90 of CNO over seeds against exploration cost; ``curves[label]``
     holds arrays ``p50`` and ``p90`` over ``grid``. CNO = inf (no valid recommendation yet)
     is drawn at the top edge."""
-    colors = _colors(list(curves))
+    styles = _styles(list(curves))
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for ax, q in zip(axes, ("p50", "p90")):
         for label, c in curves.items():
             y = np.minimum(c[q], _CNO_CEILING)
-            ax.step(grid, y, where="post", color=colors[label], label=label, lw=1.6)
+            ax.step(grid, y, where="post", **styles[label], label=label, lw=1.6)
         ax.axhline(1.0, color="grey", lw=0.8, ls=":")
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -67,7 +73,7 @@ def plot_reach_cdf(path: Path, dataset: str,
     the target was first reached; ``reach[label][target]`` holds per-seed costs, inf when
     never reached (the CDF then stays below 1)."""
     targets = list(next(iter(reach.values())))
-    colors = _colors(list(reach))
+    styles = _styles(list(reach))
     fig, axes = plt.subplots(1, len(targets), figsize=(5.5 * len(targets), 4.2), sharey=True)
     axes = np.atleast_1d(axes)
     finite = np.concatenate([v[np.isfinite(v)] for r in reach.values() for v in r.values()])
@@ -79,7 +85,7 @@ def plot_reach_cdf(path: Path, dataset: str,
             x = np.concatenate([[lo], costs[np.isfinite(costs)], [hi]])
             y = np.concatenate([[0.0], np.arange(1, np.isfinite(costs).sum() + 1) / n])
             y = np.append(y, y[-1])
-            ax.step(x, y, where="post", color=colors[label], label=label, lw=1.6)
+            ax.step(x, y, where="post", **styles[label], label=label, lw=1.6)
         ax.set_xscale("log")
         ax.set_xlim(lo, hi)
         ax.set_ylim(0, 1.02)
@@ -97,12 +103,12 @@ def plot_accuracy(path: Path, dataset: str, optimum: float,
     ``panels[axis_name] = (grid, {label: mean curve})``; the feasible optimum and 90% of it
     are drawn as horizontal lines."""
     labels = list(next(iter(panels.values()))[1])
-    colors = _colors(labels)
+    styles = _styles(labels)
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), sharey=True)
     axes = np.atleast_1d(axes)
     for ax, (axis_name, (grid, curves)) in zip(axes, panels.items()):
         for label, y in curves.items():
-            ax.step(grid, y, where="post", color=colors[label], label=label, lw=1.6)
+            ax.step(grid, y, where="post", **styles[label], label=label, lw=1.6)
         ax.axhline(optimum, color="black", lw=0.8, ls="--", label="feasible optimum")
         ax.axhline(0.9 * optimum, color="grey", lw=0.8, ls=":", label="90% of optimum")
         ax.set_xscale("log")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.report import sensitivity
-from farm.report.analysis import DatasetAnalysis, paper_rows
+from farm.report.analysis import DatasetAnalysis, paper_rows, peer_rows
 from farm.report.lookahead import lookahead_rows
 from farm.report.papers import paper_latency
 from farm.report.pooled import pooled_reach_rows
@@ -82,6 +82,8 @@ SECTIONS: list[Section] = [
     Section("Sensitivity: main effects (median over runs at each level)",
             sensitivity.main_effect_rows),
     Section("Look-ahead: cost to reach CNO <= 1.1 per LA (Lynceus Fig. 8)", lookahead_rows),
+    Section("Against the peers (the paper's statistic; ratio below 1: better than the best "
+            "peer)", peer_rows),
     Section("Published numbers beside ours", published_rows,
             empty="No published experiment matches this sweep's datasets and optimizers."),
 ]

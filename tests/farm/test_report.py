@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from farm.report.analysis import analyse, paper_rows, variant_labels
+from farm.report.analysis import analyse, paper_rows, peer_rows, variant_labels
 from farm.report.page import write_report
 from farm.report.papers import PAPER_NUMBERS, PaperNumber, Selector
 from farm.run.loop import TRACE_SCHEMA, run_one
@@ -137,6 +137,27 @@ def test_every_published_number_names_a_statistic_the_report_computes():
     assert {n.stat for n in PAPER_NUMBERS} <= known
     for n in PAPER_NUMBERS:
         re.compile(n.datasets)
+
+
+def test_the_papers_optimizers_are_compared_with_the_best_peer(tmp_path):
+    # reach CNO <= 1.1 at costs (seeds 0, 1): lynceus 2, 4; optuna-tpe 3, 8; optuna-random 5, 6
+    runs = []
+    for opt, costs in (("lynceus", (2, 4)), ("optuna-tpe", (3, 8)), ("optuna-random", (5, 6))):
+        for seed, c in enumerate(costs):
+            runs.append(make_run(f"{opt}{seed}", "d", opt, seed, [1, c - 1], [3.0, 1.0],
+                                 [True, True]))
+    analyses = analyse(*sweep(runs))
+    rows = {r["optimizer"]: r for r in peer_rows(analyses)}
+    # p90 over two seeds is the larger (inverted CDF): lynceus 4, tpe 8, random 6
+    assert {k: r["value"] for k, r in rows.items()} == {"lynceus": 4, "optuna-tpe": 8,
+                                                         "optuna-random": 6}
+    assert {r["best peer"] for r in rows.values()} == {"optuna-random"}
+    assert rows["lynceus"]["ratio to the best peer"] == pytest.approx(4 / 6)
+    assert rows["lynceus"]["kind"] == "paper" and rows["optuna-tpe"]["kind"] == "peer"
+    write_report(analyses, tmp_path)
+    assert "Against the peers" in (tmp_path / "report.html").read_text()
+    # without a peer in the sweep there is no such table
+    assert peer_rows(analyse(*sweep(runs[:2]))) == []
 
 
 def test_report_page_is_self_contained_with_figures_and_tables(tmp_path):

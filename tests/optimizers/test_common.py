@@ -13,9 +13,11 @@ import pytest
 
 from farm.run.loop import Stepper, execute
 from optimizers.base import ParameterError, Recommendation
-from optimizers.registry import available, get, make_optimizer
+from optimizers.registry import get, make_optimizer
 from oracle.oracle import Oracle
 from oracle.synthetic import make_synthetic
+
+from .extras import optimizer_names
 
 # A few evaluations are enough to exercise each optimizer's whole loop; slow defaults
 # (MCMC chains) are shortened where an optimizer exposes them.
@@ -44,7 +46,7 @@ def _drive(oracle, name, seed, budget=math.inf, steps=STEPS):
     return opt, trace, stepper.spent
 
 
-@pytest.mark.parametrize("name", available())
+@pytest.mark.parametrize("name", optimizer_names())
 def test_suggestions_are_in_the_space(oracle, name):
     opt, trace, _ = _drive(oracle, name, seed=1)
     assert trace, f"{name} suggested nothing"
@@ -60,14 +62,14 @@ def test_suggestions_are_in_the_space(oracle, name):
         assert opt.uses_fidelity or rec.fidelity == 1.0
 
 
-@pytest.mark.parametrize("name", available())
+@pytest.mark.parametrize("name", optimizer_names())
 def test_same_seed_same_trace(oracle, name):
     _, a, _ = _drive(oracle, name, seed=3)
     _, b, _ = _drive(oracle, name, seed=3)
     assert a == b
 
 
-@pytest.mark.parametrize("name", available())
+@pytest.mark.parametrize("name", optimizer_names())
 def test_budget_is_respected(oracle, name):
     # a budget of about three average runs: the optimizer stops, or the loop does, with at
     # most one run beyond the budget
@@ -78,13 +80,13 @@ def test_budget_is_respected(oracle, name):
     assert spent - last < budget
 
 
-@pytest.mark.parametrize("name", available())
+@pytest.mark.parametrize("name", optimizer_names())
 def test_unknown_parameter_is_rejected(oracle, name):
     with pytest.raises(ParameterError, match="no_such_param"):
         make_optimizer(name, oracle.space, oracle.problem, 0, no_such_param=1)
 
 
-@pytest.mark.parametrize("name", available())
+@pytest.mark.parametrize("name", optimizer_names())
 def test_parameters_are_documented(name):
     cls = get(name)
     assert cls.summary, f"{name} has no summary line for `farm optimizers`"
@@ -103,7 +105,7 @@ def _runs(trace_suggestions):
     return [(s.config_id, f) for s in trace_suggestions for f in (s.fidelity, *s.snapshots)]
 
 
-@pytest.mark.parametrize("name", [n for n in available() if not get(n).repeats])
+@pytest.mark.parametrize("name", optimizer_names(lambda cls: not cls.repeats))
 def test_never_repeats_a_configuration(oracle, name):
     problem = oracle.problem.with_overrides(budget=math.inf)
     opt = make_optimizer(name, oracle.space, problem, 4, **FAST_PARAMS.get(name, {}))
@@ -124,7 +126,7 @@ def test_an_optimizer_that_repeats_says_so(oracle):
     assert get("guindani").repeats and not get("lynceus").repeats
 
 
-@pytest.mark.parametrize("name", available())
+@pytest.mark.parametrize("name", optimizer_names())
 def test_rejects_nan_and_inf_observations(oracle, name):
     opt = make_optimizer(name, oracle.space, oracle.problem, 0, **FAST_PARAMS.get(name, {}))
     s = opt.suggest()
@@ -138,7 +140,7 @@ def test_rejects_nan_and_inf_observations(oracle, name):
     assert len(opt.history) == 1 and opt.suggest() is not None
 
 
-@pytest.mark.parametrize("name", available())
+@pytest.mark.parametrize("name", optimizer_names())
 def test_every_parameter_the_code_reads_is_in_the_table(oracle, name):
     # variants fix parameters instead of dropping them: config holds every declared one, and
     # a fixed one accepts its value (a resolved run spec passes it back) but no other

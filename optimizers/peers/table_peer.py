@@ -1,0 +1,98 @@
+"""The part every peer shares: a library's ask/tell loop over a dataset's table.
+
+A peer asks its library for a point, maps it to the nearest measured configuration
+(``grid.GridView``), and either hands that configuration to the farm (a new evaluation) or,
+when it was already run (or is running), answers the library from memory at no charge: the
+value and constraint values it had, not an evaluation of the farm. After ``patience`` such
+answers in a row the peer stops (its library keeps proposing what it has run). A peer whose
+library has a constraint mechanism is told the objective and the constraint values; one
+without is told ``grid.penalised_objective``. The recommendation is the best configuration
+observed to meet the constraints (as ``random``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from typing import Any, ClassVar, Mapping
+
+from oracle.oracle import Observation
+from oracle.problem import Problem
+from oracle.space import SearchSpace
+
+from ..base import MissingExtra, Optimizer, Param, Recommendation, Suggestion
+from .grid import GridView, constraint_values, penalised_objective
+
+__all__ = ["TablePeer", "require"]
+
+
+def require(module: str, optimizer: str, extra: str = "peers") -> None:
+    """Raise ``MissingExtra`` (one line naming the extra) when ``module`` is not installed."""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ValueError:          # sys.modules[module] is None: the import is blocked
+        found = False
+    if not found:
+        raise MissingExtra(f"{optimizer} needs {module}, which is not installed: "
+                           f"pip install 'optfarm[{extra}]'")
+
+
+class TablePeer(Optimizer):
+    """A library's ask/tell loop over the table; subclasses implement ``ask`` and ``tell``."""
+
+    modules: ClassVar[tuple[str, ...]] = ()   # what the library needs installed
+    constrained: ClassVar[bool] = True        # the library takes constraint values
+    params = (Param("patience", 100, "already-run suggestions in a row (answered from memory) "
+                    "after which the peer stops", low=1),)
+
+    @classmethod
+    def resolve_params(cls, params: Mapping[str, Any]) -> dict[str, Any]:
+        for module in cls.modules:
+            require(module, cls.name)
+        return super().resolve_params(params)
+
+    def __init__(self, space: SearchSpace, problem: Problem, seed: int = 0, executor=None,
+                 **params: Any):
+        super().__init__(space, problem, seed, executor, **params)
+        self.grid = GridView(space)
+        self.answers: dict[int, tuple[float, list[float]]] = {}   # config_id -> told values
+        self.pending: dict[int, Any] = {}                         # config_id -> open handle
+        self.memory_answers = 0                                   # library trials not run
+
+    def ask(self) -> tuple[Any, Mapping[str, Any], int]:
+        """The library's next point: (handle to tell, {parameter: value}, its trial number)."""
+        raise NotImplementedError
+
+    def tell(self, handle: Any, value: float, constraints: list[float]) -> None:
+        """Tell the library the value (NaN: the run is pending) and constraint values."""
+        raise NotImplementedError
+
+    def startup(self) -> int:
+        """Evaluations the library spends on its initial design (the trace's init phase)."""
+        return 0
+
+    def suggest(self) -> Suggestion | None:
+        if self.spent >= self.problem.budget or len(self.answers) >= self.space.n_configs:
+            return None
+        for _ in range(self.config["patience"]):
+            handle, point, number = self.ask()
+            config_id = self.grid.nearest(point)
+            if config_id in self.answers or config_id in self.pending:
+                self.tell(handle, *self.answers.get(config_id, (math.nan, [])))
+                self.memory_answers += 1
+                continue
+            self.pending[config_id] = handle
+            phase = "init" if len(self.answers) < self.startup() else "search"
+            return Suggestion(config_id, 1.0, phase=phase, info={"trial": number})
+        return None
+
+    def _observe(self, suggestion: Suggestion, observation: Observation) -> None:
+        handle = self.pending.pop(suggestion.config_id)
+        value = (getattr(observation, self.problem.objective.metric) if self.constrained
+                 else penalised_objective(self.problem, observation))
+        self.answers[suggestion.config_id] = (value, constraint_values(self.problem,
+                                                                       observation))
+        self.tell(handle, *self.answers[suggestion.config_id])
+
+    def recommend(self) -> Recommendation | None:
+        return self.recommend_best_observed()

@@ -1,0 +1,82 @@
+"""OptfarmSampler drives a real Optuna study: Lynceus (timeout policy TG: time caps as pruned
+trials) chooses the same configurations as ``farm run`` with the same seed on the synthetic
+job, and reaches CNO <= 1.1 at the same evaluation."""
+
+from __future__ import annotations
+
+import pytest
+
+optuna = pytest.importorskip("optuna", reason="the Optuna adapter needs optfarm[peers]")
+
+from integrations.optuna_sampler import OptfarmSampler  # noqa: E402
+
+from .synthetic_job import (  # noqa: E402
+    EVALUATIONS,
+    OPTIMIZER,
+    PARAMS,
+    SEED,
+    evaluations_to,
+    farm_run,
+    oracle,
+    run_job,
+)
+
+
+def _study(sampler, n_trials):
+    space = oracle().space
+
+    def objective(trial):
+        config = {d.name: trial.suggest_categorical(d.name, list(d.values))
+                  for d in space.dimensions}
+        s = sampler.suggestion(trial)
+        obs = run_job(config, s.fidelity, s.time_cap)
+        trial.set_user_attr("time", obs.time)
+        trial.set_user_attr("accuracy", obs.accuracy)
+        if obs.timed_out:
+            trial.set_user_attr("cost", obs.cost)
+            raise optuna.TrialPruned()
+        return obs.cost
+
+    study = optuna.create_study(sampler=sampler)
+    cnos, feasible = [], []
+
+    def score(study, trial):
+        rec = sampler.optimizer.recommend()
+        cnos.append(oracle().cno(rec.config_id) if rec is not None else float("nan"))
+        feasible.append(rec is not None and oracle().is_feasible(rec.config_id))
+
+    study.optimize(objective, n_trials=n_trials, callbacks=[score])
+    return study, cnos, feasible
+
+
+def test_optuna_study_runs_lynceus_as_farm_run_does():
+    trace = farm_run()
+    sampler = OptfarmSampler(OPTIMIZER, oracle().space, oracle().problem, seed=SEED, **PARAMS)
+    study, cnos, feasible = _study(sampler, EVALUATIONS)
+    ids = [sampler.suggestion(t).config_id for t in study.trials]
+    assert ids == trace.column("config_id").to_pylist()
+    pruned = [t.state == optuna.trial.TrialState.PRUNED for t in study.trials]
+    assert pruned == trace.column("timed_out").to_pylist() and any(pruned)
+    reached = evaluations_to(cnos, feasible)
+    assert reached is not None
+    assert reached == evaluations_to(trace.column("incumbent_cno").to_pylist(),
+                                     trace.column("incumbent_feasible").to_pylist())
+    assert sampler.recommendation() == oracle().space.config(
+        trace.column("incumbent_config_id").to_pylist()[-1])
+
+
+def test_a_parameter_outside_the_space_is_named():
+    sampler = OptfarmSampler("random", oracle().space, oracle().problem, seed=0)
+    study = optuna.create_study(sampler=sampler)
+    with pytest.raises(ValueError, match="parameter 'gpu' is not a dimension"):
+        study.optimize(lambda t: len(t.suggest_categorical("gpu", ["a100", "h100"])), n_trials=1)
+
+
+def test_the_sampler_stops_the_study_on_the_recommendation():
+    # eic-usd stops on its own (1% marginal-reward rule); the study then ends on the
+    # recommendation, which is not told to the optimizer
+    sampler = OptfarmSampler("eic-usd", oracle().space, oracle().problem, seed=1)
+    study, _, _ = _study(sampler, 200)
+    last = sampler.suggestion(study.trials[-1])
+    assert last.info.get("recommendation") and len(study.trials) < 200
+    assert len(sampler.optimizer.history) == len(study.trials) - 1

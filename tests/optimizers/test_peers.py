@@ -1,0 +1,189 @@
+"""The peers (Optuna's samplers over a dataset's table): the nearest-configuration rule, the
+constraint values and penalty, memory answers that are not evaluations, constraints reaching
+the sampler, and the core working without the extra (optfarm[peers])."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from farm.run.loop import execute
+from optimizers.peers.grid import GridView, constraint_values, penalised_objective
+from optimizers.registry import make_optimizer
+from oracle import Constraint, Dimension, Objective, Observation, Problem, SearchSpace
+from oracle.oracle import Oracle
+from oracle.synthetic import make_synthetic
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    return Oracle(make_synthetic())
+
+
+def _point(grid: GridView, config_id: int) -> dict:
+    """The peer's parameters of a measured configuration: its value for a categorical, its
+    feature for an ordered dimension."""
+    config = grid.space.config(config_id)
+    return {c.dimension.name: config[c.dimension.name] if c.dimension.kind == "categorical"
+            else float(grid.space.features[config_id, c.start]) for c in grid.searched}
+
+
+# -- the nearest-configuration rule ------------------------------------------------------------
+def test_every_configuration_is_its_own_nearest(oracle):
+    grid = GridView(oracle.space)
+    ids = range(0, oracle.space.n_configs, 7)
+    assert [grid.nearest(_point(grid, i)) for i in ids] == list(ids)
+
+
+def test_nearest_breaks_ties_by_smallest_config_id_and_skips_constant_dimensions():
+    space = SearchSpace.product([Dimension("n", "ordinal", (2, 8), log=True),
+                                 Dimension("vm", "categorical", ("a", "b")),
+                                 Dimension("zone", "categorical", ("eu",))],
+                                price_per_s=lambda c: 1.0)
+    grid = GridView(space)
+    assert [name for name, _, _ in grid.parameters()] == ["n", "vm"]
+    assert grid.parameters()[1] == ("vm", "categorical", ("a", "b"))
+    # n = 4 is half-way between 2 and 8 on the log scale: configurations 0 (2, a) and 2 (8, a)
+    assert grid.nearest({"n": 0.5, "vm": "a"}) == 0
+    assert grid.nearest({"n": 0.6, "vm": "a"}) == 2
+    assert grid.nearest({"n": 0.6, "vm": "b"}) == 3
+
+
+def test_constraint_values_are_relative_violations():
+    problem = Problem(Objective("accuracy", "max"),
+                      (Constraint("time", "<=", 200.0), Constraint("accuracy", ">=", 0.8)))
+    assert constraint_values(problem, Observation(300.0, 1.0, 0.6)) == pytest.approx([0.5, 0.25])
+    assert constraint_values(problem, Observation(100.0, 1.0, 0.9)) == pytest.approx(
+        [-0.5, -0.125])
+    # a timed-out run violates every constraint, even one its partial values meet
+    assert all(v > 0 for v in constraint_values(problem, Observation(100.0, 1.0, 0.9,
+                                                                      timed_out=True)))
+
+
+def test_penalised_objective_scales_by_the_violation():
+    cost_problem = Problem(Objective("cost", "min"), (Constraint("time", "<=", 200.0),))
+    assert penalised_objective(cost_problem, Observation(300.0, 2.0)) == pytest.approx(3.0)
+    assert penalised_objective(cost_problem, Observation(100.0, 2.0)) == pytest.approx(2.0)
+    acc_problem = Problem(Objective("accuracy", "max"), (Constraint("cost", "<=", 0.1),))
+    # TrimTuner's Accuracy_C: accuracy x C_max / cost
+    assert penalised_objective(acc_problem, Observation(10.0, 0.15, 0.8)) == pytest.approx(
+        0.8 * 0.1 / 0.15)
+
+
+# -- the peers over the table -----------------------------------------------------------------
+def _drive(oracle, name, steps, seed=0, **params):
+    opt = make_optimizer(name, oracle.space, oracle.problem, seed, **params)
+    noise = np.random.default_rng(seed)
+    ids = []
+    for _ in range(steps):
+        s = opt.suggest()
+        if s is None:
+            break
+        opt.observe(s, execute(oracle, s, noise))
+        ids.append(s.config_id)
+    return opt, ids
+
+
+@pytest.mark.parametrize("name", ["optuna-tpe", "optuna-cmaes", "optuna-random"])
+def test_already_run_configurations_are_answered_from_memory(oracle, name):
+    pytest.importorskip("optuna", reason="the peers need optfarm[peers]")
+    opt, ids = _drive(oracle, name, steps=40)
+    assert len(ids) == len(set(ids)), "a configuration was evaluated twice"
+    trials = opt.study.get_trials(deepcopy=False)
+    assert len(trials) == len(ids) + opt.memory_answers
+    # every Optuna trial carries the value of the configuration its point maps to
+    for t in trials:
+        config_id = opt.grid.nearest(t.params)
+        assert t.value == opt.answers[config_id][0]
+
+
+def test_constraints_reach_tpe_and_cmaes_gets_a_penalty(oracle):
+    pytest.importorskip("optuna", reason="the peers need optfarm[peers]")
+    tpe, _ = _drive(oracle, "optuna-tpe", steps=20)
+    names = [str(c) for c in oracle.problem.constraints]
+    for s, obs in tpe.history:
+        trial = tpe.study.trials[s.info["trial"]]
+        assert list(trial.constraints) == names
+        assert (max(trial.constraints.values()) <= 0) == tpe.observed_feasible(obs)
+        assert trial.value == obs.cost
+    cmaes, _ = _drive(oracle, "optuna-cmaes", steps=20)
+    infeasible = [(s, o) for s, o in cmaes.history if not cmaes.observed_feasible(o)]
+    assert infeasible
+    for s, obs in infeasible:
+        trial = cmaes.study.trials[s.info["trial"]]
+        assert not trial.constraints and trial.value > obs.cost
+
+
+def test_tpe_recommends_the_best_observed_feasible(oracle):
+    pytest.importorskip("optuna", reason="the peers need optfarm[peers]")
+    opt, _ = _drive(oracle, "optuna-tpe", steps=30, seed=4)
+    feasible = [(o.cost, s.config_id) for s, o in opt.history if opt.observed_feasible(o)]
+    assert opt.recommend().config_id == min(feasible)[1]
+
+
+def test_gp_sampler_runs_with_constraints(oracle):
+    pytest.importorskip("torch", reason="optuna-gp needs torch (optfarm[peers])")
+    opt, ids = _drive(oracle, "optuna-gp", steps=4, seed=1, n_startup_trials=2)
+    assert len(ids) == 4 and opt.history[-1][0].phase == "search"
+    for s, obs in opt.history:
+        trial = opt.study.trials[s.info["trial"]]
+        assert (max(trial.constraints.values()) <= 0) == opt.observed_feasible(obs)
+
+
+def test_smac_is_told_every_ask_and_evaluates_each_configuration_once(oracle):
+    pytest.importorskip("smac", reason="smac-hpo needs optfarm[peers]")
+    opt, ids = _drive(oracle, "smac-hpo", steps=12, n_trials=20)
+    assert len(ids) == 12 == len(set(ids))
+    assert len(opt.smac.runhistory) == len(ids) + opt.memory_answers
+    # infeasible runs are told the penalised cost
+    for s, obs in opt.history:
+        assert opt.answers[s.config_id][0] >= obs.cost
+        assert (opt.answers[s.config_id][0] > obs.cost) == (not opt.observed_feasible(obs))
+
+
+def test_patience_stops_a_peer_that_only_proposes_what_it_ran():
+    pytest.importorskip("optuna", reason="the peers need optfarm[peers]")
+    space = SearchSpace.product([Dimension("n", "ordinal", (1, 2, 3))], price_per_s=lambda c: 1.0)
+    opt = make_optimizer("optuna-tpe", space, Problem(), seed=0, patience=5)
+    runs = 0
+    while (s := opt.suggest()) is not None:
+        opt.observe(s, Observation(time=1.0, cost=float(s.config_id + 1)))
+        runs += 1
+    assert runs <= 3 and opt.memory_answers >= 5
+    assert math.isclose(opt.spent, sum(o.cost for _, o in opt.history))
+
+
+# -- without the extra ------------------------------------------------------------------------
+_WITHOUT_OPTUNA = """
+import sys
+sys.modules["optuna"] = None       # as if optfarm[peers] were not installed
+from farm.cli import main
+code = main(["optimizers"])
+assert code == 0, code
+code = main(["run", "--optimizer", "random", "--iterations", "3"])
+assert code == 0, code
+assert sys.modules["optuna"] is None
+sys.exit(main(["run", "--optimizer", "optuna-tpe", "--iterations", "3"]))
+"""
+
+
+def test_core_works_without_the_extra_and_a_peer_names_it():
+    r = subprocess.run([sys.executable, "-c", _WITHOUT_OPTUNA], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 2, r.stderr
+    assert "optuna-tpe:" in r.stdout and "optuna-gp:" in r.stdout
+    assert r.stderr.strip().splitlines() == [
+        "farm: error: optuna-tpe needs optuna, which is not installed: "
+        "pip install 'optfarm[peers]'"]
+
+
+def test_the_core_does_not_import_optuna():
+    code = ("import sys; from farm.cli import main; main(['optimizers']); "
+            "main(['run', '--iterations', '3']); print('optuna' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "False"
