@@ -65,7 +65,7 @@ def test_lynceus_on_a_20_configuration_line_goes_on_until_it_has_an_answer():
         opt.observe(s, Observation(time=t, cost=t * n))
         steps.append(s)
     assert [s.phase for s in steps[:2]] == ["init", "init"]
-    assert opt.recommend() is not None and space.config(opt.recommend())["n"] >= 15
+    assert opt.recommend() is not None and space.config(opt.recommend().config_id)["n"] >= 15
 
 
 def test_bootstrap_keeps_the_papers_sizes_and_bounds_the_others():
@@ -103,7 +103,7 @@ def test_lynceus_models_a_named_metric_constraint_with_its_second_ensemble():
     # learnt as -rmsd >= -2.0 (the accuracy slot: value >= threshold)
     assert opt._acc_min == -2.0 and len(opt._acc_y) == 8
     assert all(y == -_md_run(space, c).value("rmsd") for y, c in zip(opt._acc_y, opt._acc_rows))
-    best = opt.recommend()
+    best = opt.recommend().config_id
     assert 0.5 * space.config(best)["dt"] + 0.3 <= 2.0
     with pytest.raises(ValueError, match="at most one constraint besides time and cost"):
         make_optimizer("lynceus", space, Problem(constraints=(
@@ -122,7 +122,7 @@ def test_eic_fits_a_gp_on_the_constrained_metric_and_prefers_feasible_configurat
     log_pf = opt._targets.log_pf(pred)
     feasible = np.array([0.5 * space.config(i)["dt"] + 0.3 <= 2.0 for i in ids])
     assert log_pf[feasible].mean() > log_pf[~feasible].mean()
-    assert feasible[opt.recommend()]
+    assert feasible[opt.recommend().config_id]
 
 
 def test_guindani_corrects_with_a_ridge_model_on_the_constrained_metric():
@@ -131,7 +131,7 @@ def test_guindani_corrects_with_a_ridge_model_on_the_constrained_metric():
     assert opt.limit == Constraint("rmsd", "<=", 2.0) and set(opt.metric_gps) == {"rmsd"}
     while (s := opt.suggest()) is not None:
         opt.observe(s, _md_run(space, s.config_id))
-    assert 0.5 * space.config(opt.recommend())["dt"] + 0.3 <= 2.0
+    assert 0.5 * space.config(opt.recommend().config_id)["dt"] + 0.3 <= 2.0
     # the Ridge model predicts rmsd: larger timesteps, larger predicted rmsd
     _, t_hat, _ = opt.log_acquisition(np.arange(space.n_configs))
     dt = np.array([space.config(i)["dt"] for i in range(space.n_configs)])
@@ -172,7 +172,7 @@ def test_guindani_band_needs_a_feasible_incumbent():
     opt.observe(Suggestion(8, phase="search"), Observation(time=95.0, cost=95.0 * 9))
     assert opt.stopped_at is None
     opt.observe(Suggestion(0, phase="search"), Observation(time=95.0, cost=95.0))
-    assert opt.stopped_at is not None and opt.recommend() == 0
+    assert opt.stopped_at is not None and opt.recommend().config_id == 0
 
 
 def test_random_and_the_oracle_replay_named_metrics(tmp_path):
