@@ -34,14 +34,16 @@ def constraint_checks(oracle: Oracle, config_id: int, trace: pa.Table,
                       fidelity: float = 1.0) -> list[dict[str, Any]]:
     """One entry per constraint of the problem: ``constraint`` (``time<=5330``), ``metric``,
     ``true`` (mean value) and ``holds`` on it, and the values ``observed`` when the run
-    evaluated this configuration at this fidelity (a timed-out run observes its cap)."""
+    evaluated this configuration at this fidelity (a timed-out run observes its cap; none for
+    a metric the trace does not record)."""
     ids = trace.column("config_id").to_numpy()
     fids = trace.column("fidelity").to_numpy()
     seen = (ids == config_id) & np.isclose(fids, fidelity)
     checks = []
     for c in oracle.problem.constraints:
         true = oracle.true_value(config_id, fidelity, metric=c.metric)
-        observed = trace.column(c.metric).to_numpy(zero_copy_only=False)[seen].astype(float)
+        observed = (trace.column(c.metric).to_numpy(zero_copy_only=False)[seen].astype(float)
+                    if c.metric in trace.column_names else [])
         with np.errstate(invalid="ignore"):
             holds = bool(c.holds(true))
         checks.append({"constraint": str(c), "metric": c.metric, "true": _number(true),

@@ -141,7 +141,8 @@ def _run_todo(todo, spec, store, tracker, report, backend, address, max_in_fligh
         with quiet:
             store.write_index(report.records.values())
         if tracker is not None:
-            tracker.close(failed=not report.complete)
+            # interrupted or lost: what is not logged yet is stored, and `farm sync` logs it
+            tracker.close(failed=not report.complete, drain=sys.exc_info()[1] is not None)
             report.tracking_offline = tracker.offline
 
 

@@ -327,11 +327,14 @@ class Tracker:
         except OSError:
             pass  # a cache: the server is searched when it is incomplete
 
-    def close(self, failed: bool = False) -> None:
-        """Wait for the runs submitted, mark orphans no stored run completed FAILED, and end
-        the parent run (FAILED when the sweep is not complete)."""
+    def close(self, failed: bool = False, drain: bool = False) -> None:
+        """Wait for the runs submitted (``drain``: drop those not logged yet, e.g. on Ctrl-C:
+        they are stored, ``farm sync`` logs them), mark orphans no stored run completed
+        FAILED, and end the parent run (FAILED when the sweep is not complete)."""
         if self._thread is None:
             return
+        if drain:
+            self._drain()
         self._queue.put(None)
         self._thread.join()
         self._thread = None
@@ -348,6 +351,14 @@ class Tracker:
             self._client.set_terminated(self.parent, "FAILED" if failed else "FINISHED")
         except Exception as e:
             self._warn("end sweep", e)
+
+    def _drain(self) -> None:
+        """Drop the runs still queued for the logger (they stay in the store)."""
+        while True:
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                return
 
     def log_sweep_artifacts(self, files: list[Path], artifact_path: str) -> bool:
         """Attach ``files`` (e.g. ``farm report``'s) to the sweep's parent run, under

@@ -91,7 +91,7 @@ def test_driver_stopped_by_sigterm_keeps_the_store_consistent(tmp_path):
 
     out = tmp_path / "out"
     args = [sys.executable, "-m", "farm", "sweep", "--datasets", "synthetic", "--optimizers",
-            "random", "--seeds", "40", "--out", str(out), "--serial", "--no-progress"]
+            "random", "--seeds", "2000", "--out", str(out), "--serial", "--no-progress"]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     end = time.monotonic() + 120
     while len(list((out / "runs").glob("*.json"))) < 2:

@@ -18,7 +18,8 @@ import pytest
 
 from farm.cli import main
 from farm.cli.run import Progress
-from farm.report.analysis import analyse, write_report
+from farm.report.analysis import analyse
+from farm.report.page import write_report
 
 from .test_report import make_run, sweep
 

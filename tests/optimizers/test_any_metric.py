@@ -11,6 +11,7 @@ import pytest
 
 from farm.run.loop import execute
 from optimizers import make_optimizer
+from optimizers.acquisition.analytic import constraints_log_pf
 from optimizers.base import Suggestion
 from optimizers.lynceus import bootstrap_size
 from oracle import Constraint, Dimension, Objective, Observation, Problem, SearchSpace
@@ -119,7 +120,7 @@ def test_eic_fits_a_gp_on_the_constrained_metric_and_prefers_feasible_configurat
         opt.observe(s, _md_run(space, s.config_id))
     ids = np.arange(space.n_configs)
     pred = opt._targets.predict(space.features[ids])
-    log_pf = opt._targets.log_pf(pred)
+    log_pf = constraints_log_pf(opt._targets.constraints, pred)
     feasible = np.array([0.5 * space.config(i)["dt"] + 0.3 <= 2.0 for i in ids])
     assert log_pf[feasible].mean() > log_pf[~feasible].mean()
     assert feasible[opt.recommend().config_id]

@@ -167,10 +167,10 @@ def test_ideal_policy_through_the_run_loop(lynceus_jobs):
 
 
 def test_farm_optimizers_shows_the_fixed_values(capsys):
-    assert farm_main(["optimizers"]) == 0
-    out = capsys.readouterr().out
-    block = out[out.index("cherrypick-trees:"):].split("\n\n")[0]
-    rows = {line.split()[0]: line.split()[1:3] for line in block.splitlines()[3:]}
+    assert farm_main(["optimizers", "cherrypick-trees"]) == 0
+    block = capsys.readouterr().out
+    rows = {line.split()[0]: line.split()[1:3] for line in block.splitlines()[3:]
+            if line.strip() and not line.startswith(" ")}
     assert rows["la"] == ["0", "fixed"] and rows["k"] == ["1", "fixed"]
     assert rows["init"] == ["random", "fixed"] and rows["n_init"] == ["5", "[1,"]
 
