@@ -124,8 +124,6 @@ def sources_dir() -> Path:
     datasets folder (``trimtuner/cnn.csv``, ``scout/<workload>/...``): files already there are
     not downloaded again, and the tests read the real data from here when no other copy
     exists."""
-    from .registry import data_dir
-
     return data_dir() / "sources"
 
 
@@ -221,7 +219,6 @@ def _missing_files(missing: dict[str, list[tuple[str, str]]], why: str, root: Pa
                    command: str, from_dir: bool) -> str:
     """One line for every missing file at once: how many, why, where the manifest (which
     file goes where) is written, and the command to run once they are in place."""
-    from .registry import data_dir
 
     manifest = data_dir() / MANIFEST_NAME
     manifest.parent.mkdir(parents=True, exist_ok=True)

@@ -180,7 +180,7 @@ def describe(s: dict, wall_s: float, first_run: bool = False) -> list[str]:
                      "cost limit / cost when it is over the cost limit)"))
     reached = []
     for label, v in s["exploration_cost_to_reach"].items():
-        words = {"cno<=2": "CNO<=2", "cno<=1.1": "CNO<=1.1",
+        words = {"cno<=2": "CNO<=2", "cno<=1.1": "CNO<=1.1", "cno<=1": "the optimum",
                  "acc_c>=0.9opt": "90% of the optimum's Accuracy_C"}.get(label, label)
         reached.append(f"{words} {'never' if v is None else 'after ' + _value('cost', v, unit)}")
     ratio = s["exploration_cost"] / best["cost"] if best and best.get("cost") else None
