@@ -66,20 +66,9 @@ class Expression:
         bad = np.flatnonzero(~np.isfinite(result))
         if len(bad):
             raise table.fail(label, bad[0], f"the formula gives {result[bad[0]]!r}")
-        low, high = checks.get("low", 0.0), checks.get("high")
-        if checks.get("strictly_positive"):
-            bad = np.flatnonzero(result <= 0)
-            if len(bad):
-                raise table.fail(label, bad[0], f"value {result[bad[0]]:g} must be positive")
-        if low is not None:
-            bad = np.flatnonzero(result < low)
-            if len(bad):
-                raise table.fail(label, bad[0], f"value {result[bad[0]]:g} is below {low:g}")
-        if high is not None:
-            bad = np.flatnonzero(result > high)
-            if len(bad):
-                raise table.fail(label, bad[0], f"value {result[bad[0]]:g} is above {high:g}")
-        return result
+        # a formula's floor is 0 unless it must be strictly positive (one message for both)
+        floor = None if checks.get("strictly_positive") else 0.0
+        return table.check_bounds(label, result, **{"low": floor, **checks})
 
     # -- parsing ------------------------------------------------------------------------------
     def _fail(self, what: str) -> DatasetError:

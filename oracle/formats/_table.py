@@ -75,24 +75,31 @@ class RawTable:
             what = ("missing value" if v is None or str(v).strip() in ("", "nan", "NaN", "NA")
                     else f"{v!r} is not a finite number")
             raise self.fail(name, bad[0], what)
-        if low is not None or strictly_positive:
-            floor = 0.0 if low is None else low
-            bad = np.flatnonzero(values < floor)
+        return self.check_bounds(name, values, low=low, high=high, integer=integer,
+                                 strictly_positive=strictly_positive)
+
+    def check_bounds(self, label: str, values: np.ndarray, *, low: float | None = 0.0,
+                     high: float | None = None, integer: bool = False,
+                     strictly_positive: bool = False) -> np.ndarray:
+        """``values`` (one per row, finite) within bounds, else the error naming ``label`` and
+        the first offending row's line; as ints with ``integer``."""
+        if low is not None:
+            bad = np.flatnonzero(values < low)
             if len(bad):
-                raise self.fail(name, bad[0], f"negative value {values[bad[0]]:g}"
-                                if floor == 0 else f"value {values[bad[0]]:g} is below {floor:g}")
+                raise self.fail(label, bad[0], f"negative value {values[bad[0]]:g}"
+                                if low == 0 else f"value {values[bad[0]]:g} is below {low:g}")
         if strictly_positive:
             bad = np.flatnonzero(values <= 0)
             if len(bad):
-                raise self.fail(name, bad[0], f"value {values[bad[0]]:g} must be positive")
+                raise self.fail(label, bad[0], f"value {values[bad[0]]:g} must be positive")
         if high is not None:
             bad = np.flatnonzero(values > high)
             if len(bad):
-                raise self.fail(name, bad[0], f"value {values[bad[0]]:g} is above {high:g}")
+                raise self.fail(label, bad[0], f"value {values[bad[0]]:g} is above {high:g}")
         if integer:
             bad = np.flatnonzero(values != np.round(values))
             if len(bad):
-                raise self.fail(name, bad[0], f"value {values[bad[0]]:g} is not an integer")
+                raise self.fail(label, bad[0], f"value {values[bad[0]]:g} is not an integer")
             return values.astype(np.int64)
         return values
 
