@@ -5,7 +5,12 @@ CNO <= 1.1 at the same evaluation."""
 
 from __future__ import annotations
 
-from .synthetic_job import (
+import pytest
+
+pytest.importorskip("ray.tune", reason="Ray Tune's dependencies come with optfarm[peers]",
+                    exc_type=ImportError)
+
+from .synthetic_job import (  # noqa: E402
     EVALUATIONS,
     OPTIMIZER,
     PARAMS,

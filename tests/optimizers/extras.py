@@ -9,7 +9,7 @@ from optimizers.base import MissingExtra
 from optimizers.registry import available, get
 
 
-def _missing(name: str) -> str | None:
+def missing_extra(name: str) -> str | None:
     try:
         get(name).resolve_params({})
     except MissingExtra as e:
@@ -19,5 +19,6 @@ def _missing(name: str) -> str | None:
 
 def optimizer_names(where=lambda cls: True) -> list:
     """The names of the optimizers whose class satisfies ``where``."""
-    return [pytest.param(n, marks=pytest.mark.skipif(bool(_missing(n)), reason=_missing(n) or ""))
+    return [pytest.param(n, marks=pytest.mark.skipif(bool(missing_extra(n)),
+                                                     reason=missing_extra(n) or ""))
             for n in available() if where(get(n))]
