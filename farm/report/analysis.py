@@ -10,7 +10,8 @@ The core, ``analyse(trace, summaries)``, works on plain inputs: a pyarrow table 
 The metrics (CNO, Accuracy_C, the reach targets, the quantile method, latency) are those of
 ``farm.run.metrics``. Curves are step functions of the cumulative exploration cost on a common
 cost grid per dataset (a run that stopped keeps its last recommendation); percentiles are taken
-over seeds at each grid point. Costs and times to reach a target are inf when never reached,
+over seeds at each grid point, except Lynceus Fig. 4's p90 curve, which pairs the p90 CNO and
+the p90 cost at each step, as the paper does (``paper_p90_curve``). Costs and times to reach a target are inf when never reached,
 reported as p50 / p90 over seeds, and for Accuracy_C also as the mean over seeds, the statistic
 of TrimTuner's figures.
 """
@@ -28,7 +29,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from farm.report.papers import PAPER_NUMBERS, PaperNumber
+from farm.report.papers import FIG4_STAT, PAPER_NUMBERS, PaperNumber
 from farm.run.metrics import (
     QUANTILE_METHOD,
     REACH_TARGETS,
@@ -45,7 +46,9 @@ __all__ = [
     "DatasetAnalysis",
     "Group",
     "analyse",
+    "cost_where_curve_reaches",
     "load_sweep",
+    "paper_p90_curve",
     "paper_rows",
     "variant_labels",
 ]
@@ -74,7 +77,8 @@ class DatasetAnalysis:
     cost_grid: np.ndarray
     time_grid: np.ndarray
     groups: dict[str, Group]
-    curves: dict[str, dict[str, np.ndarray]]    # label -> p50/p90 CNO or mean Accuracy_C
+    # label -> p50 CNO on the cost grid and Lynceus Fig. 4's p90 curve, or mean Accuracy_C
+    curves: dict[str, dict[str, np.ndarray]]
     reach: dict[str, dict[str, np.ndarray]]     # label -> target -> per-seed cost
     stats: dict[str, dict[str, Any]]            # label -> statistics (``group_stats``)
 
@@ -180,8 +184,9 @@ def _analyse_dataset(dataset: str, groups: dict[str, Group]) -> DatasetAnalysis:
         values = np.stack([_on_grid(t["cum_exploration_cost"], step_quality(t, metric),
                                     cost_grid, _before(metric)) for t in g.traces])
         if metric == "cno":
-            p50, p90 = np.quantile(values, [0.5, 0.9], axis=0, method=QUANTILE_METHOD)
-            curves[label] = {"p50": p50, "p90": p90}
+            fig4_cost, fig4_cno = paper_p90_curve(g.traces)
+            curves[label] = {"p50": np.quantile(values, 0.5, axis=0, method=QUANTILE_METHOD),
+                             "fig4_cost": fig4_cost, "fig4_cno": fig4_cno}
         else:
             by_time = np.stack([_on_grid(t["cum_exploration_time"], step_quality(t, metric),
                                          time_grid, 0.0) for t in g.traces])
@@ -190,8 +195,41 @@ def _analyse_dataset(dataset: str, groups: dict[str, Group]) -> DatasetAnalysis:
                    for target, thr in REACH_TARGETS[metric].items()}
         reach[label] = {target: r[:, 0] for target, r in reached.items()}
         stats[label] = group_stats(g, metric, reached)
+        if metric == "cno":
+            stats[label][FIG4_STAT] = cost_where_curve_reaches(
+                curves[label]["fig4_cost"], curves[label]["fig4_cno"], 1.0)
     return DatasetAnalysis(dataset, metric, optimum, cost_grid, time_grid, groups, curves,
                            reach, stats)
+
+
+def paper_p90_curve(traces: Sequence[Mapping[str, np.ndarray]], q: float = 0.9
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Lynceus Fig. 4 (Sec. VI-C): "the 90-th percentile of the CNO ... as a function of the
+    90-th percentile of the exploration cost". At each exploration step i (bootstrap
+    included), the q-quantile over runs of the cumulative exploration cost and the q-quantile
+    over runs of the incumbent's CNO; a run that stopped keeps its last cost and CNO, a run
+    without a feasible recommendation has CNO = inf. Returns (cost, cno), one entry a step."""
+    steps = max((len(t["cum_exploration_cost"]) for t in traces), default=0)
+    if steps == 0:
+        return np.empty(0), np.empty(0)
+    cost = np.stack([_held(t["cum_exploration_cost"], steps, 0.0) for t in traces])
+    cno = np.stack([_held(step_quality(t, "cno"), steps, math.inf) for t in traces])
+    return (np.quantile(cost, q, axis=0, method=QUANTILE_METHOD),
+            np.quantile(cno, q, axis=0, method=QUANTILE_METHOD))
+
+
+def _held(values: np.ndarray, steps: int, before: float) -> np.ndarray:
+    """``values`` padded to ``steps`` entries with its last one (``before`` if empty)."""
+    values = np.asarray(values, dtype=float)
+    last = values[-1] if len(values) else before
+    return np.concatenate([values, np.full(steps - len(values), last)])
+
+
+def cost_where_curve_reaches(cost: np.ndarray, cno: np.ndarray, threshold: float) -> float:
+    """The cost of a (cost, CNO) curve's first point with CNO <= threshold (the paper reads
+    Fig. 4 "where each curve reaches the optimum"); inf when it never does."""
+    hit = first_reach(np.asarray(cno), "cno", threshold, 1.0)
+    return math.inf if hit is None else float(cost[hit])
 
 
 def _grid(columns: list[np.ndarray]) -> np.ndarray:

@@ -1,7 +1,8 @@
 """The papers' figures as PNG files (matplotlib, Agg backend: no display needed).
 
 Each function takes the curves ``farm.report.analysis`` computed and writes one figure:
-  - ``plot_cno``: p50 and p90 of CNO against cumulative exploration cost (Lynceus Fig. 4);
+  - ``plot_cno``: p50 of CNO against cumulative exploration cost, and p90 of CNO against p90
+    of the cost step by step (Lynceus Fig. 4);
   - ``plot_reach_cdf``: CDFs of the exploration cost needed to reach CNO <= 2 and <= 1.1
     (Lynceus Fig. 5);
   - ``plot_accuracy``: mean Accuracy_C against exploration cost and time (TrimTuner Fig. 1-2);
@@ -46,21 +47,28 @@ def _save(fig, path: Path, title: str) -> Path:
 
 def plot_cno(path: Path, dataset: str, grid: np.ndarray,
              curves: Mapping[str, Mapping[str, np.ndarray]]) -> Path:
-    """Two panels, p50 and p90 of CNO over seeds against exploration cost; ``curves[label]``
-    holds arrays ``p50`` and ``p90`` over ``grid``. CNO = inf (no valid recommendation yet)
-    is drawn at the top edge."""
+    """Two panels: the p50 of CNO over seeds at each exploration cost (``curves[label]["p50"]``
+    over ``grid``), and Lynceus Fig. 4's form, the p90 of CNO against the p90 of the
+    exploration cost, step by step (``fig4_cost``, ``fig4_cno``; ``analysis.paper_p90_curve``).
+    CNO = inf (no valid recommendation yet) is drawn at the top edge."""
     styles = _styles(list(curves))
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    for ax, q in zip(axes, ("p50", "p90")):
+    panels = ((axes[0], "p50 of CNO over seeds at each cost", "cumulative exploration cost ($)",
+               lambda c: (grid, c["p50"])),
+              (axes[1], "Lynceus Fig. 4: p90 of CNO at each step",
+               "p90 of cumulative exploration cost at that step ($)",
+               lambda c: (c["fig4_cost"], c["fig4_cno"])))
+    for ax, title, xlabel, xy in panels:
         for label, c in curves.items():
-            y = np.minimum(c[q], _CNO_CEILING)
-            ax.step(grid, y, where="post", **styles[label], label=label, lw=1.6)
+            x, y = xy(c)
+            ax.step(x, np.minimum(y, _CNO_CEILING), where="post", **styles[label], label=label,
+                    lw=1.6)
         ax.axhline(1.0, color="grey", lw=0.8, ls=":")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_ylim(0.9, _CNO_CEILING * 1.2)
-        ax.set_xlabel("cumulative exploration cost ($)")
-        ax.set_title(f"{q} of CNO over seeds")
+        ax.set_xlabel(xlabel)
+        ax.set_title(title, fontsize=10)
         ax.grid(True, which="both", alpha=0.25)
     axes[0].set_ylabel("CNO (top edge: no feasible recommendation)")
     axes[1].legend(fontsize=8, loc="upper right")

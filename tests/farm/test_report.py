@@ -65,11 +65,14 @@ def test_cno_percentiles_are_step_functions_over_seeds_and_reach_costs_are_exact
     grid = a.cost_grid
     assert grid[0] == pytest.approx(1.0) and grid[-1] == pytest.approx(8.0)
     at = {x: int(np.argmin(abs(grid - x))) for x in (1.0, 2.0, 4.0, 8.0)}
-    p50, p90 = a.curves["opt"]["p50"], a.curves["opt"]["p90"]
+    p50 = a.curves["opt"]["p50"]
     # cost 1: runs a, b have 5 and 3, run c nothing yet (inf)
-    assert p50[at[1.0]] == 5.0 and p90[at[1.0]] == math.inf
+    assert p50[at[1.0]] == 5.0
     # cost 8: a = 1.0, b = 1.05, c = 2.0
-    assert p50[at[8.0]] == 1.05 and p90[at[8.0]] == 2.0
+    assert p50[at[8.0]] == 1.05
+    # Lynceus Fig. 4, step by step: the p90 of 3 runs is the largest
+    assert a.curves["opt"]["fig4_cost"].tolist() == [2.0, 4.0, 8.0]
+    assert a.curves["opt"]["fig4_cno"].tolist() == [math.inf, math.inf, 2.0]
     reach = a.reach["opt"]
     assert reach["cno<=2"].tolist() == [2.0, 8.0, 6.0]
     assert reach["cno<=1.1"].tolist() == [4.0, 8.0, math.inf]
@@ -123,6 +126,49 @@ def test_paper_numbers_appear_only_where_the_sweep_matches_the_experiment():
     lonely = PaperNumber("P", "Fig. 0", r"lynceus-cnn", "q", "final_p50", Selector("lynceus"),
                          1.0, baseline=Selector("cherrypick"))
     assert paper_rows(a, [lonely]) == []
+
+
+def test_lynceus_fig4_and_fig5_are_read_at_the_papers_points():
+    """Fig. 4: p90 CNO against p90 cost per step, read where the curve reaches CNO = 1; Fig. 5:
+    the CDFs of the cost to reach CNO <= 2 and <= 1.1 at 0.9. Ten runs per optimizer, so a
+    p90 is the 9th smallest value."""
+    lynceus = (
+        # five runs reach the optimum at cost 2, then spend a lot more
+        [make_run(f"l{s}", "lynceus-multilayer", "lynceus", s, [1, 1, 28, 10], [2, 1, 1, 1],
+                  [True] * 4) for s in range(5)]
+        # four reach it at cost 9
+        + [make_run(f"l{s}", "lynceus-multilayer", "lynceus", s, [3, 3, 3, 3], [2, 2, 1, 1],
+                    [True] * 4) for s in range(5, 9)]
+        # one stops after two steps at CNO 1.5 (it keeps cost 2 and CNO 1.5)
+        + [make_run("l9", "lynceus-multilayer", "lynceus", 9, [1, 1], [0.5, 1.5],
+                    [False, True])])
+    bo = [make_run(f"b{s}", "lynceus-multilayer", "eic-usd", s, [10] * 4, [3, 2, 1.05, 1],
+                   [True] * 4) for s in range(10)]
+    a = analyse(*sweep(lynceus + bo))["lynceus-multilayer"]
+    # per step, the 9th of the 10 cumulative costs and CNOs:
+    #   costs {1 x5, 3 x4, 1}, {2 x5, 6 x4, 2}, {30 x5, 9 x4, 2}, {40 x5, 12 x4, 2}
+    #   CNOs  {2 x9, inf},     {1 x5, 2 x4, 1.5}, {1 x9, 1.5},   {1 x9, 1.5}
+    assert a.curves["lynceus"]["fig4_cost"].tolist() == [3.0, 6.0, 30.0, 40.0]
+    assert a.curves["lynceus"]["fig4_cno"].tolist() == [2.0, 2.0, 1.0, 1.0]
+    # the curve reaches CNO = 1 at step 2, at p90 cost 30, although 9 of 10 runs had found
+    # the optimum by cost 9 (the p90 of the cost to reach it, Fig. 5's statistic)
+    assert a.stats["lynceus"]["fig4_p90_cost:cno<=1"] == 30.0
+    assert a.stats["lynceus"]["reach_p90:cno<=1"] == 9.0
+    assert a.stats["eic-usd"]["fig4_p90_cost:cno<=1"] == 40.0
+    rows = {r["quantity"]: r for r in paper_rows({"lynceus-multilayer": a})}
+    fig4 = "p90 exploration cost where the p90-CNO curve reaches CNO = 1"
+    assert rows[f"{fig4}, Lynceus ($)"]["ours"] == 30.0
+    assert rows[f"{fig4}, Lynceus ($)"]["paper value"] == 19.5
+    assert rows[f"{fig4}, BO ($)"]["ours"] == 40.0
+    assert rows[f"{fig4}, BO / Lynceus"]["ours"] == pytest.approx(40 / 30)
+    assert rows[f"{fig4}, BO / Lynceus"]["paper value"] == 11.0
+    # Fig. 5: Lynceus' first costs to CNO <= 2 are {1 x5, 3 x4, 2} (9th: 3), BO's all 20;
+    # to CNO <= 1.1, {2 x5, 9 x4, never} (9th: 9) against BO's 30
+    fig5 = "p90 exploration cost to reach CNO<={} (its CDF at 0.9), BO / Lynceus"
+    assert rows[fig5.format(2)]["ours"] == pytest.approx(20 / 3)
+    assert rows[fig5.format(2)]["paper value"] == 2.7
+    assert rows[fig5.format(1.1)]["ours"] == pytest.approx(30 / 9)
+    assert rows[fig5.format(1.1)]["paper value"] == 6.2
 
 
 def test_every_published_number_names_a_statistic_the_report_computes():
