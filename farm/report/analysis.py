@@ -324,14 +324,16 @@ def paper_rows(analyses: Mapping[str, DatasetAnalysis],
                 if not n.selector.matches(g.optimizer, g.params) or n.stat not in a.stats[label]:
                     continue
                 ours = a.stats[label][n.stat]
-                compared = label
+                compared, values = label, _short(ours)
                 if bases:
                     base = max(bases, key=lambda b: _shared_params(a.groups[b], g))
+                    values = f"{values} / {_short(a.stats[base][n.stat])}"
                     ours = _ratio(ours, a.stats[base][n.stat])
                     compared = f"{label} / {base}"
                 rows.append({"paper": n.paper, "where": n.where, "section": name,
                              "quantity": n.quantity, "paper value": n.published,
-                             "note": n.note, "ours": ours, "our variants": compared})
+                             "note": n.note, "ours": ours, "our variants": compared,
+                             "our values": values})
     return rows
 
 
@@ -368,6 +370,14 @@ def _shared_params(a: Group, b: Group) -> int:
     """How many parameters two variants share (a ratio compares the closest variants, e.g.
     TrimTuner-GP with CMA-ES against TrimTuner-GP with CEA)."""
     return sum(k in b.params and str(v) == str(b.params[k]) for k, v in a.params.items())
+
+
+def _short(value: float) -> str:
+    """A statistic as the ratio's terms are shown: 4 significant digits, "never" for inf (the
+    target was not reached at that percentile), "-" for NaN."""
+    if math.isnan(value):
+        return "-"
+    return "never" if math.isinf(value) else f"{value:.4g}"
 
 
 def _ratio(num: float, den: float) -> float:

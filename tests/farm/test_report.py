@@ -121,6 +121,9 @@ def test_paper_numbers_appear_only_where_the_sweep_matches_the_experiment():
     # BO reaches CNO <= 1.1 at cost 4, Lynceus at 3
     assert cno11["ours"] == pytest.approx(4 / 3) and cno11["paper value"] == 6.2
     assert cno11["our variants"] == "eic-usd / lynceus"
+    # BO's p90 CNO never reaches the optimum, Lynceus' does at cost 3 (Fig. 4a)
+    fig4 = next(r for r in rows if "reaches CNO = 1" in r["quantity"])
+    assert fig4["ours"] == math.inf and fig4["our values"] == "never / 3"
     assert not paper_rows(analyse(*sweep(runs("synthetic"))))
     # a number needing a baseline variant that is absent is not shown
     lonely = PaperNumber("P", "Fig. 0", r"lynceus-cnn", "q", "final_p50", Selector("lynceus"),
@@ -162,6 +165,8 @@ def test_lynceus_fig4_and_fig5_are_read_at_the_papers_points():
     assert rows[f"{fig4}, BO ($)"]["ours"] == 40.0
     assert rows[f"{fig4}, BO / Lynceus"]["ours"] == pytest.approx(40 / 30)
     assert rows[f"{fig4}, BO / Lynceus"]["paper value"] == 11.0
+    # a ratio shows its two terms, so "-" (BO's or Lynceus' curve never got there) is read
+    assert rows[f"{fig4}, BO / Lynceus"]["our values"] == "40 / 30"
     # Fig. 5: Lynceus' first costs to CNO <= 2 are {1 x5, 3 x4, 2} (9th: 3), BO's all 20;
     # to CNO <= 1.1, {2 x5, 9 x4, never} (9th: 9) against BO's 30
     fig5 = "p90 exploration cost to reach CNO<={} (its CDF at 0.9), BO / Lynceus"
