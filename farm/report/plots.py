@@ -22,6 +22,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from farm.report.sensitivity import RESPONSE_UNITS
+
 __all__ = ["plot_accuracy", "plot_cno", "plot_interaction", "plot_main_effects", "plot_reach_cdf"]
 
 _CNO_CEILING = 1e3  # CNO drawn at most this high; no valid recommendation is drawn on top
@@ -144,7 +146,8 @@ def plot_main_effects(path: Path, title: str, sens) -> Path:
         ax.set_xticks(x, [str(r["level"]) for r in rows])
         ax.set_title(f"{f}\n{100 * sens.importance[f]:.0f}% of the variance", fontsize=9)
         ax.grid(True, alpha=0.25)
-    axes[0][0].set_ylabel(f"{sens.response} (lower is better)")
+    axes[0][0].set_ylabel(f"{RESPONSE_UNITS[sens.response].split(' (')[0]}\n(lower is better)",
+                          fontsize=8)
     return _save(fig, path, title)
 
 

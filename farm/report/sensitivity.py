@@ -18,7 +18,10 @@ its two-way interaction. We use it rather than a random forest's permutation imp
 because the grid is full and small: the decomposition is exact, needs no model, and its terms
 add up. The bootstrap over seeds (resampling each cell's seeds) gives confidence intervals and
 the stability of the ranking; the smallest number of seeds at which the ranking's top parameter
-stays the same in 90% of the resamples is reported as the seeds it needs.
+stays the same in 90% of the resamples is reported as the seeds it needs ("more than N" when
+the sweep's N seeds are not enough). The shares split the variance of cell means *over seeds*,
+which seed noise inflates: the report also gives the share that noise alone would produce
+(``noise_share``), and the rest that interactions of three factors or more hold.
 """
 
 from __future__ import annotations
@@ -30,11 +33,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["RESPONSES", "Sensitivity", "by_optimizer", "factors_of", "figures", "importance_rows",
-           "main_effect_rows", "responses", "sensitivity"]
+__all__ = ["RESPONSES", "RESPONSE_UNITS", "Sensitivity", "by_optimizer", "factors_of", "figures",
+           "importance_rows", "main_effect_rows", "noise_share", "responses", "sensitivity"]
 
 RESPONSES = ("quality_auc", "final", "reach")
 CNO_CAP = 16.0
+# what each response's numbers are, for tables and axes (the module's docstring defines them)
+RESPONSE_UNITS = {
+    "quality_auc": "quality_auc (area under the shortfall curve)",
+    "final": "final: log2 CNO (capped at 16), or 1 - Accuracy_C / optimum's",
+    "reach": "reach: log10 $ to CNO<=1.1 or 90% of the optimum (never = 10x costliest)",
+}
 
 
 def factors_of(summaries: Sequence[Mapping]) -> dict[str, list]:
@@ -84,13 +93,16 @@ class Sensitivity:
     top_stability: float                     # share of resamples with the same top factor
     seeds_needed: int | None                 # smallest n seeds with top_stability >= 0.9
     cell_means: dict[tuple, float]
+    higher_order: float                      # share of interactions of three factors or more
+    noise: float                             # share seed noise alone would give (see below)
 
     def to_dict(self) -> dict:
         return {"response": self.response, "factors": self.factors, "n_seeds": self.n_seeds,
                 "main_effects": self.main_effects, "importance": self.importance,
                 "importance_ci": {k: list(v) for k, v in self.importance_ci.items()},
                 "ranking": self.ranking, "top_stability": self.top_stability,
-                "seeds_needed": self.seeds_needed}
+                "seeds_needed": self.seeds_needed, "higher_order": self.higher_order,
+                "noise": self.noise}
 
 
 def _anova(cells: np.ndarray) -> dict[tuple[int, ...], float]:
@@ -172,7 +184,18 @@ def sensitivity(summaries: Sequence[Mapping], response: str = "quality_auc",
     cell_means = {tuple(factors[f][c] for f, c in zip(names, cell)): float(data[cell].mean())
                   for cell in itertools.product(*(range(n) for n in shape))}
     return Sensitivity(response, factors, len(seeds), main, point, ci, ranking, stability,
-                       needed, cell_means)
+                       needed, cell_means, higher_order=max(0.0, 1.0 - sum(point.values())),
+                       noise=noise_share(data))
+
+
+def noise_share(data: np.ndarray) -> float:
+    """The share of the cell means' variance that seed noise alone would produce: the mean
+    within-cell variance over seeds (the last axis) divided by the number of seeds, over the
+    variance of the cell means. Near 1 (or above), the grid's differences are within seed
+    noise whatever the shares say; the shares are then not the parameters' effects."""
+    total = float(np.var(data.mean(axis=-1)))
+    expected = float(np.mean(np.var(data, axis=-1, ddof=1))) / data.shape[-1]
+    return math.inf if total <= 0 < expected else (expected / total if total > 0 else 0.0)
 
 
 def _label(key: tuple[int, ...], names: Sequence[str]) -> str:
@@ -206,14 +229,23 @@ def importance_rows(analyses: Mapping) -> list[dict]:
         for response, s in found.items():
             pairs = sorted((k for k in s.importance if " x " in k),
                            key=lambda k: -s.importance[k])[:2]
+            common = {"top factor stable in": f"{s.top_stability:.0%} of resamples",
+                      "seeds needed": (s.seeds_needed if s.seeds_needed is not None
+                                       else f"more than {s.n_seeds}"),
+                      "seeds": s.n_seeds}
             for rank, name in enumerate([*s.ranking, *pairs], 1):
                 lo, hi = s.importance_ci[name]
-                rows.append({"optimizer": optimizer, "response": response,
+                rows.append({"optimizer": optimizer, "response": RESPONSE_UNITS[response],
                              "rank": rank if " x " not in name else "pair", "factor": name,
                              "share of variance": f"{s.importance[name]:.1%}",
-                             "90% interval": f"{lo:.1%} - {hi:.1%}",
-                             "top factor stable in": f"{s.top_stability:.0%} of resamples",
-                             "seeds needed": s.seeds_needed, "seeds": s.n_seeds})
+                             "90% interval": f"{lo:.1%} - {hi:.1%}", **common})
+            if len(s.factors) > 2:
+                rows.append({"optimizer": optimizer, "response": RESPONSE_UNITS[response],
+                             "rank": "rest", "factor": "interactions of 3+ factors",
+                             "share of variance": f"{s.higher_order:.1%}", **common})
+            rows.append({"optimizer": optimizer, "response": RESPONSE_UNITS[response],
+                         "rank": "noise", "factor": "seed noise alone would give",
+                         "share of variance": f"{s.noise:.0%}", **common})
     return rows
 
 
@@ -225,7 +257,7 @@ def main_effect_rows(analyses: Mapping) -> list[dict]:
         for response, s in found.items():
             for factor in s.ranking:
                 for r in s.main_effects[factor]:
-                    rows.append({"optimizer": optimizer, "response": response,
+                    rows.append({"optimizer": optimizer, "response": RESPONSE_UNITS[response],
                                  "factor": factor, "level": r["level"],
                                  "median": r["median"],
                                  "90% interval": f"{r['ci_low']:.4g} - {r['ci_high']:.4g}"})

@@ -108,12 +108,16 @@ def test_variants_of_one_optimizer_are_labelled_by_the_parameters_that_differ():
     assert labels == {"x": "lynceus[la=1]", "y": "lynceus[la=2]", "z": "random"}
 
 
+LYNCEUS = {"la": 2, "gamma": 0.9, "timeout": "tg"}  # the paper's settings
+
+
 def test_paper_numbers_appear_only_where_the_sweep_matches_the_experiment():
-    def runs(dataset):
-        return [make_run(f"{dataset}{opt}{s}", dataset, opt, s, [1.0] * 4, cnos, [True] * 4)
+    def runs(dataset, lynceus=LYNCEUS):
+        return [make_run(f"{dataset}{opt}{s}{params}", dataset, opt, s, [1.0] * 4, cnos,
+                         [True] * 4, params=params)
                 for s in range(3)
-                for opt, cnos in (("lynceus", [3.0, 1.5, 1.0, 1.0]),
-                                  ("eic-usd", [3.0, 3.0, 1.9, 1.05]))]
+                for opt, cnos, params in (("lynceus", [3.0, 1.5, 1.0, 1.0], lynceus),
+                                          ("eic-usd", [3.0, 3.0, 1.9, 1.05], {}))]
     a = analyse(*sweep(runs("lynceus-cnn") + runs("synthetic")))
     rows = paper_rows(a)
     assert rows and all(r["section"] == "lynceus-cnn" for r in rows)
@@ -121,6 +125,9 @@ def test_paper_numbers_appear_only_where_the_sweep_matches_the_experiment():
     # BO reaches CNO <= 1.1 at cost 4, Lynceus at 3
     assert cno11["ours"] == pytest.approx(4 / 3) and cno11["paper value"] == 6.2
     assert cno11["our variants"] == "eic-usd / lynceus"
+    # Lynceus at other settings is not the paper's Lynceus: no BO / Lynceus row for it
+    other = analyse(*sweep(runs("lynceus-cnn", {**LYNCEUS, "timeout": "none"})))
+    assert not [r for r in paper_rows(other) if "BO / Lynceus" in r["quantity"]]
     # BO's p90 CNO never reaches the optimum, Lynceus' does at cost 3 (Fig. 4a)
     fig4 = next(r for r in rows if "reaches CNO = 1" in r["quantity"])
     assert fig4["ours"] == math.inf and fig4["our values"] == "never / 3"
@@ -138,13 +145,13 @@ def test_lynceus_fig4_and_fig5_are_read_at_the_papers_points():
     lynceus = (
         # five runs reach the optimum at cost 2, then spend a lot more
         [make_run(f"l{s}", "lynceus-multilayer", "lynceus", s, [1, 1, 28, 10], [2, 1, 1, 1],
-                  [True] * 4) for s in range(5)]
+                  [True] * 4, params=LYNCEUS) for s in range(5)]
         # four reach it at cost 9
         + [make_run(f"l{s}", "lynceus-multilayer", "lynceus", s, [3, 3, 3, 3], [2, 2, 1, 1],
-                    [True] * 4) for s in range(5, 9)]
+                    [True] * 4, params=LYNCEUS) for s in range(5, 9)]
         # one stops after two steps at CNO 1.5 (it keeps cost 2 and CNO 1.5)
         + [make_run("l9", "lynceus-multilayer", "lynceus", 9, [1, 1], [0.5, 1.5],
-                    [False, True])])
+                    [False, True], params=LYNCEUS)])
     bo = [make_run(f"b{s}", "lynceus-multilayer", "eic-usd", s, [10] * 4, [3, 2, 1.05, 1],
                    [True] * 4) for s in range(10)]
     a = analyse(*sweep(lynceus + bo))["lynceus-multilayer"]

@@ -43,6 +43,8 @@ def test_an_additive_effect_is_ranked_with_its_exact_share():
     assert s.importance["lynceus.gamma"] == pytest.approx(0.0, abs=1e-12)
     assert s.importance["lynceus.la x lynceus.timeout"] == pytest.approx(0.0, abs=1e-12)
     assert s.top_stability == 1.0 and s.seeds_needed == 2
+    # no seed noise, no interaction: the main effects hold all the variance
+    assert s.noise == 0.0 and s.higher_order == pytest.approx(0.0, abs=1e-12)
     medians = [row["median"] for row in s.main_effects["lynceus.la"]]
     assert medians == pytest.approx([0.05, 0.35, 0.65])
 
@@ -58,3 +60,24 @@ def test_a_grid_with_a_missing_cell_is_not_analysed():
     runs = [r for r in summaries(lambda la, g, t: 0.0)
             if not (r["params"]["la"] == 2 and r["params"]["timeout"] == "tg")]
     assert sensitivity(runs) is None
+
+
+def test_pure_seed_noise_is_recognised_as_noise():
+    """Without any effect the shares still rank something; the noise share says that seed
+    noise alone explains the differences between cells (about 1)."""
+    s = sensitivity(summaries(lambda la, g, t: 0.5, seeds=8, noise=0.05))
+    assert 0.5 < s.noise < 2.0
+    assert sum(s.importance.values()) + s.higher_order == pytest.approx(1.0)
+
+
+def test_a_three_way_interaction_is_the_rest():
+    # a product of signs (la 0 / 1 / 2: +1 / -1 / 0; gamma and timeout: -1 / +1) whose main
+    # effects and two-way margins all average to zero
+    sign = {0: 1, 1: -1, 2: 0}
+
+    def effect(la, g, t):
+        return 0.1 * sign[la] * (1 if g == 0.9 else -1) * (1 if t == "tg" else -1)
+
+    s = sensitivity(summaries(effect, noise=0.0))
+    assert s.higher_order == pytest.approx(1.0)
+    assert max(s.importance.values()) == pytest.approx(0.0, abs=1e-12)
