@@ -57,21 +57,22 @@ def write_report(analyses: Mapping[str, DatasetAnalysis], out_dir: Path,
 MAX_CURVES = 6
 
 
-def chosen_variants(a: DatasetAnalysis) -> list[str]:
-    """The variants a figure draws: all of them up to ``MAX_CURVES``; beyond, per optimizer
-    with several variants its best and worst (median ``quality_auc`` over seeds) and its
-    default settings, and every optimizer that has one variant (the baselines)."""
+def chosen_variants(a: DatasetAnalysis) -> dict[str, str]:
+    """The variants a figure draws, each with its role in the legend: all of them up to
+    ``MAX_CURVES`` (no role); beyond, per optimizer with several variants its best and worst
+    (median ``quality_auc`` over seeds) and its default settings, and every optimizer that
+    has one variant (the baselines, no role)."""
     if len(a.groups) <= MAX_CURVES:
-        return list(a.groups)
+        return dict.fromkeys(a.groups, "")
     from optimizers.registry import get
 
     by_optimizer: dict[str, list[str]] = {}
     for label, g in a.groups.items():
         by_optimizer.setdefault(g.optimizer, []).append(label)
-    keep = []
+    keep: dict[str, list[str]] = {}
     for optimizer, labels in by_optimizer.items():
         if len(labels) == 1:
-            keep += labels
+            keep[labels[0]] = []
             continue
         auc = {label: float(np.median([s.get("quality_auc", np.nan)
                                        for s in a.groups[label].summaries]))
@@ -79,19 +80,23 @@ def chosen_variants(a: DatasetAnalysis) -> list[str]:
         ranked = sorted(labels, key=lambda label: auc[label])
         defaults = get(optimizer).resolve_params({})
         default = [label for label in labels if a.groups[label].params == defaults]
-        keep += list(dict.fromkeys([ranked[0], *default, ranked[-1]]))
-    return keep
+        for label, role in ((ranked[0], "best quality_auc"),
+                            *((d, "default") for d in default),
+                            (ranked[-1], "worst quality_auc")):
+            keep.setdefault(label, []).append(role)
+    return {label: ", ".join(dict.fromkeys(roles)) for label, roles in keep.items()}
 
 
 def _figures(name: str, a: DatasetAnalysis, out_dir: Path) -> list[Path]:
-    """Lynceus Fig. 4-5 for CNO (p50/p90 CNO against cost; CDFs of the cost to reach CNO <= 2
-    and <= 1.1), TrimTuner Fig. 1-2 for Accuracy_C (mean against cost and time), for the
-    ``chosen_variants`` (a grid of 72 variants is read in the sensitivity section, not as 72
-    curves)."""
+    """Lynceus Fig. 4-5 for CNO (p50 CNO against cost and p90 CNO against p90 cost; CDFs of
+    the cost to reach CNO <= 2 and <= 1.1), TrimTuner Fig. 1-2 for Accuracy_C (mean against
+    cost and time), for the ``chosen_variants``, labelled with their role (a grid of 72
+    variants is read in the sensitivity section, not as 72 curves)."""
     slug = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)
-    chosen = chosen_variants(a)
-    curves = {k: v for k, v in a.curves.items() if k in chosen}
-    reach_by = {k: v for k, v in a.reach.items() if k in chosen}
+    shown = {label: f"{label} ({role})" if role else label
+             for label, role in chosen_variants(a).items()}
+    curves = {shown[k]: v for k, v in a.curves.items() if k in shown}
+    reach_by = {shown[k]: v for k, v in a.reach.items() if k in shown}
     if a.metric == "cno":
         return [plots.plot_cno(out_dir / f"cno_{slug}.png", name, a.cost_grid, curves),
                 plots.plot_reach_cdf(out_dir / f"reach_{slug}.png", name,

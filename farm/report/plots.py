@@ -13,6 +13,7 @@ Peers (``optimizers.registry.is_peer``) are drawn dashed beside the papers' opti
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from farm.report.sensitivity import RESPONSE_UNITS
 
@@ -30,13 +32,25 @@ _CNO_CEILING = 1e3  # CNO drawn at most this high; no valid recommendation is dr
 
 
 def _styles(labels: Sequence[str]) -> dict[str, dict]:
-    """Line colour per variant label (``optimizer[params]``); peers dashed."""
+    """Line colour per variant label (``optimizer[params] (role)``); peers dashed."""
     from optimizers.registry import is_peer
 
     cmap = plt.get_cmap("tab10")
     return {label: {"color": cmap(i % 10),
-                    "ls": "--" if is_peer(label.split("[")[0]) else "-"}
+                    "ls": "--" if is_peer(re.split(r"[\[ ]", label)[0]) else "-"}
             for i, label in enumerate(labels)}
+
+
+def _log_x(ax) -> None:
+    """A logarithmic x axis over the data already drawn (or the limits set), labelled in plain
+    numbers at the powers of ten, and at 2 and 5 times them when it spans less than three
+    decades (matplotlib's default labels minor ticks as overlapping "3x10^0" there)."""
+    ax.set_xscale("log")
+    lo, hi = ax.get_xlim()
+    subs = (1.0, 2.0, 5.0) if lo > 0 and hi / lo < 1e3 else (1.0,)
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def _save(fig, path: Path, title: str) -> Path:
@@ -66,7 +80,7 @@ def plot_cno(path: Path, dataset: str, grid: np.ndarray,
             ax.step(x, np.minimum(y, _CNO_CEILING), where="post", **styles[label], label=label,
                     lw=1.6)
         ax.axhline(1.0, color="grey", lw=0.8, ls=":")
-        ax.set_xscale("log")
+        _log_x(ax)
         ax.set_yscale("log")
         ax.set_ylim(0.9, _CNO_CEILING * 1.2)
         ax.set_xlabel(xlabel)
@@ -96,8 +110,8 @@ def plot_reach_cdf(path: Path, dataset: str,
             y = np.concatenate([[0.0], np.arange(1, np.isfinite(costs).sum() + 1) / n])
             y = np.append(y, y[-1])
             ax.step(x, y, where="post", **styles[label], label=label, lw=1.6)
-        ax.set_xscale("log")
         ax.set_xlim(lo, hi)
+        _log_x(ax)
         ax.set_ylim(0, 1.02)
         ax.set_xlabel(f"exploration cost to reach {target} ($)")
         ax.set_title(f"CDF over seeds, {target}")
@@ -121,7 +135,7 @@ def plot_accuracy(path: Path, dataset: str, optimum: float,
             ax.step(grid, y, where="post", **styles[label], label=label, lw=1.6)
         ax.axhline(optimum, color="black", lw=0.8, ls="--", label="feasible optimum")
         ax.axhline(0.9 * optimum, color="grey", lw=0.8, ls=":", label="90% of optimum")
-        ax.set_xscale("log")
+        _log_x(ax)
         ax.set_xlabel(axis_name)
         ax.set_title("mean Accuracy_C over seeds")
         ax.grid(True, which="both", alpha=0.25)
@@ -132,7 +146,8 @@ def plot_accuracy(path: Path, dataset: str, optimum: float,
 
 def plot_main_effects(path: Path, title: str, sens) -> Path:
     """One panel per factor of a ``farm.report.sensitivity.Sensitivity``: the median response
-    at each level with its 90% bootstrap interval, factors ordered by importance."""
+    at each level with its 90% bootstrap interval, and the mean (hollow diamonds; the shares
+    split the variance of means), factors ordered by importance."""
     factors = sens.ranking
     fig, axes = plt.subplots(1, len(factors), figsize=(3.2 * len(factors), 3.4), sharey=True,
                              squeeze=False)
@@ -142,10 +157,14 @@ def plot_main_effects(path: Path, title: str, sens) -> Path:
         med = np.array([r["median"] for r in rows])
         err = np.array([[r["median"] - r["ci_low"] for r in rows],
                         [r["ci_high"] - r["median"] for r in rows]])
-        ax.errorbar(x, med, yerr=err, marker="o", capsize=4, lw=1.4)
+        ax.errorbar(x, med, yerr=err, marker="o", capsize=4, lw=1.4,
+                    label="median, 90% interval")
+        ax.plot(x, [r["mean"] for r in rows], "D", mfc="none", color="C1", ms=7,
+                label="mean (what the share splits)")
         ax.set_xticks(x, [str(r["level"]) for r in rows])
         ax.set_title(f"{f}\n{100 * sens.importance[f]:.0f}% of the variance", fontsize=9)
         ax.grid(True, alpha=0.25)
+    axes[0][-1].legend(fontsize=7, loc="best")
     axes[0][0].set_ylabel(f"{RESPONSE_UNITS[sens.response].split(' (')[0]}\n(lower is better)",
                           fontsize=8)
     return _save(fig, path, title)

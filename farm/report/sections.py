@@ -79,7 +79,7 @@ SECTIONS: list[Section] = [
     Section("Scout and CherryPick jobs pooled (Lynceus Sec. VI)", pooled_reach_rows),
     Section("Sensitivity: parameter importance (functional ANOVA over the grid)",
             sensitivity.importance_rows, figures=sensitivity.figures),
-    Section("Sensitivity: main effects (median over runs at each level)",
+    Section("Sensitivity: main effects (median and mean over runs at each level)",
             sensitivity.main_effect_rows),
     Section("Look-ahead: cost to reach CNO <= 1.1 per LA (Lynceus Fig. 8)", lookahead_rows),
     Section("Against the peers (the paper's statistic; ratio below 1: better than the best "

@@ -86,7 +86,8 @@ class Sensitivity:
     response: str
     factors: dict[str, list]
     n_seeds: int
-    main_effects: dict[str, list[dict]]      # factor -> per level: median, ci_low, ci_high
+    # factor -> per level: median, ci_low, ci_high (of the median), mean (what the shares split)
+    main_effects: dict[str, list[dict]]
     importance: dict[str, float]             # factor or "a x b" -> share of the variance
     importance_ci: dict[str, tuple[float, float]]
     ranking: list[str]                       # factors by main-effect share, largest first
@@ -179,7 +180,8 @@ def sensitivity(summaries: Sequence[Mapping], response: str = "quality_auc",
             meds = [float(np.median(np.take(data[..., rng.integers(0, len(seeds), len(seeds))],
                                             j, axis=i))) for _ in range(n_boot)]
             rows.append({"level": lv, "median": med, "ci_low": float(np.quantile(meds, 0.05)),
-                         "ci_high": float(np.quantile(meds, 0.95))})
+                         "ci_high": float(np.quantile(meds, 0.95)),
+                         "mean": float(vals.mean())})
         main[f] = rows
     cell_means = {tuple(factors[f][c] for f, c in zip(names, cell)): float(data[cell].mean())
                   for cell in itertools.product(*(range(n) for n in shape))}
@@ -189,13 +191,22 @@ def sensitivity(summaries: Sequence[Mapping], response: str = "quality_auc",
 
 
 def noise_share(data: np.ndarray) -> float:
-    """The share of the cell means' variance that seed noise alone would produce: the mean
-    within-cell variance over seeds (the last axis) divided by the number of seeds, over the
-    variance of the cell means. Near 1 (or above), the grid's differences are within seed
-    noise whatever the shares say; the shares are then not the parameters' effects."""
-    total = float(np.var(data.mean(axis=-1)))
-    expected = float(np.mean(np.var(data, axis=-1, ddof=1))) / data.shape[-1]
-    return math.inf if total <= 0 < expected else (expected / total if total > 0 else 0.0)
+    """The share of the cell means' variance that seed noise alone would produce. Seeds are
+    common random numbers (a seed is the same bootstrap sample and oracle noise in every
+    cell), so the noise is what is left of each run after its cell's mean and its seed's mean
+    over the cells: sigma^2 = sum of squares / ((cells - 1)(seeds - 1)), and the cell means'
+    variance it alone gives is sigma^2 / seeds x (cells - 1) / cells. Near 1 or above, the
+    grid's differences are within seed noise, whatever the shares say."""
+    cells = data.reshape(-1, data.shape[-1])
+    n_cells, n_seeds = cells.shape
+    total = float(np.var(cells.mean(axis=1)))
+    resid = (cells - cells.mean(axis=1, keepdims=True) - cells.mean(axis=0, keepdims=True)
+             + cells.mean())
+    sigma2 = float(np.sum(resid ** 2)) / ((n_cells - 1) * (n_seeds - 1))
+    expected = sigma2 / n_seeds * (n_cells - 1) / n_cells
+    if total <= 0:
+        return math.inf if expected > 0 else 0.0
+    return expected / total
 
 
 def _label(key: tuple[int, ...], names: Sequence[str]) -> str:
@@ -251,7 +262,9 @@ def importance_rows(analyses: Mapping) -> list[dict]:
 
 def main_effect_rows(analyses: Mapping) -> list[dict]:
     """Per optimizer grid, response, factor and level: the median response over every run at
-    that level with its 90% bootstrap interval over seeds."""
+    that level with its 90% bootstrap interval over seeds, and the mean, the statistic whose
+    variance the importance shares split (a median can stay put while the mean moves, e.g.
+    when most runs reach the optimum and a few fail badly)."""
     rows = []
     for optimizer, found in by_optimizer(analyses).items():
         for response, s in found.items():
@@ -260,7 +273,8 @@ def main_effect_rows(analyses: Mapping) -> list[dict]:
                     rows.append({"optimizer": optimizer, "response": RESPONSE_UNITS[response],
                                  "factor": factor, "level": r["level"],
                                  "median": r["median"],
-                                 "90% interval": f"{r['ci_low']:.4g} - {r['ci_high']:.4g}"})
+                                 "90% interval": f"{r['ci_low']:.4g} - {r['ci_high']:.4g}",
+                                 "mean": r["mean"]})
     return rows
 
 

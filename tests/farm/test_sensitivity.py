@@ -47,6 +47,21 @@ def test_an_additive_effect_is_ranked_with_its_exact_share():
     assert s.noise == 0.0 and s.higher_order == pytest.approx(0.0, abs=1e-12)
     medians = [row["median"] for row in s.main_effects["lynceus.la"]]
     assert medians == pytest.approx([0.05, 0.35, 0.65])
+    assert [row["mean"] for row in s.main_effects["lynceus.la"]] == pytest.approx(
+        [0.05, 0.35, 0.65])
+
+
+def test_a_main_effect_mean_moves_where_its_median_does_not():
+    """Most runs at the optimum, a few far off at one level: the median stays, the mean (the
+    statistic the shares split) moves."""
+    runs = summaries(lambda la, g, t: 0.0, seeds=10, noise=0.0)
+    for r in runs:
+        if r["params"]["la"] == 2 and r["seed"] < 2:
+            r["quality_auc"] = 1.0
+    s = sensitivity(runs)
+    la2 = s.main_effects["lynceus.la"][2]
+    assert la2["median"] == 0.0 and la2["mean"] == pytest.approx(0.2)
+    assert s.ranking[0] == "lynceus.la"
 
 
 def test_a_pure_interaction_has_no_main_effect():
@@ -62,12 +77,27 @@ def test_a_grid_with_a_missing_cell_is_not_analysed():
     assert sensitivity(runs) is None
 
 
+def with_seed_offsets(runs, scale):
+    """Each seed shifts every cell by the same amount (a seed is the same bootstrap sample
+    everywhere): common random numbers."""
+    offset = np.random.default_rng(1).normal(size=100) * scale
+    return [{**r, "quality_auc": r["quality_auc"] + offset[r["seed"]]} for r in runs]
+
+
 def test_pure_seed_noise_is_recognised_as_noise():
     """Without any effect the shares still rank something; the noise share says that seed
-    noise alone explains the differences between cells (about 1)."""
+    noise alone explains the differences between cells (about 1), also when each seed moves
+    every cell alike (which cancels in the differences between cells)."""
     s = sensitivity(summaries(lambda la, g, t: 0.5, seeds=8, noise=0.05))
     assert 0.5 < s.noise < 2.0
     assert sum(s.importance.values()) + s.higher_order == pytest.approx(1.0)
+    shifted = sensitivity(with_seed_offsets(summaries(lambda la, g, t: 0.5, seeds=8,
+                                                      noise=0.05), scale=1.0))
+    assert shifted.noise == pytest.approx(s.noise)
+    # a real effect well above the noise: a small noise share
+    real = sensitivity(with_seed_offsets(summaries(lambda la, g, t: 0.3 * la, seeds=8,
+                                                   noise=0.05), scale=1.0))
+    assert real.noise < 0.05 and real.ranking[0] == "lynceus.la"
 
 
 def test_a_three_way_interaction_is_the_rest():
