@@ -24,8 +24,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from farm.report.sensitivity import RESPONSE_UNITS
-
 __all__ = ["plot_accuracy", "plot_cno", "plot_interaction", "plot_main_effects", "plot_reach_cdf"]
 
 _CNO_CEILING = 1e3  # CNO drawn at most this high; no valid recommendation is drawn on top
@@ -144,7 +142,7 @@ def plot_accuracy(path: Path, dataset: str, optimum: float,
     return _save(fig, path, dataset)
 
 
-def plot_main_effects(path: Path, title: str, sens) -> Path:
+def plot_main_effects(path: Path, title: str, sens, ylabel: str) -> Path:
     """One panel per factor of a ``farm.report.sensitivity.Sensitivity``: the median response
     at each level with its 90% bootstrap interval, and the mean (hollow diamonds; the shares
     split the variance of means), factors ordered by importance."""
@@ -162,11 +160,12 @@ def plot_main_effects(path: Path, title: str, sens) -> Path:
         ax.plot(x, [r["mean"] for r in rows], "D", mfc="none", color="C1", ms=7,
                 label="mean (what the share splits)")
         ax.set_xticks(x, [str(r["level"]) for r in rows])
-        ax.set_title(f"{f}\n{100 * sens.importance[f]:.0f}% of the variance", fontsize=9)
+        lo, hi = sens.importance_ci[f]
+        ax.set_title(f"{f}\n{100 * sens.importance[f]:.0f}% of the variance "
+                     f"(90%: {100 * lo:.0f}-{100 * hi:.0f}%)", fontsize=9)
         ax.grid(True, alpha=0.25)
     axes[0][-1].legend(fontsize=7, loc="best")
-    axes[0][0].set_ylabel(f"{RESPONSE_UNITS[sens.response].split(' (')[0]}\n(lower is better)",
-                          fontsize=8)
+    axes[0][0].set_ylabel(f"{ylabel}\n(lower is better)", fontsize=8)
     return _save(fig, path, title)
 
 

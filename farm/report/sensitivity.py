@@ -44,6 +44,8 @@ RESPONSE_UNITS = {
     "final": "final: log2 CNO (capped at 16), or 1 - Accuracy_C / optimum's",
     "reach": "reach: log10 $ to CNO<=1.1 or 90% of the optimum (never = 10x costliest)",
 }
+_AXIS = {"quality_auc": "quality_auc", "final": "final shortfall",
+         "reach": "log10 cost to the target"}
 
 
 def factors_of(summaries: Sequence[Mapping]) -> dict[str, list]:
@@ -294,7 +296,8 @@ def figures(analyses: Mapping, out_dir) -> list:
         for response, s in found.items():
             files.append(plots.plot_main_effects(
                 out_dir / f"sensitivity_{slug}_{response}.png",
-                f"{optimizer}: main effects on {response}", s))
+                f"{optimizer}: main effects on {response}", s,
+                ylabel=_AXIS[response]))
         s = found["quality_auc"]
         pairs = sorted((k for k in s.importance if " x " in k), key=lambda k: -s.importance[k])
         for pair in pairs[:2]:

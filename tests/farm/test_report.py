@@ -383,9 +383,10 @@ def test_a_large_grid_draws_its_best_worst_and_default_variants_only():
     chosen = chosen_variants(a)
     auc = {label: np.median([s["quality_auc"] for s in g.summaries])
            for label, g in a.groups.items()}
-    # each is drawn with its role in the legend
-    assert chosen[min(auc, key=auc.get)].startswith("best quality_auc")
-    assert chosen[max(auc, key=auc.get)].endswith("worst quality_auc")
+    # each is drawn with its role in the legend (ties: either of the tied variants)
+    [best] = [label for label, role in chosen.items() if "best quality_auc" in role]
+    [worst] = [label for label, role in chosen.items() if "worst quality_auc" in role]
+    assert auc[best] == min(auc.values()) and auc[worst] == max(auc.values())
     assert "default" in chosen["random[n_init=1]"]          # the default setting
     assert len(chosen) <= 3
 def test_lookahead_table_gives_quantiles_per_la_and_the_p90_ratio_to_la0():
