@@ -129,9 +129,11 @@ def _anova(cells: np.ndarray) -> dict[tuple[int, ...], float]:
 def sensitivity(summaries: Sequence[Mapping], response: str = "quality_auc",
                 n_boot: int = 200, seed: int = 0) -> Sensitivity | None:
     """The analysis of ``response`` over the sweep's grid, or None without a full grid (every
-    combination of the factors' levels present with the same seeds)."""
+    combination of the factors' levels present with the same seeds) or without an optimizer
+    parameter among the factors (datasets alone would hold 100% of the variance by
+    definition: no sensitivity to read)."""
     factors = factors_of(summaries)
-    if not factors:
+    if set(factors) <= {"dataset"}:
         return None
     names = list(factors)
     index = {f: {lv: i for i, lv in enumerate(levels)} for f, levels in factors.items()}

@@ -111,3 +111,15 @@ def test_a_three_way_interaction_is_the_rest():
     s = sensitivity(summaries(effect, noise=0.0))
     assert s.higher_order == pytest.approx(1.0)
     assert max(s.importance.values()) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_datasets_alone_are_no_grid():
+    """One optimizer variant on two datasets: the dataset would hold all the variance by
+    definition; there is no parameter to rank (found on a Lynceus vs EIc/USD sweep)."""
+    runs = [{**r, "dataset": f"d{r['seed'] % 2}", "seed": r["seed"] // 2,
+             "params": {"la": 2}}
+            for r in summaries(lambda la, g, t: 0.0, seeds=4)
+            if r["params"]["la"] == 2 and r["params"]["gamma"] == 0.9
+            and r["params"]["timeout"] == "tg"]
+    assert factors_of(runs) == {"dataset": ["d0", "d1"]}
+    assert sensitivity(runs) is None
