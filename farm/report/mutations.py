@@ -358,6 +358,7 @@ class MutationResult:
     cpu_s: float           # of the forked workers
     reused: bool
     flagged: list          # the gate's REGRESSION rows
+    improved: list         # the gate's "improved" rows: the mutation made those better
     strongest: object      # the affected row with the smallest Holm p-value (or None)
 
     @property
@@ -401,11 +402,12 @@ def mutation_table(runs: Sequence, baseline: dict, mutations: Sequence[Mutation]
         rows = compare(base, {**base, **mutated}, alpha=alpha, tolerance=tolerance,
                        min_effect=min_effect)
         touched = [r for r in rows if r.key in mutated and r.verdict != "not run"]
-        strongest = min(touched, key=lambda r: (r.p_holm, -r.effect), default=None)
+        strongest = min(touched, key=lambda r: (r.p_holm, r.p_worse, -r.effect), default=None)
         changed = sum(v != base[k]["seeds"][s] for k, e in mutated.items()
                       for s, v in e["seeds"].items())
         out.append(MutationResult(m, len(affected), changed, wall, cpu, reused,
-                                  [r for r in rows if r.verdict == "REGRESSION"], strongest))
+                                  [r for r in rows if r.verdict == "REGRESSION"],
+                                  [r for r in rows if r.verdict == "improved"], strongest))
         if progress is not None:
             how = "reused" if reused else f"in {wall:.0f} s ({cpu:.0f} CPU-s)"
             progress(f"{m.name}: {len(affected)} runs {how}, {changed} changed, "
@@ -445,6 +447,7 @@ def format_mutation_table(results: Sequence[MutationResult]) -> str:
             verdict = "not in this gate"
         elif r.mutation.kind == "regression":
             verdict = "caught" if r.caught else "missed"
+            verdict += f" ({len(r.improved)} improved)" if r.improved else ""
         else:
             verdict = "FALSE ALARM" if r.caught else "passed"
         evidence = "-" if s is None else f"{s.key}: {s.quality} {_pct(s.change)}"
