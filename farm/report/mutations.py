@@ -21,6 +21,7 @@ Neutral changes must pass: they draw new seeds from the same distributions.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import math
 import multiprocessing
@@ -201,9 +202,14 @@ def _param(name: str, test: Callable[[Any], bool]) -> Callable[[RunSpec], bool]:
 def _repeated_measurements(run: RunSpec) -> bool:
     """Whether the run's dataset measured some (configuration, s) more than once: only then
     does the oracle draw noise."""
+    return _has_repeats(run.dataset)
+
+
+@functools.cache
+def _has_repeats(name: str) -> bool:
     from oracle.registry import load
 
-    dataset = load(run.dataset)
+    dataset = load(name)
     keys = [d.name for d in dataset.meta.dimensions] + ["fidelity"]
     rows = zip(*(dataset.table.column(k).to_pylist() for k in keys))
     return len(set(rows)) < dataset.table.num_rows

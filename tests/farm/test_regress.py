@@ -216,7 +216,7 @@ datasets: [synthetic]
 optimizers:
   - name: lynceus
     params: {la: 0, timeout: none}
-seeds: 6
+seeds: 10
 limits: {iterations: 30}
 runtime: {backend: serial}
 tracking: {enabled: false}
@@ -253,7 +253,7 @@ def test_regress_passes_unchanged_code_and_fails_a_degraded_lynceus(tmp_path, mo
     args = [str(spec), "--baseline", str(baseline), "--no-progress"]
     assert main(["regress", *args, "--update-baseline"]) == 0
     stored = json.loads(baseline.read_text())["entries"]["synthetic / lynceus"]["seeds"]
-    assert sorted(stored, key=int) == [str(s) for s in range(6)]
+    assert sorted(stored, key=int) == [str(s) for s in range(10)]
 
     assert main(["regress", *args]) == 0
     out = capsys.readouterr().out
@@ -268,7 +268,7 @@ def test_regress_passes_unchanged_code_and_fails_a_degraded_lynceus(tmp_path, mo
     gate = json.loads(capsys.readouterr().out)
     assert gate["regressions"] >= 1 and gate["failed_runs"] == 0
     row = next(r for r in gate["rows"] if r["quality"] == "cost_to_cno<=1.1")
-    assert (row["key"], row["verdict"], row["n"]) == ("synthetic / lynceus", "REGRESSION", 6)
+    assert (row["key"], row["verdict"], row["n"]) == ("synthetic / lynceus", "REGRESSION", 10)
 
 
 def test_regress_bad_input_exits_2_with_one_line(tmp_path, capsys):
