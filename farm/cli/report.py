@@ -137,9 +137,10 @@ def cmd_regress(args) -> int:
     regressions = [r for r in rows if r.verdict == "REGRESSION"]
     share = PRIMARY_SHARE * args.alpha
     print(f"\n{len(regressions)} regression(s), {failed} failed run(s) (one-sided "
-          f"Mann-Whitney U with Holm's correction: {PRIMARY} at {share:.2g}, the end points at "
-          f"{args.alpha - share:.2g}; Vargha-Delaney A >= {args.min_effect:g}; median or p90 "
-          f"worse by more than {args.tolerance:.0%})")
+          f"Wilcoxon signed-rank on the per-seed differences with Holm's correction: {PRIMARY} "
+          f"at {share:.2g}, the end points at {args.alpha - share:.2g}; of the changed seeds a "
+          f"share >= {args.min_effect:g} worse; median or p90 worse by more than "
+          f"{args.tolerance:.0%})")
     return EXIT_FAILED if regressions or failed else EXIT_OK
 
 
@@ -155,10 +156,11 @@ def _mutations(specs, baseline, args) -> int:
         return _error(f"unknown mutation {unknown[0]!r} (known: {', '.join(known)})")
     runs = [r for spec in specs for r in expand(spec)]
     print(f"{len(names)} mutation(s) against {args.baseline} ({len(runs)} runs in the gate; "
-          "each mutation reruns those of the optimizers it touches)", flush=True)
+          "each mutation reruns those it can change)", flush=True)
     results = mutation_table(runs, baseline, [known[n] for n in names], workers=args.workers,
                              alpha=args.alpha, tolerance=args.tolerance,
                              min_effect=args.min_effect,
+                             store=Path(args.out) if args.out else None,
                              progress=lambda line: print(line, flush=True))
     print()
     print(format_mutation_table(results))
@@ -211,10 +213,10 @@ def add_report_commands(sub) -> None:
     g.add_argument("--update-baseline", action="store_true",
                    help="write FILE from this run instead of comparing")
     g.add_argument("--alpha", type=float, default=0.05,
-                   help="family-wise significance: one-sided Mann-Whitney U tests, Holm's "
-                   "correction over every comparison of the gate (default 0.05)")
+                   help="family-wise significance: one-sided Wilcoxon signed-rank tests on the "
+                   "per-seed differences, Holm's correction within two families (default 0.05)")
     g.add_argument("--min-effect", type=float, default=0.64,
-                   help="smallest Vargha-Delaney A (P(a run is worse than a baseline run)) "
+                   help="smallest share of worse seeds among the seeds whose value changed "
                    "that counts as a regression (default 0.64)")
     g.add_argument("--tolerance", type=float, default=0.10,
                    help="relative worsening of the median or p90 allowed (default 0.10)")
@@ -225,7 +227,9 @@ def add_report_commands(sub) -> None:
     g.add_argument("--workers", type=int, default=2,
                    help="processes for --mutations (default 2)")
     g.add_argument("--out", help="keep the sweeps in this (new or empty) folder, one "
-                   "subfolder per spec name, e.g. for `farm report`; default a temporary folder")
+                   "subfolder per spec name, e.g. for `farm report`; default a temporary folder. "
+                   "With --mutations: keep each mutation's per-seed values there and reuse "
+                   "those that cover the gate's runs (delete them after changing the code)")
     g.add_argument("--serial", action="store_true", help="run in this process, without Ray")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.add_argument("--json", action="store_true", help="print one JSON object (the rows)")

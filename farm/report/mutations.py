@@ -4,9 +4,14 @@ to the code in memory; ``farm regress --mutations`` reruns the gate's runs under
 reports which the gate catches (``farm.report.regress``).
 
 A mutation patches a function or method for the duration of a ``with`` block. Runs go to
-worker processes forked inside the block (they inherit the patch); only the runs of the
-optimizers a mutation touches are rerun, the others keep the baseline's values. A hook that no
-longer exists (a refactor renamed it) is an error naming the hook, never a silent pass.
+worker processes forked inside the block (they inherit the patch); only the runs a mutation
+can change are rerun (those of the optimizers it touches, at the settings where its mechanism
+acts: ``Mutation.when``), the others keep the baseline's values. A hook that no longer exists
+(a refactor renamed it) is an error naming the hook, never a silent pass. That a mutation
+bites, in forked workers, is checked on a short probe run per mutation (``Mutation.probe``,
+``changes_trajectory``): its chosen configurations or incumbents must differ from the
+unmutated run's on the same seed. The table's ``changed`` column counts the gate's runs whose
+gated values moved at all: a mechanism that bites but changes no outcome shows 0.
 
 Regressions are expected to be caught, unless the gate's sweeps do not exercise the mechanism
 (e.g. a budget filter with no budget): ``exercised_by`` names what a spec needs for that.
@@ -16,16 +21,23 @@ Neutral changes must pass: they draw new seeds from the same distributions.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import math
 import multiprocessing
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-__all__ = ["MUTATIONS", "Mutation", "MutationResult", "affects", "format_mutation_table",
-           "mutation_table", "patched", "run_forked", "run_mutation"]
+from farm.run.spec import RunSpec
+
+__all__ = ["MUTATIONS", "Mutation", "MutationResult", "affects", "changes_trajectory",
+           "format_mutation_table", "mutation_table", "patched", "run_forked", "run_mutation",
+           "trajectory"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +49,11 @@ class Mutation:
     optimizers: tuple[str, ...]        # whose runs it can change ("*": every optimizer)
     what: str
     patch: Callable[[], contextlib.AbstractContextManager]
+    probe: Mapping[str, Any] | None = None  # RunSpec fields of a short run whose trajectory
+    #                                   it changes (changes_trajectory); None: a change at the
+    #                                   last bits of floats, which may leave every choice as is
+    when: Callable[[RunSpec], bool] | None = None  # which of its optimizers' runs (resolved
+    #                                   parameters) it can change; None: all of them
     exercised_by: str = ""             # what a sweep needs to exercise it, if not obvious
 
 
@@ -177,76 +194,127 @@ def _reordered_ei(original):
 LYNCEUS = ("lynceus", "obol", "nephele", "cherrypick-trees", "eic-usd")
 GP_FAMILY = ("eic", "eic-usd-gp", "bo-ei", "trimtuner", "fabolas", "fabulinus", "guindani")
 
+
+def _param(name: str, test: Callable[[Any], bool]) -> Callable[[RunSpec], bool]:
+    return lambda run: test(run.params.get(name))
+
+
+def _repeated_measurements(run: RunSpec) -> bool:
+    """Whether the run's dataset measured some (configuration, s) more than once: only then
+    does the oracle draw noise."""
+    return _has_repeats(run.dataset)
+
+
+@functools.cache
+def _has_repeats(name: str) -> bool:
+    from oracle.registry import load
+
+    dataset = load(name)
+    keys = [d.name for d in dataset.meta.dimensions] + ["fidelity"]
+    rows = zip(*(dataset.table.column(k).to_pylist() for k in keys))
+    return len(set(rows)) < dataset.table.num_rows
+
+
+_LOOKAHEAD = _param("la", lambda la: bool(la))
+# the probe runs: short runs on the built-in synthetic table (no download), 1 run each
+_SYN = {"dataset": "synthetic", "seed": 0, "iterations": 16}
+_EIC_ML = {**_SYN, "optimizer": "eic", "params": {"hyper": "ml"}, "iterations": 10}
+_TRIMTUNER = {**_SYN, "optimizer": "trimtuner", "params": {"model": "dt"}, "iterations": 8,
+              "objective": "max accuracy", "constraints": ("cost<=0.5",)}
+
 MUTATIONS: tuple[Mutation, ...] = (
     # -- regressions: a paper's key mechanism broken --------------------------------------------
     Mutation("lynceus-lookahead-off", "regression", ("lynceus", "nephele", "obol"),
              "look-ahead depth forced to 0 (greedy EIc/USD) [Lynceus Sec. IV-B]",
              lambda: patched("optimizers.lynceus:Lynceus.__init__",
-                             _after_init(_force_config("la", 0)))),
+                             _after_init(_force_config("la", 0))),
+             probe={**_SYN, "optimizer": "lynceus"}, when=_LOOKAHEAD),
     Mutation("lynceus-budget-filter-off", "regression", ("lynceus", "obol", "cherrypick-trees"),
              "the 99% budget filter Gamma lets every configuration through [Lynceus Alg. 1]",
              lambda: patched("optimizers.lynceus:Lynceus._context", _no_budget_filter),
+             probe={**_SYN, "optimizer": "cherrypick-trees", "budget": 8.0, "iterations": None},
+             when=lambda run: run.budget is not None,
              exercised_by="a finite exploration budget (OBOL's spec)"),
     Mutation("lynceus-timeout-off", "regression", ("lynceus",),
              "the TG timeout policy replaced by no timeout [Lynceus Sec. IV-C]",
              lambda: patched("optimizers.lynceus:Lynceus.__init__",
-                             _after_init(_set_config("timeout", "tg", "none")))),
+                             _after_init(_set_config("timeout", "tg", "none"))),
+             probe={**_SYN, "optimizer": "lynceus"}, when=_param("timeout", "tg".__eq__)),
     Mutation("gauss-hermite-one-node", "regression", LYNCEUS,
              "Gauss-Hermite quadrature with 1 node instead of K (paths see no spread)",
-             lambda: patched("optimizers.lynceus:gauss_hermite", _gauss_hermite_one_node)),
+             lambda: patched("optimizers.lynceus:gauss_hermite", _gauss_hermite_one_node),
+             probe={**_SYN, "optimizer": "lynceus"}, when=_LOOKAHEAD),
     Mutation("eic-feasibility-ignored", "regression", ("eic", "eic-usd-gp"),
              "EIc's probability of feasibility ignored (plain EI) [CherryPick, Lynceus Eq. 1]",
-             lambda: patched("optimizers.bo:constraints_log_pf", _no_feasibility)),
+             lambda: patched("optimizers.bo:constraints_log_pf", _no_feasibility),
+             probe=_EIC_ML),
     Mutation("cea-filter-random", "regression", ("trimtuner",),
              "TrimTuner's CEA filter replaced by the random filter [TrimTuner Sec. IV-B]",
              lambda: patched("optimizers.trimtuner:TrimTuner.__init__",
-                             _after_init(_set_config("filter", "cea", "random")))),
+                             _after_init(_set_config("filter", "cea", "random"))),
+             probe=_TRIMTUNER, when=_param("filter", "cea".__eq__)),
     Mutation("trimtuner-incumbent-swapped", "regression", ("trimtuner",),
              "TrimTuner's incumbent rule swapped (authors' CEA rule -> paper-text rule)",
              lambda: patched("optimizers.trimtuner:TrimTuner.__init__",
-                             _after_init(_set_config("incumbent_rule", "cea", "feasible")))),
+                             _after_init(_set_config("incumbent_rule", "cea", "feasible"))),
+             probe=_TRIMTUNER, when=_param("incumbent_rule", "cea".__eq__)),
     Mutation("guindani-ml-correction-off", "regression", ("guindani",),
              "Guindani's ML correction of EIc off: every variant behaves as A [Guindani Sec. 3]",
-             lambda: patched("optimizers.guindani:ml_corrected", _no_ml_correction)),
+             lambda: patched("optimizers.guindani:ml_corrected", _no_ml_correction),
+             probe={**_SYN, "optimizer": "guindani", "iterations": 8},
+             when=_param("variant", "a".__ne__)),
     Mutation("gp-hyperparameters-frozen", "regression", GP_FAMILY,
              "GP hyperparameters frozen at their prior defaults (no ML fit, no MCMC)",
              _chain(lambda: patched("optimizers.models.gp:GaussianProcess._optimise",
                                     _frozen_theta),
                     lambda: patched("optimizers.models.gp:GaussianProcess._sample",
-                                    _frozen_samples))),
+                                    _frozen_samples)),
+             probe=_EIC_ML),
     Mutation("bootstrap-not-latin", "regression", ("*",),
              "the LHS bootstrap replaced by the first configurations in table order",
-             lambda: patched("optimizers.base:Optimizer.lhs_configs", _first_configs)),
+             lambda: patched("optimizers.base:Optimizer.lhs_configs", _first_configs),
+             probe={**_SYN, "optimizer": "eic-usd"}),
     Mutation("lynceus-stops-early", "regression", ("lynceus",),
              "Lynceus' marginal-EIc stop at 10% of the incumbent's cost instead of 1%",
              lambda: patched("optimizers.lynceus:Lynceus.__init__",
-                             _after_init(_set_config("stop_threshold", 0.01, 0.10)))),
+                             _after_init(_set_config("stop_threshold", 0.01, 0.10))),
+             probe={**_SYN, "optimizer": "lynceus", "iterations": 25},
+             when=_param("stop_threshold", 0.01.__eq__)),
     Mutation("oracle-mean", "regression", ("*",),
              "the oracle's noise draw replaced by the mean of the repeated measurements",
              lambda: patched("oracle.oracle:Oracle.__init__",
                              _after_init(lambda self: setattr(self, "aggregate", "mean"))),
+             probe={**_SYN, "optimizer": "eic-usd"}, when=_repeated_measurements,
              exercised_by="datasets with repeated, noisy measurements (synthetic, guindani)"),
     # -- neutral: new random streams, reordered work -------------------------------------------
     Mutation("optimizer-random-stream", "neutral", ("*",),
              "each optimizer's random generator drawn from another stream of its seed",
-             lambda: patched("optimizers.base:Optimizer.__init__", _new_rng_stream)),
+             lambda: patched("optimizers.base:Optimizer.__init__", _new_rng_stream),
+             probe={**_SYN, "optimizer": "random"}),
     Mutation("oracle-noise-stream", "neutral", ("*",),
              "the oracle's noise draws from another stream",
-             lambda: patched("farm.run.loop:execute", _new_noise_stream)),
+             lambda: patched("farm.run.loop:execute", _new_noise_stream),
+             probe={**_SYN, "optimizer": "eic-usd"}, when=_repeated_measurements),
     Mutation("bootstrap-order", "neutral", ("*",),
              "the bootstrap configurations run in another order",
-             lambda: patched("optimizers.base:Optimizer.lhs_configs", _shuffled_lhs)),
+             lambda: patched("optimizers.base:Optimizer.lhs_configs", _shuffled_lhs),
+             probe={**_SYN, "optimizer": "eic-usd"}),
     Mutation("bootstrap-stream", "neutral", ("*",),
              "the Latin hypercube drawn from a stream of its own",
-             lambda: patched("optimizers.base:Optimizer.lhs_configs", _lhs_own_stream)),
+             lambda: patched("optimizers.base:Optimizer.lhs_configs", _lhs_own_stream),
+             probe={**_SYN, "optimizer": "eic-usd"}),
     Mutation("ei-terms-reordered", "neutral", ("eic", "eic-usd-gp", "bo-ei"),
              "expected improvement with its floating-point terms summed in another order",
              lambda: patched("optimizers.bo:expected_improvement", _reordered_ei)),
 )
 
 
-def affects(mutation: Mutation, optimizer: str) -> bool:
-    return "*" in mutation.optimizers or optimizer in mutation.optimizers
+def affects(mutation: Mutation, run: RunSpec) -> bool:
+    """Whether ``mutation`` can change ``run`` (its optimizer and, with ``when``, its
+    resolved parameters, budget or dataset)."""
+    if "*" not in mutation.optimizers and run.optimizer not in mutation.optimizers:
+        return False
+    return mutation.when is None or mutation.when(run.resolved())
 
 
 def _run(spec):
@@ -255,27 +323,48 @@ def _run(spec):
     return run_one(spec).summary
 
 
-def run_forked(runs: Sequence, workers: int = 2) -> list[dict]:
-    """The summaries of ``runs`` (``RunSpec``s) in ``workers`` processes forked from this one
-    (so they run the code as it is patched here now)."""
-    if workers <= 1 or len(runs) <= 1:
-        return [_run(spec) for spec in runs]
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
-        return pool.map(_run, runs, chunksize=1)
+def trajectory(spec: RunSpec) -> list[tuple]:
+    """A run's path: at each step the chosen (configuration, fidelity), whether it timed out,
+    and the incumbent after it."""
+    from farm.run.loop import run_one
+
+    trace = run_one(spec).trace
+    columns = ("config_id", "fidelity", "timed_out", "incumbent_config_id")
+    return list(zip(*(trace.column(c).to_pylist() for c in columns)))
 
 
-def run_mutation(mutation: Mutation, runs: Sequence, workers: int = 2) -> list[dict]:
-    """The summaries of ``runs`` under ``mutation``."""
+def run_forked(runs: Sequence, workers: int = 2, work: Callable = _run) -> list:
+    """``work(spec)`` (by default the run's summary) of each of ``runs`` (``RunSpec``s), in
+    ``workers`` processes forked from this one (so they run the code as it is patched here
+    now)."""
+    with multiprocessing.get_context("fork").Pool(max(1, min(workers, len(runs)))) as pool:
+        return pool.map(work, runs, chunksize=1)
+
+
+def run_mutation(mutation: Mutation, runs: Sequence, workers: int = 2,
+                 work: Callable = _run) -> list:
+    """``work`` of each of ``runs`` under ``mutation``, in forked workers."""
     with mutation.patch():
-        return run_forked(runs, workers)
+        return run_forked(runs, workers, work)
+
+
+def changes_trajectory(mutation: Mutation) -> bool:
+    """Whether ``mutation``, applied in a forked worker, changes the trajectory of its probe
+    run against the unmutated run on the same seed: proof that it bites where the gate runs."""
+    probe = RunSpec(**mutation.probe)
+    return run_forked([probe], 1, trajectory) != run_mutation(mutation, [probe], 1, trajectory)
 
 
 @dataclass
 class MutationResult:
     mutation: Mutation
-    n_runs: int
+    n_runs: int            # the gate's runs it can change (rerun, or reused from a folder)
+    n_changed: int         # of them, those whose gated values differ from the baseline's
     wall_s: float
+    cpu_s: float           # of the forked workers
+    reused: bool
     flagged: list          # the gate's REGRESSION rows
+    improved: list         # the gate's "improved" rows: the mutation made those better
     strongest: object      # the affected row with the smallest Holm p-value (or None)
 
     @property
@@ -285,38 +374,78 @@ class MutationResult:
 
 def mutation_table(runs: Sequence, baseline: dict, mutations: Sequence[Mutation],
                    workers: int = 2, alpha: float = 0.05, tolerance: float = 0.10,
-                   min_effect: float = 0.64,
+                   min_effect: float = 0.64, store: Path | None = None,
                    progress: Callable[[str], None] | None = None) -> list[MutationResult]:
-    """For each mutation: rerun the affected ``runs`` under it and run the gate against
-    ``baseline``, the entries of unaffected optimizers keeping the baseline's values (what
-    unmutated code reproduces exactly: ``farm regress`` checks that)."""
-    import time
+    """For each mutation: rerun the ``runs`` it affects under it and run the gate against
+    ``baseline``, the other runs keeping the baseline's values (what unmutated code
+    reproduces exactly: ``farm regress`` checks that). With ``store``, each mutation's values
+    are kept in ``store/<name>.json`` (the baseline's format) and reused by a later call when
+    they cover its runs, e.g. to rerun the gate's statistic, or a gate on a subset of the
+    runs (the short CI gate on the nightly's results), without rerunning."""
+    from farm.report.analysis import variant_labels
+    from farm.report.regress import compare, quality_values, read_baseline, write_baseline
 
-    from farm.report.regress import compare, quality_values
-
+    labels = variant_labels([{"run_key": r.run_key, "optimizer": r.optimizer,
+                              "params": r.resolved().params} for r in runs])
+    key = {r.run_key: f"{r.dataset} / {labels[r.run_key]}" for r in runs}
+    base = _restrict(baseline, runs, key)
     out = []
     for m in mutations:
-        affected = [r for r in runs if affects(m, r.optimizer)]
-        t0 = time.perf_counter()
-        mutated = quality_values(run_mutation(m, affected, workers)) if affected else {}
-        wall = time.perf_counter() - t0
-        rows = compare(baseline, {**baseline, **mutated}, alpha=alpha, tolerance=tolerance,
+        affected = [r for r in runs if affects(m, r)]
+        path = None if store is None else Path(store) / f"{m.name}.json"
+        t0, cpu0 = time.perf_counter(), _children_cpu()
+        mutated, reused = {}, False
+        if path is not None and path.is_file():
+            mutated = _restrict(read_baseline(path), affected, key)
+            reused = all(r.seed in mutated.get(key[r.run_key], {}).get("seeds", ())
+                         for r in affected)
+        if affected and not reused:
+            mutated = quality_values(run_mutation(m, affected, workers), labels)
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_baseline(path, mutated, f"mutation {m.name}")
+        wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
+        rows = compare(base, {**base, **mutated}, alpha=alpha, tolerance=tolerance,
                        min_effect=min_effect)
         touched = [r for r in rows if r.key in mutated and r.verdict != "not run"]
-        strongest = min(touched, key=lambda r: (r.p_holm, -r.effect), default=None)
-        out.append(MutationResult(m, len(affected), wall,
-                                  [r for r in rows if r.verdict == "REGRESSION"], strongest))
+        strongest = min(touched, key=lambda r: (r.p_holm, r.p_worse, -r.effect), default=None)
+        changed = sum(v != base[k]["seeds"][s] for k, e in mutated.items()
+                      for s, v in e["seeds"].items())
+        out.append(MutationResult(m, len(affected), changed, wall, cpu, reused,
+                                  [r for r in rows if r.verdict == "REGRESSION"],
+                                  [r for r in rows if r.verdict == "improved"], strongest))
         if progress is not None:
-            progress(f"{m.name}: {len(affected)} runs in {wall:.0f} s, "
+            how = "reused" if reused else f"in {wall:.0f} s ({cpu:.0f} CPU-s)"
+            progress(f"{m.name}: {len(affected)} runs {how}, {changed} changed, "
                      f"{'CAUGHT' if out[-1].caught else 'not caught'}"
-                     + (f" ({strongest.key}: {strongest.quality}, A {strongest.effect:.2f}, "
-                        f"p {strongest.p_holm:.2g})" if strongest else ""))
+                     + (f" ({strongest.key}: {strongest.quality}, worse {strongest.effect:.2f}"
+                        f" of {strongest.n_changed}, p {strongest.p_holm:.2g})"
+                        if strongest else ""))
     return out
+
+
+def _restrict(values: Mapping, runs: Sequence, key: Mapping[str, str]) -> dict:
+    """The entries and seeds of ``values`` that ``runs`` have."""
+    seeds: dict[str, set] = {}
+    for r in runs:
+        seeds.setdefault(key[r.run_key], set()).add(r.seed)
+    return {k: {"metric": e["metric"],
+                "seeds": {s: v for s, v in e["seeds"].items() if s in seeds[k]}}
+            for k, e in values.items() if k in seeds}
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children (the forked workers)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def format_mutation_table(results: Sequence[MutationResult]) -> str:
     """One row per mutation, then the detection and false-alarm rates."""
-    cols = ("mutation", "kind", "runs", "verdict", "strongest evidence", "A", "p (Holm)")
+    cols = ("mutation", "kind", "runs", "changed", "verdict", "strongest evidence", "worse",
+            "p (Holm)")
     rows = []
     for r in results:
         s = r.strongest
@@ -324,11 +453,12 @@ def format_mutation_table(results: Sequence[MutationResult]) -> str:
             verdict = "not in this gate"
         elif r.mutation.kind == "regression":
             verdict = "caught" if r.caught else "missed"
+            verdict += f" ({len(r.improved)} improved)" if r.improved else ""
         else:
             verdict = "FALSE ALARM" if r.caught else "passed"
         evidence = "-" if s is None else f"{s.key}: {s.quality} {_pct(s.change)}"
-        rows.append((r.mutation.name, r.mutation.kind, str(r.n_runs), verdict, evidence,
-                     "-" if s is None else f"{s.effect:.2f}",
+        rows.append((r.mutation.name, r.mutation.kind, str(r.n_runs), str(r.n_changed), verdict,
+                     evidence, "-" if s is None else f"{s.effect:.2f} of {s.n_changed}",
                      "-" if s is None else f"{s.p_holm:.2g}"))
     widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(cols)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)),
@@ -345,6 +475,10 @@ def format_mutation_table(results: Sequence[MutationResult]) -> str:
     if neu:
         lines.append(f"false-alarm rate: {sum(r.caught for r in neu)}/{len(neu)} neutral "
                      "changes flagged")
+    rerun = [r for r in results if not r.reused]
+    if rerun:
+        lines.append(f"rerun: {sum(r.wall_s for r in rerun):.0f} s wall, "
+                     f"{sum(r.cpu_s for r in rerun):.0f} CPU-s in the workers")
     return "\n".join(lines)
 
 

@@ -15,18 +15,26 @@ Quality metrics per run (from its summary; worse = larger, but Accuracy_C):
     Accuracy_C (inf when never reached).
 
 A metric of an entry REGRESSES when all three hold:
-  1. significance: the one-sided Mann-Whitney U test (current worse than baseline) has a
+  1. significance: the one-sided Wilcoxon signed-rank test on the per-seed differences
+     (current - baseline, seed by seed: both use the same seeds) says current is worse, with a
      p-value below its family's share of ``alpha`` after Holm's correction within the family.
-     The primary family is ``quality_auc`` of every entry (``PRIMARY_SHARE`` = 80% of alpha),
-     the secondary family every end point of every entry (the other 20%): a regression of the
-     trajectory is tested among few comparisons, a collapse of an end point (a target no longer
-     reached) is still caught, and ``alpha`` (default 0.05) bounds the probability that a gate
-     with no real change flags anything (the family-wise false-alarm rate, Bonferroni over the
-     two families);
-  2. effect size: Vargha-Delaney A (the probability that a current run is worse than a baseline
-     run, ties counting half) is at least ``min_effect`` (default 0.64, "medium");
+     Seeds whose value did not change drop out (scipy's ``zero_method="wilcox"``): a change
+     that alters some runs is judged on those runs. A difference involving inf (a target
+     reached on one side only) ranks above every finite one. The test is valid for changes
+     that only alter random streams: such a change redraws each seed's outcome from the same
+     distribution, so a seed's (baseline, current) pair is exchangeable and its difference
+     symmetric about 0. Pairing removes the between-seed spread (easy and hard seeds) that a
+     two-sample test has to see through. The primary family is ``quality_auc`` of every
+     entry (``PRIMARY_SHARE`` = 80% of alpha), the secondary family every end point of every
+     entry (the other 20%): a regression of the trajectory is tested among few comparisons,
+     a collapse of an end point (a target no longer reached) is still caught, and ``alpha``
+     (default 0.05) bounds the probability that a gate with no real change flags anything
+     (the family-wise false-alarm rate, Bonferroni over the two families);
+  2. effect size: of the seeds whose value changed, the share that got worse is at least
+     ``min_effect`` (default 0.64);
   3. magnitude: the median or the 90th percentile got worse by more than ``tolerance``
      (relative, default 10%; finite -> inf is always beyond it).
+Unchanged code reproduces the baseline exactly: every difference is 0 and every p-value 1.
 Significance alone would flag a negligible shift given enough seeds; effect size and magnitude
 alone would flag seed noise. The mutation catalogue (``farm.report.mutations``,
 ``farm regress --mutations``) measures the gate's detection and false-alarm rates.
@@ -42,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.stats import mannwhitneyu
+from scipy.stats import wilcoxon
 
 from farm.report.analysis import variant_labels
 from farm.run.metrics import final_quality, quantile
@@ -54,9 +62,10 @@ __all__ = [
     "compare",
     "holm",
     "format_table",
+    "paired_differences",
     "quality_values",
     "read_baseline",
-    "vargha_delaney",
+    "share_worse",
     "write_baseline",
 ]
 
@@ -74,9 +83,12 @@ class BaselineError(ValueError):
     """A baseline file is missing, malformed, or does not fit the spec (exit code 2)."""
 
 
-def quality_values(summaries: Sequence[Mapping]) -> dict[str, dict[str, Any]]:
-    """``{"dataset / variant": {"metric": ..., "seeds": {seed: {quality: value}}}}``."""
-    labels = variant_labels(summaries)
+def quality_values(summaries: Sequence[Mapping],
+                   labels: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """``{"dataset / variant": {"metric": ..., "seeds": {seed: {quality: value}}}}``;
+    ``labels`` (run_key -> variant label) when ``summaries`` are part of a larger gate whose
+    variants name them (``farm.report.analysis.variant_labels`` of all its runs)."""
+    labels = variant_labels(summaries) if labels is None else labels
     out: dict[str, dict[str, Any]] = {}
     for s in sorted(summaries, key=lambda s: (s["dataset"], labels[s["run_key"]], s["seed"])):
         key = f"{s['dataset']} / {labels[s['run_key']]}"
@@ -106,10 +118,11 @@ class Comparison:
     current_median: float
     change: float          # relative change of the median, positive = worse
     change_p90: float      # relative change of the 90th percentile (of badness), positive = worse
-    effect: float          # Vargha-Delaney A: P(current run worse than a baseline run)
-    p_worse: float         # one-sided Mann-Whitney U p-value, current worse than baseline
+    n_changed: int         # seeds whose value changed
+    effect: float          # of the changed seeds, the share that got worse (0.5: none changed)
+    p_worse: float         # one-sided Wilcoxon signed-rank p-value, current worse than baseline
     p_better: float
-    p_holm: float = math.nan  # p_worse after Holm's correction over the whole gate
+    p_holm: float = math.nan  # p_worse after Holm's correction within its family
     verdict: str = ""      # ok | REGRESSION | improved | no baseline | not run
 
 
@@ -124,7 +137,8 @@ def compare(baseline: Mapping[str, Mapping], current: Mapping[str, Mapping],
         metric = (c or b)["metric"]
         for quality, better in QUALITY[metric]:
             if b is None or c is None:
-                rows.append(Comparison(key, quality, better, 0, *[math.nan] * 7,
+                rows.append(Comparison(key, quality, better, 0, *[math.nan] * 4, 0,
+                                       *[math.nan] * 3,
                                        verdict="no baseline" if b is None else "not run"))
                 continue
             seeds = sorted(set(b["seeds"]) & set(c["seeds"]))
@@ -140,18 +154,31 @@ def compare(baseline: Mapping[str, Mapping], current: Mapping[str, Mapping],
 def _compare_one(key: str, quality: str, better: str, bv: np.ndarray,
                  cv: np.ndarray) -> Comparison:
     sign = 1.0 if better == "lower" else -1.0   # badness = sign * value
-    worse, improved = ("greater", "less") if better == "lower" else ("less", "greater")
     bm, cm = quantile(bv, 0.5), quantile(cv, 0.5)
     b90, c90 = (sign * quantile(sign * v, 0.9) for v in (bv, cv))
+    d = paired_differences(sign * cv, sign * bv)
     return Comparison(key, quality, better, len(bv), bm, cm, _relative_change(bm, cm, sign),
-                      _relative_change(b90, c90, sign), vargha_delaney(sign * cv, sign * bv),
-                      _mwu(cv, bv, worse), _mwu(cv, bv, improved))
+                      _relative_change(b90, c90, sign), int(np.count_nonzero(d)),
+                      share_worse(d), _signed_rank(d, "greater"), _signed_rank(d, "less"))
 
 
-def vargha_delaney(x: np.ndarray, y: np.ndarray) -> float:
-    """A = P(X > Y) + P(X = Y) / 2 over all pairs (inf-safe)."""
-    x, y = np.asarray(x, float)[:, None], np.asarray(y, float)[None, :]
-    return float(np.mean((x > y) + 0.5 * (x == y)))
+def paired_differences(current: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """``current - base`` seed by seed (both as badness), finite for the signed-rank test:
+    equal values (inf = inf too) give 0, and a difference involving inf (a target reached on
+    one side only) gets a magnitude above every finite one, so it ranks highest."""
+    current, base = np.asarray(current, dtype=float), np.asarray(base, dtype=float)
+    with np.errstate(invalid="ignore"):
+        d = np.where(current == base, 0.0, current - base)
+    finite = np.abs(d[np.isfinite(d)])
+    beyond = 2.0 * (finite.max() if finite.size else 0.0) + 1.0
+    return np.where(np.isinf(d), np.sign(d) * beyond, d)
+
+
+def share_worse(d: np.ndarray) -> float:
+    """Of the seeds whose value changed (``d != 0``), the share that got worse (``d > 0``);
+    0.5 when none changed."""
+    changed = np.count_nonzero(d)
+    return float(np.count_nonzero(d > 0) / changed) if changed else 0.5
 
 
 def holm(p: Sequence[float]) -> np.ndarray:
@@ -195,11 +222,12 @@ def _family_verdicts(rows: list[Comparison], out: list[Comparison], family: list
         out[i] = replace(r, p_holm=float(pw), verdict=verdict)
 
 
-def _mwu(x: np.ndarray, y: np.ndarray, alternative: str) -> float:
-    """One-sided Mann-Whitney U p-value (1.0 when every value is the same)."""
-    if np.all(x == x[0]) and np.all(y == x[0]):
+def _signed_rank(d: np.ndarray, alternative: str) -> float:
+    """One-sided Wilcoxon signed-rank p-value of the paired differences ``d``, the zeros
+    dropped (1.0 when every difference is 0)."""
+    if not np.any(d):
         return 1.0
-    return float(mannwhitneyu(x, y, alternative=alternative).pvalue)
+    return float(wilcoxon(d, zero_method="wilcox", alternative=alternative).pvalue)
 
 
 def _relative_change(base: float, current: float, sign: float) -> float:
@@ -279,11 +307,11 @@ def _decode(v: Any) -> float:
 
 # -- the readable table -----------------------------------------------------------------------
 def format_table(rows: Sequence[Comparison]) -> str:
-    cols = ("dataset / optimizer", "metric", "n", "base p50", "p50", "p50 chg", "p90 chg", "A",
-            "p (Holm)", "verdict")
+    cols = ("dataset / optimizer", "metric", "n", "changed", "base p50", "p50", "p50 chg",
+            "p90 chg", "worse", "p (Holm)", "verdict")
     cells = [(r.key, r.quality + ("" if r.better == "lower" else " (higher better)"), str(r.n),
-              _num(r.baseline_median), _num(r.current_median), _pct(r.change),
-              _pct(r.change_p90), _num(r.effect), _num(r.p_holm), r.verdict)
+              str(r.n_changed), _num(r.baseline_median), _num(r.current_median),
+              _pct(r.change), _pct(r.change_p90), _num(r.effect), _num(r.p_holm), r.verdict)
              for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from farm.report.regress import (
@@ -13,9 +14,10 @@ from farm.report.regress import (
     compare,
     format_table,
     holm,
+    paired_differences,
     quality_values,
     read_baseline,
-    vargha_delaney,
+    share_worse,
     write_baseline,
 )
 
@@ -28,8 +30,9 @@ def entry(metric="cno", **columns):
 
 
 def cno_entry(final, reach11, reach2=None, auc=None):
-    return entry(final_cno=final, quality_auc=auc or [0.2] * len(final),
-                 **{"cost_to_cno<=1.1": reach11, "cost_to_cno<=2": reach2 or reach11})
+    return entry(final_cno=final, quality_auc=[0.2] * len(final) if auc is None else auc,
+                 **{"cost_to_cno<=1.1": reach11,
+                    "cost_to_cno<=2": reach11 if reach2 is None else reach2})
 
 
 GOOD = cno_entry([1.0, 1.02, 1.0, 1.05, 1.0, 1.0, 1.1, 1.0, 1.0, 1.03],
@@ -68,10 +71,12 @@ def test_a_significant_shift_within_the_tolerance_passes_and_a_noisy_one_too():
 
 
 def test_accuracy_c_is_higher_better_and_seeds_are_matched():
-    base = entry("accuracy_c", final_accuracy_c=[0.9, 0.92, 0.91, 0.93, 0.9, 0.95],
-                 quality_auc=[0.1] * 6, **{"cost_to_acc_c>=0.9opt": [1, 2, 1, 3, 2, 1]})
-    worse = entry("accuracy_c", final_accuracy_c=[0.5, 0.6, 0.55, 0.52, 0.58, 0.61],
-                  quality_auc=[0.1] * 6, **{"cost_to_acc_c>=0.9opt": [1, 2, 1, 3, 2, 1]})
+    # 8 seeds: the smallest one-sided signed-rank p-value is 2^-8, below the end points'
+    # share of alpha (0.01) after Holm over the two end points
+    base = entry("accuracy_c", final_accuracy_c=[0.9, 0.92, 0.91, 0.93, 0.9, 0.95, 0.9, 0.91],
+                 quality_auc=[0.1] * 8, **{"cost_to_acc_c>=0.9opt": [1, 2, 1, 3, 2, 1, 2, 2]})
+    worse = entry("accuracy_c", final_accuracy_c=[0.5, 0.6, 0.55, 0.52, 0.58, 0.61, 0.5, 0.6],
+                  quality_auc=[0.1] * 8, **{"cost_to_acc_c>=0.9opt": [1, 2, 1, 3, 2, 1, 2, 2]})
     v = verdicts(compare({"t / tt": base}, {"t / tt": worse}))
     assert v == {("t / tt", "final_accuracy_c"): "REGRESSION", ("t / tt", "quality_auc"): "ok",
                  ("t / tt", "cost_to_acc_c>=0.9opt"): "ok"}
@@ -81,13 +86,15 @@ def test_accuracy_c_is_higher_better_and_seeds_are_matched():
     assert all(r.n == 3 and r.verdict == "ok" for r in rows)
 
 
-def test_holm_and_vargha_delaney_against_hand_computed_values():
+def test_holm_and_the_paired_statistics_against_hand_computed_values():
     # Holm: sorted p (0.01, 0.02, 0.04) x (3, 2, 1) = (0.03, 0.04, 0.04), monotone
     assert holm([0.04, 0.01, 0.02]).tolist() == pytest.approx([0.04, 0.03, 0.04])
     assert holm([0.5, 0.6]).tolist() == pytest.approx([1.0, 1.0])
-    # A: pairs (x > y) count 1, ties 1/2: x = (1, 2), y = (1, 3) -> (1/2 + 0 + 1 + 0) / 4
-    assert vargha_delaney([1, 2], [1, 3]) == 0.375
-    assert vargha_delaney([math.inf], [3.0]) == 1.0
+    # differences: equal values (inf too) give 0; inf on one side ranks above every finite
+    # difference (2 x the largest |finite| + 1 = 2 x 3 + 1)
+    d = paired_differences([1, 5, math.inf, math.inf, 2], [1, 2, math.inf, 4, math.inf])
+    assert d.tolist() == [0.0, 3.0, 0.0, 7.0, -7.0]
+    assert share_worse(d) == pytest.approx(2 / 3) and share_worse(d * 0) == 0.5
 
 
 def test_a_bimodal_regression_is_caught_by_the_trajectory_area():
@@ -110,6 +117,42 @@ def test_a_neutral_reshuffle_of_the_same_values_passes():
     shuffled = values[7:] + values[:7]
     current = cno_entry(shuffled, [v * 4 for v in shuffled], auc=[v / 10 for v in shuffled])
     assert {r.verdict for r in compare({"k": base}, {"k": current})} == {"ok"}
+
+
+def test_a_regression_of_a_third_of_the_seeds_is_caught_by_pairing():
+    """The mutation leaves 20 of 30 seeds as they were and makes the other 10 worse: the
+    paired test sees 10 of 10 changed seeds worse, whatever the spread between seeds."""
+    rng = np.random.default_rng(3)
+    auc = rng.lognormal(-1.5, 0.8, 30)
+    final = np.where(rng.random(30) < 0.5, 1.0, 2.0)
+    base = cno_entry(final, final * 4, auc=auc)
+    worse_auc = auc.copy()
+    worse_auc[::3] *= 1.5
+    rows = {r.quality: r for r in compare({"k": base}, {"k": cno_entry(final, final * 4,
+                                                                       auc=worse_auc)})}
+    auc_row = rows["quality_auc"]
+    assert (auc_row.n_changed, auc_row.effect, auc_row.verdict) == (10, 1.0, "REGRESSION")
+    assert rows["final_cno"].verdict == "ok" and rows["final_cno"].p_worse == 1.0
+
+
+def test_neutral_redraws_raise_a_false_alarm_in_at_most_alpha_of_the_gates():
+    """Gates of 15 entries whose current values are fresh draws from the baseline's
+    distributions (what a change of random streams does): about alpha = 0.05 of them flag
+    anything (10 of 200 with this generator; 40 here for time), far from the 95% that 60
+    uncorrected tests at 0.05 would give."""
+    rng = np.random.default_rng(11)
+
+    def draw():
+        final = np.where(rng.random(30) < 0.6, 1.0, rng.uniform(1.2, 3.0, 30))
+        reach = np.where(final <= 1.1, rng.lognormal(1.5, 0.5, 30), math.inf)
+        return cno_entry(final, reach, reach2=reach / 2, auc=rng.lognormal(-1.5, 0.8, 30))
+
+    alarms = 0
+    for _ in range(40):
+        keys = [f"d{i} / o" for i in range(15)]
+        rows = compare({k: draw() for k in keys}, {k: draw() for k in keys})
+        alarms += any(r.verdict == "REGRESSION" for r in rows)
+    assert alarms <= 4
 
 
 def test_entries_only_on_one_side_are_reported_not_failed():
@@ -173,7 +216,7 @@ datasets: [synthetic]
 optimizers:
   - name: lynceus
     params: {la: 0, timeout: none}
-seeds: 6
+seeds: 10
 limits: {iterations: 30}
 runtime: {backend: serial}
 tracking: {enabled: false}
@@ -210,7 +253,7 @@ def test_regress_passes_unchanged_code_and_fails_a_degraded_lynceus(tmp_path, mo
     args = [str(spec), "--baseline", str(baseline), "--no-progress"]
     assert main(["regress", *args, "--update-baseline"]) == 0
     stored = json.loads(baseline.read_text())["entries"]["synthetic / lynceus"]["seeds"]
-    assert sorted(stored, key=int) == [str(s) for s in range(6)]
+    assert sorted(stored, key=int) == [str(s) for s in range(10)]
 
     assert main(["regress", *args]) == 0
     out = capsys.readouterr().out
@@ -225,7 +268,7 @@ def test_regress_passes_unchanged_code_and_fails_a_degraded_lynceus(tmp_path, mo
     gate = json.loads(capsys.readouterr().out)
     assert gate["regressions"] >= 1 and gate["failed_runs"] == 0
     row = next(r for r in gate["rows"] if r["quality"] == "cost_to_cno<=1.1")
-    assert (row["key"], row["verdict"], row["n"]) == ("synthetic / lynceus", "REGRESSION", 6)
+    assert (row["key"], row["verdict"], row["n"]) == ("synthetic / lynceus", "REGRESSION", 10)
 
 
 def test_regress_bad_input_exits_2_with_one_line(tmp_path, capsys):
@@ -279,6 +322,8 @@ def test_the_short_spec_runs_a_subset_of_the_nightly_runs():
 
 
 # -- the gate tested on itself ----------------------------------------------------------------
+from farm.report.mutations import MUTATIONS  # noqa: E402  (parametrises the probe test)
+
 def test_every_mutation_hook_exists_and_is_restored():
     """A refactor that renames a hooked function fails here, not silently in the nightly."""
     import optimizers.lynceus
@@ -294,6 +339,20 @@ def test_every_mutation_hook_exists_and_is_restored():
             pass
     assert len([m for m in MUTATIONS if m.kind == "regression"]) >= 10
     assert len([m for m in MUTATIONS if m.kind == "neutral"]) >= 5
+
+
+@pytest.mark.parametrize("name", [m.name for m in MUTATIONS if m.probe is not None])
+def test_every_mutation_changes_its_probe_run_in_a_forked_worker(name):
+    """Each mutation, applied where the gate's runs go (forked workers), changes the chosen
+    configurations or incumbents of a short run against the unmutated run on the same seed:
+    a regression the gate misses really ran. Every regression has a probe."""
+    from farm.report.mutations import affects, changes_trajectory
+    from farm.run.spec import RunSpec
+
+    mutation = next(m for m in MUTATIONS if m.name == name)
+    assert affects(mutation, RunSpec(**mutation.probe))
+    assert changes_trajectory(mutation)
+    assert all(m.probe is not None for m in MUTATIONS if m.kind == "regression")
 
 
 MUTATION_SPEC = """\
