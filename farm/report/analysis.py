@@ -43,6 +43,7 @@ from farm.run.metrics import (
 __all__ = [
     "GUINDANI_METRICS",
     "peer_rows",
+    "peer_statistics",
     "DatasetAnalysis",
     "Group",
     "analyse",
@@ -338,32 +339,61 @@ def paper_rows(analyses: Mapping[str, DatasetAnalysis],
 
 
 # -- the paper's optimizers against the peers --------------------------------------------------
-# the paper's statistic per metric: p90 cost to CNO <= 1.1 (Lynceus), mean cost to 90% of the
-# optimum's Accuracy_C (TrimTuner)
-PEER_STAT = {"cno": ("reach_p90:cno<=1.1", "p90 cost to CNO <= 1.1"),
-             "accuracy_c": ("reach_mean:acc_c>=0.9opt", "mean cost to 90% of the optimum")}
+# The papers' statistics, all lower-is-better: (stat key, what it is, the key of the fraction of
+# runs that reached the target, if it is a reach cost). Lynceus: p90 cost to CNO <= 1.1;
+# TrimTuner: mean cost to 90% of the optimum's Accuracy_C; Guindani et al. (Table 1, a section
+# where guindani ran): unfeasible executions, mean feasible cost per execution, and the final
+# recommendation's CNO.
+PEER_STATS = {
+    "cno": (("reach_p90:cno<=1.1", "p90 cost to CNO <= 1.1", "reach_frac:cno<=1.1"),),
+    "accuracy_c": (("reach_mean:acc_c>=0.9opt", "mean cost to 90% of the optimum's Accuracy_C",
+                    "reach_frac:acc_c>=0.9opt"),),
+    "guindani": (("unfeasible_executions_mean", "mean unfeasible executions", None),
+                 ("mean_feasible_cost_mean", "mean feasible cost per execution", None),
+                 ("final_mean", "mean final CNO", None)),
+}
+
+
+def peer_statistics(a: DatasetAnalysis) -> tuple[tuple[str, str, str | None], ...]:
+    """The paper's statistics of a report section (``PEER_STATS``): Guindani's where guindani
+    ran, else those of the section's quality metric."""
+    if any(g.optimizer == "guindani" for g in a.groups.values()):
+        return PEER_STATS["guindani"]
+    return PEER_STATS[a.metric]
 
 
 def peer_rows(analyses: Mapping[str, DatasetAnalysis]) -> list[dict[str, Any]]:
-    """Per dataset with peers (``optimizers.registry.is_peer``): every variant's statistic of
-    ``PEER_STAT`` and its ratio to the best peer's (below 1: better than every peer)."""
+    """Per section with peers (``optimizers.registry.is_peer``) and statistic of
+    ``peer_statistics``: every variant's value, its ratio to the best peer's (below 1: better
+    than every peer) and to the best paper optimizer's (above 1: worse than the paper's)."""
     from optimizers.registry import is_peer
 
     rows = []
     for name, a in analyses.items():
-        key, quantity = PEER_STAT[a.metric]
-        peers = {label: a.stats[label][key] for label, g in a.groups.items()
-                 if is_peer(g.optimizer)}
-        if not peers:
+        kinds = {label: "peer" if is_peer(g.optimizer) else "paper"
+                 for label, g in a.groups.items()}
+        if "peer" not in kinds.values():
             continue
-        best = min(peers, key=peers.get)
-        for label, g in a.groups.items():
-            value = a.stats[label][key]
-            rows.append({"dataset": name, "optimizer": label,
-                         "kind": "peer" if is_peer(g.optimizer) else "paper",
-                         "statistic": quantity, "value": value, "best peer": best,
-                         "ratio to the best peer": _ratio(value, peers[best])})
+        for key, quantity, reached in peer_statistics(a):
+            values = {label: a.stats[label].get(key, math.nan) for label in a.groups}
+            best = {kind: min((label for label in values if kinds[label] == kind),
+                              key=lambda label: _nan_last(values[label]), default=None)
+                    for kind in ("peer", "paper")}
+            for label, value in values.items():
+                rows.append({
+                    "section": name, "statistic": quantity, "optimizer": label,
+                    "kind": kinds[label], "runs": a.stats[label]["runs"],
+                    "evaluations p50": a.stats[label]["nex_median"],
+                    "reached": a.stats[label][reached] if reached else None,
+                    "value": value, "best peer": best["peer"],
+                    "ratio to the best peer": _ratio(value, values[best["peer"]]),
+                    "ratio to the best paper optimizer": None if best["paper"] is None
+                    else _ratio(value, values[best["paper"]])})
     return rows
+
+
+def _nan_last(value: float) -> float:
+    return math.inf if math.isnan(value) else value
 
 
 def _shared_params(a: Group, b: Group) -> int:

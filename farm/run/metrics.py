@@ -194,6 +194,7 @@ def summarize(spec, oracle: Oracle, trace: pa.Table, recommendation: tuple[int |
             **latency_stats(trace.column("recommendation_latency_s").to_numpy()),
             "warmup": warmup_s},
     }
-    if spec.optimizer == "guindani":  # the recurring-job accounting of Guindani et al.
+    if spec.optimizer == "guindani" or spec.dataset.startswith("guindani-"):
+        # the recurring-job accounting of Guindani et al., for every optimizer on their jobs
         summary["recurring_job"] = recurring_job_metrics(trace, oracle.problem)
     return summary

@@ -7,7 +7,9 @@ SMAC minimises one cost and has no constraint mechanism: it is told the penalise
 (``grid.penalised_objective``; negated when the problem maximises accuracy). The scenario is
 deterministic (one measurement per configuration, as the farm runs it), seeded with the run's
 seed, and sized by ``n_trials``, the evaluations a user would plan: SMAC's initial design is
-a quarter of it at most. SMAC writes its run history into a temporary folder that goes with
+a quarter of it at most. Costs are told in units of the first value observed (``scale``):
+SMAC's log-scaled cost encoder subtracts 1e-10 from the smallest cost before its log, which
+rounds away at Guindani's costs of order 1e7 (VM x ms) and gives log(0) = -inf. SMAC writes its run history into a temporary folder that goes with
 the optimizer. SMAC is imported when the peer is built, never when the registry lists it.
 """
 
@@ -51,6 +53,7 @@ class SmacHPO(TablePeer):
         self.smac = HyperparameterOptimizationFacade(
             scenario, _never_called, overwrite=True, logging_level=40)
         self._asked = 0
+        self.scale: float | None = None   # the magnitude of the first value observed
 
     def ask(self) -> tuple[Any, Mapping[str, Any], int]:
         info = self.smac.ask()
@@ -65,8 +68,10 @@ class SmacHPO(TablePeer):
         if math.isnan(value):   # a run pending elsewhere
             self.smac.tell(info, TrialValue(cost=math.inf, status=StatusType.CRASHED))
             return
+        if self.scale is None:
+            self.scale = abs(value) or 1.0
         sign = 1.0 if self.problem.objective.direction == "min" else -1.0
-        self.smac.tell(info, TrialValue(cost=sign * value))
+        self.smac.tell(info, TrialValue(cost=sign * value / self.scale))
 
     def startup(self) -> int:
         """SMAC's HPO default: 10 Sobol points per parameter, at most a quarter of n_trials."""

@@ -212,10 +212,65 @@ def test_the_papers_optimizers_are_compared_with_the_best_peer(tmp_path):
     assert {r["best peer"] for r in rows.values()} == {"optuna-random"}
     assert rows["lynceus"]["ratio to the best peer"] == pytest.approx(4 / 6)
     assert rows["lynceus"]["kind"] == "paper" and rows["optuna-tpe"]["kind"] == "peer"
+    assert rows["optuna-tpe"]["ratio to the best paper optimizer"] == 2.0
+    assert rows["optuna-tpe"]["runs"] == 2 and rows["optuna-tpe"]["reached"] == 1.0
     write_report(analyses, tmp_path)
     assert "Against the peers" in (tmp_path / "report.html").read_text()
     # without a peer in the sweep there is no such table
     assert peer_rows(analyse(*sweep(runs[:2]))) == []
+
+
+def test_guindani_and_trimtuner_sections_compare_the_peers_on_their_papers_statistics():
+    def job(unfeasible, cost):
+        return {"recurring_job": {"unfeasible_executions": unfeasible,
+                                  "unfeasible_cost_ratio": 0.1, "mean_feasible_cost": cost}}
+    runs = [make_run(f"{opt}{s}", "guindani-kmeans", opt, s, [1, 1], [2.0, cno], [True, True],
+                     params=params, extra=job(n, cost))
+            for opt, params, n, cost, cno in (("guindani", {"variant": "d"}, 2, 1.0, 1.0),
+                                              ("optuna-tpe", {}, 6, 1.5, 1.2),
+                                              ("optuna-random", {}, 8, 1.2, 1.1))
+            for s in range(2)]
+    # TrimTuner's statistic: the mean cost to 90% of the optimum's Accuracy_C (optimum 1)
+    runs += [make_run(f"t{opt}{s}", "trimtuner-cnn", opt, s, [1, c], [0.5, 0.95],
+                      [True, True], metric="accuracy_c")
+             for opt, costs in (("trimtuner", (1, 3)), ("optuna-gp", (4, 6))) for s, c in
+             enumerate(costs)]
+    rows = peer_rows(analyse(*sweep(runs)))
+    by = {(r["section"], r["statistic"], r["optimizer"]): r for r in rows}
+    unfeasible = by["guindani-kmeans", "mean unfeasible executions", "guindani"]
+    assert unfeasible["value"] == 2 and unfeasible["best peer"] == "optuna-tpe"
+    assert unfeasible["ratio to the best peer"] == pytest.approx(2 / 6)
+    cost = by["guindani-kmeans", "mean feasible cost per execution", "optuna-random"]
+    assert cost["ratio to the best paper optimizer"] == pytest.approx(1.2)
+    final = by["guindani-kmeans", "mean final CNO", "guindani"]
+    assert final["best peer"] == "optuna-random"
+    assert final["ratio to the best peer"] == pytest.approx(1 / 1.1)
+    # the mean of 1 + 1 and 1 + 3 against 1 + 4 and 1 + 6
+    tt = by["trimtuner-cnn", "mean cost to 90% of the optimum's Accuracy_C", "trimtuner"]
+    assert tt["value"] == 3 and tt["ratio to the best peer"] == pytest.approx(3 / 6)
+    assert len(rows) == 3 * 3 + 2
+
+
+def test_scout_and_cherrypick_pool_together_against_the_best_peer():
+    from farm.report.pooled import pooled_reach_rows
+
+    runs = []
+    for job, u in {"scout-a": 2.0, "scout-b": 1.0, "cherrypick-c": 4.0}.items():
+        for opt, first in (("lynceus", 1), ("optuna-tpe", 2), ("optuna-cmaes", 3)):
+            cnos = [2.0] * first + [1.0] * (4 - first)
+            runs.append(make_run(f"{job}{opt}", job, opt, 0, [u] * 4, cnos, [True] * 4,
+                                 extra={"mean_config_cost": u}))
+    rows = pooled_reach_rows(analyse(*sweep(runs)))
+    joint = {r["optimizer"]: r for r in rows if r["family"] == "Scout and CherryPick"}
+    assert joint["lynceus"]["runs"] == 3 and joint["lynceus"]["jobs"] == 3
+    # CNO <= 1.1 after first + 1 configurations' costs, in units of one: lynceus 2, TPE 3
+    assert joint["lynceus"]["best peer"] == "optuna-tpe"
+    assert joint["lynceus"]["p90 / best peer p90"] == pytest.approx(2 / 3)
+    assert joint["optuna-cmaes"]["p90 / best peer p90"] == pytest.approx(4 / 3)
+    # CherryPick alone has one job: no pool; Scout alone has two
+    assert {r["family"] for r in rows} == {"Scout", "Scout and CherryPick"}
+    only_scout = [r for r in runs if r[1]["dataset"].startswith("scout-")]
+    assert {r["family"] for r in pooled_reach_rows(analyse(*sweep(only_scout)))} == {"Scout"}
 
 
 def test_report_page_is_self_contained_with_figures_and_tables(tmp_path):

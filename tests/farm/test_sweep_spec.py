@@ -140,7 +140,8 @@ def test_shipped_specs_validate():
     names = {p.stem for p in paths}
     assert {"quickstart", "lynceus-tf", "lynceus-sensitivity", "trimtuner-filters",
             "guindani-variants", "nightly", "lynceus-timeouts", "lynceus-scout-cherrypick",
-            "obol", "nephele", "trimtuner-comparison"} <= names
+            "obol", "nephele", "trimtuner-comparison", "peers-lynceus-tf",
+            "peers-scout-cherrypick", "peers-trimtuner", "peers-guindani"} <= names
     for path in paths:
         spec = load_spec(path)
         if all(o.name in available() and not missing_extra(o.name)

@@ -289,6 +289,17 @@ def test_farm_run_variant_d_on_kmeans_reports_the_table1_metrics(spark, monkeypa
     assert out["recommendation"]["feasible"]
 
 
+def test_every_optimizer_on_a_guindani_job_gets_the_recurring_job_accounting(spark,
+                                                                                monkeypatch):
+    """Table 1's metrics compare any optimizer on Guindani's jobs (the peers, EIc, random)."""
+    monkeypatch.setenv("OPTFARM_DATA", str(spark))
+    result = run_one(RunSpec("guindani-kmeans", "random", seed=3, iterations=12))
+    timed_out, time = (result.trace.column(c).to_pylist() for c in ("timed_out", "time"))
+    unfeasible = sum(t or s > 330 for t, s in zip(timed_out, time))   # T_max = 330 s
+    assert result.summary["recurring_job"]["unfeasible_executions"] == unfeasible
+    assert 0 < unfeasible < 12
+
+
 # -- Table 1 (slow) ---------------------------------------------------------------------------
 def _table(dataset, repetitions):
     runs = {v: [run_one(RunSpec(dataset, "guindani", seed=seed, params={"variant": v})

@@ -145,6 +145,26 @@ def test_smac_is_told_every_ask_and_evaluates_each_configuration_once(oracle):
         assert (opt.answers[s.config_id][0] > obs.cost) == (not opt.observed_feasible(obs))
 
 
+def test_smac_takes_costs_of_any_magnitude():
+    """Costs of order 1e7 (Guindani's VM x ms) with repeats of the cheapest: SMAC's log-scaled
+    encoder rounded their minimum to log(0) before costs were told in the first one's units."""
+    pytest.importorskip("smac", reason="smac-hpo needs optfarm[peers]")
+    space = SearchSpace.product([Dimension("n_vm", "ordinal", tuple(range(1, 9)))],
+                                price_per_s=lambda c: 1.0)
+    problem = Problem(Objective("cost", "min"), (Constraint("time", "<=", 100.0),))
+    opt = make_optimizer("smac-hpo", space, problem, 0, n_trials=8)
+    ids = []
+    while (s := opt.suggest()) is not None:
+        n_vm = space.config(s.config_id)["n_vm"]
+        opt.observe(s, Observation(time=400.0 / n_vm, cost=3.0e7 + 1e6 * abs(n_vm - 5),
+                                   accuracy=math.nan))
+        ids.append(s.config_id)
+    assert sorted(ids) == list(range(8))          # the whole table, no failure on the way
+    assert opt.scale == opt.answers[ids[0]][0] >= 3.0e7
+    told = {round(t.cost, 9) for t in opt.smac.runhistory.values()}
+    assert told <= {round(v / opt.scale, 9) for v, _ in opt.answers.values()}
+
+
 def test_patience_stops_a_peer_that_only_proposes_what_it_ran():
     pytest.importorskip("optuna", reason="the peers need optfarm[peers]")
     space = SearchSpace.product([Dimension("n", "ordinal", (1, 2, 3))], price_per_s=lambda c: 1.0)
