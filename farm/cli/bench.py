@@ -57,7 +57,8 @@ def cmd_bench_farm(args) -> int:
     print_table(res["rows"], ["case", "wall_s", "wall_max_s", "runs_per_s", "ms_per_run",
                                "in_flight", "cpu_ms_per_run"])
     print("in_flight: mean runs in progress (summed run durations / wall time); "
-          "cpu_ms_per_run: CPU time of a run where it ran")
+          "cpu_ms_per_run: CPU time of a run where it ran\n(resume: the driver's, per run, "
+          "resuming the finished sweep: nothing to run)")
     print(f"\nfarm overhead vs the in-process loop (1 worker): {100 * res['overhead']:+.1f}%"
           f"   (target < +10%)")
     print(f"throughput {res['workers']} workers / 1 worker: {res['speedup']:.2f}x"
