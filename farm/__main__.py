@@ -1,5 +1,3 @@
-import sys
+from farm.cli import run
 
-from farm.cli import main
-
-sys.exit(main())
+run()

@@ -5,11 +5,15 @@ throughput scales with workers.
 
 
     farm bench-farm --tracking 500,2000,20000 [--iterations 5]
+    farm bench-farm --resume 2000,20000 [--iterations 5]
 
 Cases, each over the same ``--runs`` runs (seeds 0..N-1):
   loop        the in-process loop: ``run_one`` over a cached oracle, nothing stored
   farm x1     ``run_sweep`` on a local Ray with one actor in flight (store writes included)
   farm xW     the same with W actors in flight
+  resume      ``run_sweep`` again on the finished farm xW sweep: nothing to run (expand, read
+              every record, verify what changed, find nothing to do); its cpu_ms_per_run is
+              the driver's CPU time per run
 Ray's start-up (``ray.init``) is timed apart: it is paid once per sweep, not per run. Each
 case runs ``--repeats`` times, interleaved with the others; the table keeps the fastest.
 Targets: farm x1 within 10% of the loop; farm x2 at least 1.7x the runs/s of farm x1. The
@@ -24,6 +28,11 @@ stored, or with tracking when it was logged, so the drain of the logger's queue 
 a resume of the finished tracked sweep (``resume_s``: expand, verify every record and trace,
 find nothing to run or log). Targets: tracking on >= half the runs/s of tracking off at 2,000
 runs; last tenth within 10% of the first at 20,000; resume of 20,000 runs < 10 s.
+
+With ``--resume SIZES`` it times, for each size, a sweep with tracking off, then a resume of it
+as ``farm sweep`` runs one (``resume_s``: files unchanged since written are not hashed again,
+``farm.sweep.store.VerifiedFiles``) and one with ``--verify`` (``verify_s``: every record and
+trace hashed), each with the driver's CPU time. Target: resume of 20,000 runs < 10 s.
 """
 
 from __future__ import annotations
@@ -36,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["machine_speedup", "run"]
+__all__ = ["machine_speedup", "resume_cost", "run", "tracking_cost"]
 
 
 def _spec(dataset: str, optimizer: str, runs: int, iterations: int | None, in_flight: int):
@@ -79,6 +88,51 @@ def _farm(spec) -> tuple[float, float, float]:
         raise RuntimeError(f"{report.failed} runs failed: {report.failures[0]['error']}")
     busy = sum(r["duration_s"] for r in records)
     return wall, busy / wall, float(np.mean([r["cpu_s"] for r in records]))
+
+
+def _resume(spec) -> tuple[float, float, float]:
+    """(wall time of a resume of the finished sweep, 0 runs in flight, the driver's CPU seconds
+    per run)."""
+    from farm.sweep.runner import run_sweep
+
+    with tempfile.TemporaryDirectory(prefix="optfarm-bench-") as out:
+        run_sweep(spec, out, progress=False)
+        t0, c0 = time.perf_counter(), time.process_time()
+        report = run_sweep(spec, out, progress=False)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if report.skipped != len(report.runs):
+        raise RuntimeError(f"the resume ran {report.done + report.failed} runs")
+    return wall, 0.0, cpu / len(report.runs)
+
+
+def resume_cost(sizes: list[int], dataset: str = "synthetic", optimizer: str = "random",
+                iterations: int | None = 5, workers: int = 2) -> list[dict]:
+    """One row per size: the sweep (tracking off), its resume and its resume with --verify."""
+    import ray
+
+    from farm.sweep.ray_runtime import init_ray
+    from farm.sweep.runner import run_sweep
+
+    init_ray(num_cpus=workers)
+    rows = []
+    try:
+        for n in sizes:
+            spec = _spec(dataset, optimizer, n, iterations, workers)
+            with tempfile.TemporaryDirectory(prefix="optfarm-bench-") as out:
+                t0 = time.perf_counter()
+                run_sweep(spec, out, progress=False)
+                row = {"runs": n, "sweep_s": time.perf_counter() - t0}
+                for name, verify in (("resume", False), ("verify", True)):
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    again = run_sweep(spec, out, progress=False, verify=verify)
+                    row[f"{name}_s"] = time.perf_counter() - t0
+                    row[f"{name}_cpu_s"] = time.process_time() - c0
+                    if again.skipped != n:
+                        raise RuntimeError(f"the resume of {n} runs ran some again")
+            rows.append(row)
+    finally:
+        ray.shutdown()
+    return rows
 
 
 def _tenths(times: list[float]) -> tuple[float, float]:
@@ -173,7 +227,9 @@ def run(runs: int = 200, dataset: str = "synthetic", optimizer: str = "random",
     cases = {"loop (in-process)": lambda: _loop(_spec(dataset, optimizer, runs, iterations, 1)),
              "farm, 1 worker": lambda: _farm(_spec(dataset, optimizer, runs, iterations, 1)),
              f"farm, {workers} workers":
-                 lambda: _farm(_spec(dataset, optimizer, runs, iterations, workers))}
+                 lambda: _farm(_spec(dataset, optimizer, runs, iterations, workers)),
+             "resume (all done)":
+                 lambda: _resume(_spec(dataset, optimizer, runs, iterations, workers))}
     walls: dict[str, list[tuple[float, float, float]]] = {name: [] for name in cases}
     capacity = []
     for _ in range(repeats):
@@ -187,7 +243,7 @@ def run(runs: int = 200, dataset: str = "synthetic", optimizer: str = "random",
     for r in rows:
         r["runs_per_s"] = runs / r["wall_s"]
         r["ms_per_run"] = 1000 * r["wall_s"] / runs
-    loop, one, many = (r["wall_s"] for r in rows)
+    loop, one, many, _ = (r["wall_s"] for r in rows)
     return {"rows": rows, "ray_start_s": ray_start, "overhead": one / loop - 1,
             "speedup": one / many, "workers": workers, "runs": runs, "repeats": repeats,
             "machine_speedup": float(np.median(capacity)),

@@ -8,7 +8,8 @@ import textwrap
 from typing import Any, Sequence
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "WIDTH", "UsageError",
-           "fmt", "json_default", "parse_params", "print_json", "print_table"]
+           "fmt", "json_default", "parse_params", "print_json", "print_table",
+           "table_blocks"]
 
 # every command's exit codes: success; a run or the command failed; bad input; Ctrl-C
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -31,18 +32,26 @@ def parse_params(pairs: Sequence[str]) -> dict[str, str]:
 
 def print_table(rows: list[dict[str, Any]], columns: Sequence[str], width: int = WIDTH) -> None:
     """A plain-text table; a last column that would pass ``width`` wraps onto more lines."""
+    for block in table_blocks(rows, columns, width):
+        print("\n".join(block))
+
+
+def table_blocks(rows: list[dict[str, Any]], columns: Sequence[str],
+                 width: int = WIDTH) -> list[list[str]]:
+    """``print_table``'s lines in blocks: the header and rule, then one block per row (its
+    line and the wrapped rest of its last column)."""
     cells = [[fmt(r.get(c)) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
     lead = sum(widths[:-1]) + 2 * (len(widths) - 1)
     if width - lead >= 10:  # else the table cannot fit: leave its last column whole
         widths[-1] = min(widths[-1], width - lead)
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
-    print("  ".join("-" * w for w in widths))
+    blocks = [["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip(),
+               "  ".join("-" * w for w in widths)]]
     for row in cells:
         last = textwrap.wrap(row[-1], widths[-1], break_on_hyphens=False) or [""]
-        print("  ".join(v.ljust(w) for v, w in zip(row[:-1] + [last[0]], widths)).rstrip())
-        for more in last[1:]:
-            print(" " * lead + more)
+        blocks.append(["  ".join(v.ljust(w) for v, w in zip(row[:-1] + [last[0]], widths))
+                       .rstrip()] + [" " * lead + more for more in last[1:]])
+    return blocks
 
 
 def print_json(obj: Any) -> None:

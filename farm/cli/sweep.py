@@ -15,10 +15,11 @@ import os
 import shlex
 import signal
 import sys
+import textwrap
 from contextlib import contextmanager
 from pathlib import Path
 
-from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_json, print_table
+from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, WIDTH, print_json, table_blocks
 
 __all__ = ["add_sweep_commands"]
 
@@ -63,7 +64,7 @@ def _run(spec, source, out, args) -> int:
     if args.address:  # before Ray is imported (see farm.sweep.ray_runtime)
         os.environ["RAY_ADDRESS"] = args.address
     from farm.sweep.capacity import ClusterLost
-    from farm.sweep.runner import SUMMARY_COLUMNS, run_sweep, summary_rows
+    from farm.sweep.runner import run_sweep, summary_rows
     from farm.sweep.spec import DEFAULT_MAX_RUNS
     from farm.sweep.store import DamagedFile, FolderBusy, Store, StoreError
 
@@ -76,7 +77,7 @@ def _run(spec, source, out, args) -> int:
                                tracking_uri=args.tracking_uri,
                                artifacts=True if args.artifacts else None,
                                max_runs=args.max_runs or DEFAULT_MAX_RUNS,
-                               progress=not args.no_progress)
+                               progress=not args.no_progress, verify=args.verify)
     except (FolderBusy, DamagedFile) as e:
         print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -88,7 +89,7 @@ def _run(spec, source, out, args) -> int:
         print(f"farm: error: {e}; the runs stored so far are kept, run the sweep again "
               "when fixed", file=sys.stderr)
         return EXIT_FAILED
-    rows = summary_rows(report.records, report.runs)
+    rows = summary_rows(report.records, report.keys)
     if args.json:
         print_json({"sweep": spec.name, "out": str(out), "runs": len(report.runs),
                     "skipped": report.skipped, "done": report.done, "failed": report.failed,
@@ -101,7 +102,7 @@ def _run(spec, source, out, args) -> int:
         return EXIT_OK if report.complete else EXIT_FAILED
     print(f"\nsweep {spec.name}: {len(report.runs)} runs, {report.skipped} already done, "
           f"{report.done} run now, {report.failed} failed ({report.wall_s:.1f} s) -> {out}")
-    print_table(rows, SUMMARY_COLUMNS)
+    print_summary(rows)
     for f in report.failures[:10]:
         s = f["spec"]
         print(f"failed: {s['optimizer']} on {s['dataset']} seed {s['seed']} "
@@ -110,6 +111,32 @@ def _run(spec, source, out, args) -> int:
         state = "offline, run `farm sync` later" if report.tracking_offline else "ok"
         print(f"MLflow: {report.tracking_uri} ({state})")
     return EXIT_OK if report.complete else EXIT_FAILED
+
+
+# the human summary: one table per dataset (its name and metric above it), each row's
+# parameters set away from the defaults on the line under it; --json keeps every key of
+# farm.sweep.runner.summary_rows
+SUMMARY_COLUMNS = ["optimizer", "runs", "failed", "final_p50", "final_p90", "cost_p50",
+                   "evals_p50", "latency_p50_s"]
+
+
+def print_summary(rows: list[dict]) -> None:
+    """The sweep's summary rows as one table per dataset, within ``console.WIDTH`` columns."""
+    by_dataset: dict[str, list[dict]] = {}
+    for row in rows:
+        by_dataset.setdefault(row["dataset"], []).append(row)
+    for dataset, group in by_dataset.items():
+        metrics = "/".join(dict.fromkeys(str(r["metric"] or "-") for r in group))
+        print(f"\n{dataset}: metric {metrics}")
+        header, *blocks = table_blocks(group, SUMMARY_COLUMNS)
+        print("\n".join(header))
+        for row, block in zip(group, blocks):
+            print("\n".join(block))
+            if row["params"] != "-":
+                print("\n".join(textwrap.wrap(row["params"].replace(",", ", "), WIDTH,
+                                              initial_indent="  params: ",
+                                              subsequent_indent=" " * 10,
+                                              break_on_hyphens=False)))
 
 
 @contextmanager
@@ -191,6 +218,8 @@ def add_sweep_commands(sub) -> None:
     s.add_argument("--max-runs", type=int, metavar="N",
                    help="refuse a sweep of more than N runs (default 200,000: "
                    "farm.sweep.spec.DEFAULT_MAX_RUNS)")
+    s.add_argument("--verify", action="store_true", help="hash every stored record and trace "
+                   "(default: only those changed since they were written or last hashed)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--json", action="store_true",
                    help="end with one JSON object (the summary table's rows) instead of the table")

@@ -9,13 +9,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from oracle.dataset import Dataset
 from oracle.problem import Constraint, Objective, Problem
 
-__all__ = ["RunSpec"]
+__all__ = ["RunSpec", "changed_params"]
 
 
 @dataclass(frozen=True)
@@ -52,11 +52,26 @@ class RunSpec:
         from optimizers.registry import get
 
         optimizer = get(self.optimizer)
-        defaults = optimizer.resolve_params({})
-        d = asdict(self.resolved())
-        d["params"] = {k: v for k, v in d["params"].items() if v != defaults[k]}
-        d["version"] = optimizer.version
+        return self.key_for(changed_params(optimizer, optimizer.resolve_params(self.params)),
+                            optimizer.version)
+
+    def key_for(self, changed: dict[str, Any], version: Any) -> str:
+        """``run_key`` given what it hashes of the optimizer: the resolved parameters set away
+        from their defaults (``changed_params``) and its version (a sweep computes those once
+        per grid point, not once per seed)."""
+        d = {name: getattr(self, name) for name in _FIELDS}
+        d["params"] = changed
+        d["version"] = version
         budget = d["budget"]
         d["budget"] = None if budget is None or math.isinf(budget) else float(budget)
         text = json.dumps(d, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+_FIELDS = tuple(f.name for f in fields(RunSpec))
+
+
+def changed_params(optimizer, resolved: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of ``resolved`` (all of ``optimizer``'s) that differ from its defaults."""
+    defaults = optimizer.resolve_params({})
+    return {k: v for k, v in resolved.items() if v != defaults[k]}

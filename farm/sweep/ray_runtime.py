@@ -45,7 +45,7 @@ from farm.sweep.capacity import (  # noqa: E402
     HeadWatch,
     target_actors,
 )
-from farm.sweep.ray_setup import INIT_QUIET, ensure_auth_token, quiet_ray  # noqa: E402
+from farm.sweep.ray_setup import INIT_QUIET, quiet_ray, start_local_ray  # noqa: E402
 from farm.sweep.serial import OracleCache, Outcome, error_line  # noqa: E402
 
 __all__ = [
@@ -71,11 +71,9 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         ray.init(address=address, **INIT_QUIET)
         _joined_cluster = True
     else:
-        ensure_auth_token()
         print("farm: starting a local Ray on 127.0.0.1 (its logs: /tmp/ray/session_latest/logs)",
               file=sys.stderr, flush=True)
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
-                 _node_ip_address="127.0.0.1", **INIT_QUIET)
+        start_local_ray(num_cpus, **INIT_QUIET)
     quiet_ray()
 
 

@@ -8,6 +8,11 @@ with an AuthenticationError until something else has made it. ``ensure_auth_toke
 it as ``ray get-auth-token --generate`` does, and pins ``RAY_AUTH_MODE=token`` in this process
 and its children, which also silences Ray's "token authentication is enabled" warning.
 
+Start-up under load (``start_local_ray``): the raylet waits 15 s (fixed in Ray 2.60) for its
+dashboard agent, a Python process that imports much, to report its ports, and aborts if it has
+not ("Timed out waiting for file .../metrics_agent_port_..." in ``raylet.out``); on a machine
+whose cores are busy that happens, so a local start is tried up to three times.
+
 Quiet start-up (``quiet_ray``): ``ray.init`` gets ``INIT_QUIET`` (no "Started a local Ray
 instance" line), and the colorama wrapper Ray's CLI logger installs on import is taken off
 again, so that no stray colour reset (ESC[0m) is written to the terminal at exit.
@@ -21,9 +26,31 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["INIT_QUIET", "ensure_auth_token", "quiet_ray"]
+__all__ = ["INIT_QUIET", "ensure_auth_token", "quiet_ray", "start_local_ray"]
 
 INIT_QUIET = {"logging_level": logging.WARNING, "log_to_driver": False}
+START_ATTEMPTS = 3
+
+
+def start_local_ray(num_cpus: int | None = None, **init) -> None:
+    """``ray.init`` of a new local Ray on 127.0.0.1 (its token made first), tried up to
+    ``START_ATTEMPTS`` times when it fails to start (see the module doc); ``init``: more
+    arguments of ``ray.init``."""
+    import ray
+
+    ensure_auth_token()
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
+                     _node_ip_address="127.0.0.1", **init)
+            return
+        except Exception as e:  # the raylet or another of Ray's processes died at start-up
+            ray.shutdown()
+            if attempt == START_ATTEMPTS:
+                raise
+            why = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+            print(f"farm: the local Ray did not start ({why}); starting it again "
+                  f"({attempt + 1}/{START_ATTEMPTS})", file=sys.stderr, flush=True)
 
 
 def ensure_auth_token() -> Path | None:

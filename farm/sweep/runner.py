@@ -15,7 +15,7 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +26,7 @@ from farm.run.spec import RunSpec
 from farm.sweep.spec import DEFAULT_MAX_RUNS, SweepSpec, expand_keyed
 from farm.sweep.store import FolderLock, Store, StoreError
 
-__all__ = ["SUMMARY_COLUMNS", "SweepReport", "run_sweep", "summary_rows"]
+__all__ = ["SweepReport", "run_sweep", "summary_rows"]
 
 
 @dataclass
@@ -34,6 +34,7 @@ class SweepReport:
     """What one invocation of a sweep did."""
 
     runs: list[RunSpec]
+    keys: list[str] = field(default_factory=list)  # the runs' keys, in order
     skipped: int = 0                     # already finished before this invocation
     done: int = 0
     failed: int = 0
@@ -53,10 +54,12 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
               address: str | None = None, backend: str | None = None,
               max_in_flight: int | None = None, tracking: bool | None = None,
               tracking_uri: str | None = None, artifacts: bool | None = None,
-              max_runs: int = DEFAULT_MAX_RUNS, progress: bool = True,
+              max_runs: int = DEFAULT_MAX_RUNS, progress: bool = True, verify: bool = False,
               on_submit: Callable[[RunSpec, dict], None] | None = None) -> SweepReport:
     """Run (or resume) ``spec`` into the output folder ``out``; arguments override the spec's
     ``runtime`` and ``tracking`` sections (a tracking URI given is kept in ``sweep.json``).
+    Stored files unchanged since they were written or verified are not hashed again unless
+    ``verify`` (``farm.sweep.store.VerifiedFiles`` says what that keeps).
     Raises FolderBusy when another driver holds ``out``, DamagedFile when its ``sweep.json``
     is damaged, StoreError when a file cannot be written (each naming the path)."""
     from oracle.registry import load
@@ -76,10 +79,9 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
         if artifacts is not None:
             stored["tracking"]["artifacts"] = artifacts
         store.write_spec(stored, sweep_id)
-        report = SweepReport(runs)
-        report.records = _intact_records(store, report)
+        report = SweepReport(runs, list(keyed))
+        report.records = _intact_records(store, report, verify)
         finished = {k for k, r in report.records.items() if r["status"] == "done"}
-        keys = list(keyed)
         todo = [r for k, r in keyed.items() if k not in finished]
         report.skipped = len(runs) - len(todo)
 
@@ -90,8 +92,8 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
             tracker = Tracker(out, stored["tracking"]["uri"], spec.tracking.experiment,
                               spec.name, sweep_id, stored["tracking"]["artifacts"])
             report.tracking_uri = tracker.uri
-            if tracker.start(set(keys), {"sweep": spec.name, "runs": len(runs)}):
-                for key in keys:  # catch up on runs stored while tracking was down
+            if tracker.start(set(keyed), {"sweep": spec.name, "runs": len(runs)}):
+                for key in keyed:  # catch up on runs stored while tracking was down
                     if key in finished:
                         tracker.submit(report.records[key])
         _run_todo(todo, spec, store, tracker, report, backend, address, max_in_flight,
@@ -100,9 +102,9 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
     return report
 
 
-def _intact_records(store: Store, report: SweepReport) -> dict[str, dict]:
+def _intact_records(store: Store, report: SweepReport, verify: bool) -> dict[str, dict]:
     """The store's intact records; each damaged run's files quarantined, one line each."""
-    scan = store.scan()
+    scan = store.scan(trust_unchanged=not verify)
     for damage in scan.damaged:
         store.quarantine(damage)
         print(f"farm: {damage}; moved to {store.root / 'quarantine'}, run {damage.run_key} is "
@@ -139,7 +141,8 @@ def _run_todo(todo, spec, store, tracker, report, backend, address, max_in_fligh
         # an error on its way out (disk full, Ctrl-C) is the one to report, not a second one
         quiet = contextlib.suppress(StoreError) if sys.exc_info()[1] else contextlib.nullcontext()
         with quiet:
-            store.write_index(report.records.values())
+            store.refresh_index(report.records.values())
+            store.verified_files.save(store.root)
         if tracker is not None:
             # interrupted or lost: what is not logged yet is stored, and `farm sync` logs it
             tracker.close(failed=not report.complete, drain=sys.exc_info()[1] is not None)
@@ -181,17 +184,13 @@ def _progress(total: int, initial: int, name: str, enabled: bool):
     return tqdm(total=total, initial=initial, desc=name, unit="run", dynamic_ncols=True)
 
 
-SUMMARY_COLUMNS = ["dataset", "optimizer", "params", "runs", "failed", "metric",
-                   "final_p50", "final_p90", "cost_p50", "evals_p50", "latency_p50_s"]
-
-
-def summary_rows(records: dict[str, dict], runs: list[RunSpec]) -> list[dict]:
+def summary_rows(records: dict[str, dict], keys: Iterable[str]) -> list[dict]:
     """One row per (dataset, optimizer, parameters; those set away from the defaults shown) of
-    the ``records`` (run_key -> record) of ``runs``: runs done / failed, the final quality
+    the ``records`` (run_key -> record) of the runs ``keys``: runs done / failed, the final quality
     metric (CNO or Accuracy_C) p50 / p90 over seeds (worse side, ``farm.run.metrics``: the
     numbers ``farm report`` shows), median exploration cost, evaluations and recommendation
     latency."""
-    keys = {r.run_key for r in runs}
+    keys = set(keys)
     groups: dict[tuple, list[dict]] = {}
     for rec in records.values():
         if rec["run_key"] not in keys:

@@ -43,7 +43,7 @@ from pydantic import (
     field_validator,
 )
 
-from farm.run.spec import RunSpec
+from farm.run.spec import RunSpec, changed_params
 from optimizers.base import ParameterError
 from oracle.problem import Constraint, Objective
 from oracle.spelling import did_you_mean
@@ -317,11 +317,13 @@ def expand_keyed(spec: SweepSpec, source: str = "spec",
         limits = Limits(**{**spec.limits.model_dump(),
                            **(d.limits.model_dump(exclude_none=True) if d.limits else {})})
         for oi, opt in enumerate(spec.optimizer_entries()):
+            optimizer = get(opt.name)
             for point in opt.grid():
-                try:  # resolved once per grid point, not once per seed
-                    params = get(opt.name).resolve_params(point)
+                try:  # resolved and hashed once per grid point, not once per seed
+                    params = optimizer.resolve_params(point)
                 except ParameterError as e:
                     raise SpecError(f"{source}: optimizers[{oi}].params: {e}") from None
+                changed = changed_params(optimizer, params)
                 for seed in spec.seed_list():
                     run = RunSpec(dataset=d.name, optimizer=opt.name, seed=seed,
                                   params=dict(params), budget=limits.budget,
@@ -329,7 +331,7 @@ def expand_keyed(spec: SweepSpec, source: str = "spec",
                                   objective=problem.objective or spec.problem.objective,
                                   constraints=_constraints(problem, spec.problem),
                                   aggregate=spec.aggregate)
-                    runs.setdefault(run.run_key, run)
+                    runs.setdefault(run.key_for(changed, optimizer.version), run)
     return runs
 
 

@@ -9,6 +9,8 @@ Layout of the output folder::
     runs/<run_key>.json         the run's record: spec, status (done|failed), summary or error,
                                 attempts, node, wall and CPU time of the run, the trace's
                                 sha256 and size, and the record's own sha256
+    verified.json               the signature of each record and trace when last written or hashed
+                                (``VerifiedFiles``: a resume hashes only the files changed since)
     quarantine/                 damaged records and traces, moved aside (their runs are redone)
     index.parquet               one row per record (rebuilt from the records; for users)
     mlflow.db                   default MLflow tracking store (see ``farm.sweep.tracking``)
@@ -47,7 +49,8 @@ from farm.run.metrics import final_quality
 from farm.run.spec import RunSpec
 
 __all__ = ["DamagedFile", "FolderBusy", "FolderLock", "Scan", "Store", "StoreError",
-           "atomic_write_bytes", "atomic_write_json", "fault_point", "read_json"]
+           "VerifiedFiles", "atomic_write_bytes", "atomic_write_json", "fault_point",
+           "read_json", "signature"]
 INDEX_SCHEMA = pa.schema([
     ("run_key", pa.string()), ("dataset", pa.string()), ("optimizer", pa.string()),
     ("params", pa.string()), ("seed", pa.int64()), ("status", pa.string()),
@@ -124,11 +127,15 @@ def read_json(path: Path) -> Any:
         data = path.read_bytes()
     except OSError as e:
         raise StoreError(e.errno, f"cannot read {path}: {e.strerror or e}") from None
+    return _parse_json(path, data)
+
+
+def _parse_json(path: str | Path, data: bytes) -> Any:
     try:
         return json.loads(data)
     except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
         how = "empty" if not data else f"not valid JSON, truncated? ({e})"
-        raise DamagedFile(path, how) from None
+        raise DamagedFile(Path(path), how) from None
 
 
 def _canonical(record: dict) -> bytes:
@@ -175,12 +182,64 @@ class Scan:
         return {k for k, r in self.records.items() if r["status"] == "done"}
 
 
+def signature(st: os.stat_result) -> list[int]:
+    """What changes whenever a file is changed through the file system: its size, modification
+    and change times and inode (the change time cannot be set back by a user)."""
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+class VerifiedFiles:
+    """``verified.json``: the ``signature`` each record and trace had when the store wrote it
+    or last hashed it, so that a resume hashes only the files changed since (reading 20,000
+    records is needed anyway; hashing them and their traces again is not).
+
+    The guarantee kept: any change made to a record or trace through the file system after it
+    was written or verified (a byte overwritten, a truncation, a replacement, the folder
+    copied or moved to another file system, its modification time set back: the change time
+    moves anyway) changes its signature, so the file is hashed and, if damaged, quarantined
+    and its run redone. What a resume does not see: damage below the file system that leaves
+    the inode as it was (a disk's bit rot, unflushed data lost in a power cut after the
+    signature was kept); ``farm sweep --verify`` hashes every file, and ``farm report`` and
+    ``farm sync`` always do. A damaged or foreign ``verified.json`` is ignored (everything is
+    hashed)."""
+
+    NAME = "verified.json"
+
+    def __init__(self):
+        self.files: dict[str, list] = {}   # run_key -> [record signature, trace signature]
+        self._saved: dict[str, list] | None = None
+
+    def load(self, root: Path) -> dict[str, list]:
+        try:
+            data = json.loads((root / self.NAME).read_bytes())
+            files = data["files"] if data.get("version") == 1 else {}
+            self._saved = {k: v for k, v in files.items()
+                           if isinstance(v, list) and len(v) == 2}
+        except (OSError, ValueError, TypeError, AttributeError, KeyError):
+            self._saved = {}
+        return self._saved
+
+    def add(self, key: str, record_sig: list[int], trace_sig: list[int] | None) -> None:
+        self.files[key] = [record_sig, trace_sig]
+
+    def drop(self, key: str) -> None:
+        self.files.pop(key, None)
+
+    def save(self, root: Path) -> None:
+        """Write what this store wrote or verified (if it differs from what was loaded)."""
+        if self.files != self._saved:
+            atomic_write_bytes(root / self.NAME, json.dumps(
+                {"version": 1, "files": self.files}, separators=(",", ":")).encode())
+            self._saved = dict(self.files)
+
+
 class Store:
     """Read and write a sweep's output folder (see the module docstring)."""
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
         self.runs = self.root / "runs"
+        self.verified_files = VerifiedFiles()
 
     def trace_path(self, run_key: str) -> Path:
         return self.runs / f"{run_key}.parquet"
@@ -211,6 +270,8 @@ class Store:
         record = _sealed(record)
         atomic_write_json(self.record_path(key), record)
         fault_point("after-record")
+        self.verified_files.add(key, signature(self.record_path(key).stat()),
+                                signature(self.trace_path(key).stat()))
         return record
 
     def write_failure(self, spec: RunSpec, error: str, *, attempts: int = 1,
@@ -221,6 +282,7 @@ class Store:
         record["error"] = error
         record = _sealed(record)
         atomic_write_json(self.record_path(key), record)
+        self.verified_files.add(key, signature(self.record_path(key).stat()), None)
         return record
 
     @staticmethod
@@ -233,6 +295,7 @@ class Store:
         """Move a damaged run's record and trace aside (into ``quarantine/``), so that its run
         is redone; returns the quarantine folder."""
         folder = self.root / "quarantine"
+        self.verified_files.drop(damage.run_key)
         stamp = time.strftime("%Y%m%dT%H%M%S")
         for path in (self.record_path(damage.run_key), self.trace_path(damage.run_key)):
             if path.exists():
@@ -245,48 +308,77 @@ class Store:
         return folder
 
     # -- reading -----------------------------------------------------------------------------
-    def scan(self, *, verify_traces: bool = True) -> Scan:
+    def scan(self, *, trust_unchanged: bool = False) -> Scan:
         """Every record, read once and checked against its checksum, and each done run's trace
-        against the checksum in its record (its bytes hashed: ``verify_traces``)."""
+        against the size and checksum in its record. With ``trust_unchanged``, a file whose
+        signature (size, modification and change times, inode) is the one it had when this
+        store last wrote or verified it (``verified.json``) is not hashed again: see
+        ``VerifiedFiles`` for what that still detects."""
         scan = Scan()
         if not self.runs.is_dir():
             return scan
-        for path in sorted(self.runs.glob("*.json")):
+        known = self.verified_files.load(self.root) if trust_unchanged else {}
+        folder = str(self.runs)  # plain strings: 20,000 pathlib paths cost a second
+        for name in sorted(n for n in os.listdir(folder) if n.endswith(".json")):
+            key = name[:-len(".json")]
             try:
-                record = self._verified_record(path)
+                record, record_sig = self._read_record(os.path.join(folder, name), key)
+                trusted = known.get(key) or (None, None)
+                if trusted[0] != record_sig:
+                    self._check_record_sha(record, key)
+                trace_sig = None
                 if record["status"] == "done":
-                    self._verify_trace(record, hash_bytes=verify_traces)
+                    trace_sig = self._verify_trace(record, trusted[1])
             except DamagedFile as e:
-                e.run_key = e.run_key or path.stem
+                e.run_key = e.run_key or key
                 scan.damaged.append(e)
                 continue
-            scan.records[record["run_key"]] = record
+            self.verified_files.add(key, record_sig, trace_sig)
+            scan.records[key] = record
         return scan
 
-    def _verified_record(self, path: Path) -> dict:
-        record = read_json(path)
-        if not isinstance(record, dict) or record.get("run_key") != path.stem:
-            raise DamagedFile(path, "not a run record of this store", path.stem)
+    def _read_record(self, path: str, key: str) -> tuple[dict, list[int]]:
+        """The record of ``key`` in ``path`` and the signature of the file it was read from."""
+        try:
+            with open(path, "rb") as f:
+                sig = signature(os.fstat(f.fileno()))
+                data = f.read()
+        except OSError as e:
+            raise StoreError(e.errno, f"cannot read {path}: {e.strerror or e}") from None
+        record = _parse_json(path, data)
+        if not isinstance(record, dict) or record.get("run_key") != key:
+            raise DamagedFile(Path(path), "not a run record of this store", key)
+        return record, sig
+
+    def _check_record_sha(self, record: dict, key: str) -> None:
         want = record.get("sha256")  # records written before checksums have none
         if want is not None and hashlib.sha256(_canonical(record)).hexdigest() != want:
-            raise DamagedFile(path, "content does not match its sha256", path.stem)
+            raise DamagedFile(self.record_path(key), "content does not match its sha256", key)
+
+    def _verified_record(self, key: str) -> dict:
+        record, _ = self._read_record(str(self.record_path(key)), key)
+        self._check_record_sha(record, key)
         return record
 
-    def _verify_trace(self, record: dict, hash_bytes: bool = True) -> None:
+    def _verify_trace(self, record: dict, trusted: list[int] | None = None) -> list[int] | None:
+        """Check a done run's trace; returns its signature (None: written before checksums).
+        Its bytes are hashed unless its signature is ``trusted``."""
         key = record["run_key"]
-        path = self.trace_path(key)
+        path = f"{self.runs}/{key}.parquet"
         try:
-            size = path.stat().st_size
+            sig = signature(os.stat(path))
         except FileNotFoundError:
-            raise DamagedFile(path, "trace missing", key) from None
+            raise DamagedFile(Path(path), "trace missing", key) from None
         want = record.get("trace_sha256")
         if want is None:
-            return
+            return None
+        size = sig[0]
         if size != record["trace_bytes"]:
-            raise DamagedFile(path, f"trace truncated or extended ({size} bytes, "
+            raise DamagedFile(Path(path), f"trace truncated or extended ({size} bytes, "
                               f"{record['trace_bytes']} written)", key)
-        if hash_bytes and hashlib.sha256(path.read_bytes()).hexdigest() != want:
-            raise DamagedFile(path, "trace content does not match its sha256", key)
+        if sig != trusted and hashlib.sha256(Path(path).read_bytes()).hexdigest() != want:
+            raise DamagedFile(Path(path), "trace content does not match its sha256", key)
+        return sig
 
     def verified(self) -> Scan:
         """``scan``, refusing any damaged file (for readers: ``farm report``, ``farm sync``)."""
@@ -303,7 +395,7 @@ class Store:
 
     def record(self, run_key: str) -> dict | None:
         path = self.record_path(run_key)
-        return self._verified_record(path) if path.exists() else None
+        return self._verified_record(run_key) if path.exists() else None
 
     def finished(self) -> set[str]:
         """run_keys whose record says done and whose record and trace are intact."""
@@ -335,13 +427,40 @@ class Store:
     # -- the index -----------------------------------------------------------------------------
     def write_index(self, records: Iterable[dict] | None = None) -> pa.Table:
         """Rebuild ``index.parquet`` from the records (atomically) and return it."""
-        records = self.records() if records is None else records
+        records = list(self.records() if records is None else records)
         rows = [_index_row(r) for r in sorted(records, key=lambda r: r["run_key"])]
         table = pa.Table.from_pylist(rows, schema=INDEX_SCHEMA)
+        digest = _records_digest(records)
+        if digest is not None:
+            table = table.replace_schema_metadata({INDEX_DIGEST: digest})
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)
         atomic_write_bytes(self.root / "index.parquet", sink.getvalue().to_pybytes())
         return table
+
+    def refresh_index(self, records: Iterable[dict]) -> None:
+        """``write_index`` unless ``index.parquet`` was built from exactly these records (the
+        digest of their checksums kept in its metadata): a resume that ran nothing rewrites
+        nothing."""
+        records = list(records)
+        digest = _records_digest(records)
+        try:
+            metadata = pq.read_schema(self.root / "index.parquet").metadata or {}
+        except (OSError, pa.ArrowInvalid):  # missing or damaged: rebuilt
+            metadata = {}
+        if digest is None or metadata.get(INDEX_DIGEST) != digest.encode():
+            self.write_index(records)
+
+
+INDEX_DIGEST = b"optfarm.records_sha256"
+
+
+def _records_digest(records: list[dict]) -> str | None:
+    """A digest of the records' own checksums (None if one has none: written before them)."""
+    sums = sorted(r.get("sha256") or "" for r in records)
+    if not all(sums):
+        return None
+    return hashlib.sha256("".join(sums).encode()).hexdigest()
 
 
 class FolderLock:

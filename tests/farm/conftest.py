@@ -33,13 +33,11 @@ def ray_local():
     """A local two-CPU Ray on 127.0.0.1 for the whole test module."""
     import ray
 
-    from farm.sweep.ray_setup import ensure_auth_token
+    from farm.sweep.ray_setup import start_local_ray
 
     if ray.is_initialized():
         ray.shutdown()
-    ensure_auth_token()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-             _node_ip_address="127.0.0.1")
+    start_local_ray(2, log_to_driver=False)  # retried: a loaded machine can fail a start
     yield ray
     ray.shutdown()
 

@@ -4,6 +4,7 @@ Ray (``--serial``): malformed specs, resume, failed runs and exit codes."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from farm.cli import main
 from farm.run.loop import run_one
 from farm.run.spec import RunSpec
 from farm.sweep.spec import SpecError, expand, load_spec, parse_spec
-from farm.sweep.store import Store, spec_from_dict
+from farm.sweep.store import Store, signature, spec_from_dict
 from optimizers.base import Suggestion
 from optimizers.random_search import RandomSearch
 
@@ -280,6 +281,48 @@ def test_damaged_records_and_traces_are_quarantined_and_redone(tmp_path, capsys)
     record["summary"]["exploration_cost"] += 1.0  # a changed value: the sha256 says so
     store.record_path(a).write_text(json.dumps(record))
     assert "does not match its sha256" in str(store.scan().damaged[0])
+
+
+def test_a_resume_hashes_only_files_changed_since_they_were_verified(tmp_path, capsys):
+    """verified.json keeps each file's signature as written; a byte changed behind the
+    store's back is found even with the file's size and modification time put back (its
+    change time moves), and only --verify finds damage whose signature was kept."""
+    assert _sweep(tmp_path, seeds=3) == 0
+    out = tmp_path / "out"
+    store = Store(out)
+    a, b, c = sorted(store.finished())
+    kept = json.loads((out / "verified.json").read_text())["files"]
+    assert kept[a] == [signature(store.record_path(a).stat()),
+                       signature(store.trace_path(a).stat())]
+    index_written = (out / "index.parquet").stat().st_mtime_ns
+    capsys.readouterr()
+    assert _sweep(tmp_path, seeds=3) == 0  # nothing run: nothing rewritten
+    assert "3 already done, 0 run now" in capsys.readouterr().out
+    assert (out / "index.parquet").stat().st_mtime_ns == index_written
+    for key, forge in ((a, False), (b, True)):
+        trace = store.trace_path(key)
+        st = trace.stat()
+        data = bytearray(trace.read_bytes())
+        data[len(data) // 2] ^= 0x04
+        with open(trace, "r+b") as f:  # same size, same inode, modification time set back
+            f.write(bytes(data))
+        os.utime(trace, ns=(st.st_atime_ns, st.st_mtime_ns))
+        if forge:  # what a disk's bit rot would look like: the signature as kept
+            kept[key][1] = signature(trace.stat())
+    (out / "verified.json").write_text(json.dumps({"version": 1, "files": kept}))
+    assert _sweep(tmp_path, seeds=3) == 0
+    captured = capsys.readouterr()
+    assert "2 already done, 1 run now" in captured.out
+    assert f"{a}.parquet: trace content does not match its sha256" in captured.err
+    assert (out / "index.parquet").stat().st_mtime_ns != index_written
+    assert _sweep(tmp_path, "--verify", seeds=3) == 0
+    captured = capsys.readouterr()
+    assert "2 already done, 1 run now" in captured.out
+    assert f"{b}.parquet: trace content does not match its sha256" in captured.err
+    (out / "verified.json").write_text("{")  # damaged: ignored, everything hashed, rewritten
+    assert _sweep(tmp_path, seeds=3) == 0
+    assert "3 already done" in capsys.readouterr().out
+    assert set(json.loads((out / "verified.json").read_text())["files"]) == {a, b, c}
 
 
 def test_a_truncated_sweep_json_is_one_line_naming_it(tmp_path, capsys):
