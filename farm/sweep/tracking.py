@@ -265,7 +265,9 @@ class Tracker:
         With ``wait``, returns once that is done: False when offline."""
         self._layout = variants.layout(specs)
         self._started_ms = int(time.time() * 1000)
-        self._thread = threading.Thread(target=self._work, args=(specs, params, records or {}),
+        # a copy: the sweep adds records while the logger reads these
+        self._thread = threading.Thread(target=self._work, args=(specs, params,
+                                                                 dict(records or {})),
                                         name="mlflow-logger", daemon=True)
         self._thread.start()
         if wait:
@@ -483,6 +485,7 @@ class Tracker:
                                           sorted({**sweep, **ranking}.items())],
                         [RunTag(k, x) for k, x in tags.items()])
         self._to_aggregate.clear()
+        self._traces.clear()
 
     def _trace_of(self, key: str):
         trace = self._traces.get(key)
