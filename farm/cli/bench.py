@@ -14,6 +14,11 @@ def cmd_bench(args) -> int:
     return run_isolated({k: v for k, v in vars(args).items() if k not in ("func", "command")})
 
 
+def _ratio(last: float, first: float) -> str:
+    """``1.13x``; ``-`` when the first tenth took no time (logged in one batch)."""
+    return f"{last / first:.2f}x" if first > 0 else "-"
+
+
 def cmd_bench_farm(args) -> int:
     from farm.bench.overhead import run, tracking_cost
 
@@ -31,8 +36,8 @@ def cmd_bench_farm(args) -> int:
             off, on = (r for r in rows if r["runs"] == n)
             print(f"{n} runs: tracking on / off {on['runs_per_s'] / off['runs_per_s']:.2f}x "
                   f"(target >= 0.5), last / first tenth with tracking "
-                  f"{on['last_tenth_ms'] / on['first_tenth_ms']:.2f}x logged, "
-                  f"{on['stored_last_tenth_ms'] / on['stored_first_tenth_ms']:.2f}x stored "
+                  f"{_ratio(on['last_tenth_ms'], on['first_tenth_ms'])} logged, "
+                  f"{_ratio(on['stored_last_tenth_ms'], on['stored_first_tenth_ms'])} stored "
                   f"(target <= 1.1), resume {on['resume_s']:.1f} s (target < 10 s)")
         return EXIT_OK
 

@@ -5,7 +5,7 @@ Why: through MLflow's client, a run costs ``create_run`` + ``log_batch`` + ``set
 per run, 87% of it in SQLAlchemy's ORM), which held a tracked sweep to 0.06x the runs/s of an
 untracked one. Here a batch of runs -- each created with its tags, parameters, per-step and
 summary metrics, latest-metric rows, terminal status and end time -- is a handful of
-``executemany`` inserts into MLflow's own tables (its ORM models' tables, through the store's
+``executemany`` inserts into MLflow's own tables (those of its ORM models, through the store's
 own session maker) committed once. Runs of remote tracking servers keep the public client path
 (``MlflowClient.log_batch``); ``tests/farm/test_tracking_bulk.py`` shows the two paths read
 back identically through ``MlflowClient`` (info, parameters, tags, metrics and their histories).
@@ -73,7 +73,6 @@ def write_runs(store, experiment_id: str, artifact_location: str,
     from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME, MLFLOW_USER
     from mlflow.utils.uri import append_to_uri_path
     from mlflow.utils.validation import _validate_batch_log_data, _validate_param_keys_unique
-    from sqlalchemy import insert
 
     if not runs:
         return
@@ -110,6 +109,12 @@ def write_runs(store, experiment_id: str, artifact_location: str,
                 latest[m.key] = row
         rows[SqlLatestMetric] += latest.values()
     with store.ManagedSessionMaker(read_only=False) as session:
+        connection = session.connection()
         for model, values in rows.items():  # parents (runs) before the rows that refer to them
-            if values:
-                session.execute(insert(model.__table__), values)
+            if values:  # sqlite's own executemany: a third of the time of SQLAlchemy's
+                columns = list(values[0])
+                names = ", ".join(f'"{c}"' for c in columns)
+                connection.exec_driver_sql(
+                    f'INSERT INTO "{model.__tablename__}" ({names}) VALUES '
+                    f'({", ".join("?" * len(columns))})',
+                    [tuple(row[c] for c in columns) for row in values])

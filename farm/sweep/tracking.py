@@ -74,7 +74,7 @@ for _logger in ("mlflow.store.db.utils", "alembic"):
 
 CACHE = "mlflow_runs.jsonl"
 _BATCH = 500           # seed runs written to a sqlite store in one transaction, at most
-_LINGER_S = 0.5        # how long the logger waits for more runs to write together
+_LINGER_S = 1.0        # how long the logger waits for more runs to write together
 _MAX_ENTITIES = 1000   # MLflow's limits per log_batch call: 1000 entities, 100 params
 _MAX_PARAMS = 100
 _STEP_COLUMNS = {"cum_exploration_cost": "exploration_cost",
@@ -166,6 +166,7 @@ class Tracker:
         self._variant_runs: dict[str, str] = {}       # variant key -> its run id
         self._to_aggregate: set[str] = set()          # variant keys with news to aggregate
         self._traces: dict[str, Any] = {}             # run key -> trace, for the aggregation
+        self._variant_params: dict[str, dict] = {}  # variant key -> its parameters
         self._queue: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
@@ -602,8 +603,13 @@ class Tracker:
         else:
             metrics = []
             tags["optfarm.error"] = str(record.get("error"))[:5000]
-        params = {**variants.run_params(spec, variants.resolved_problem(spec, summary)),
-                  "run_key": key}
+        shared = self._variant_params.get(v)  # the same for every seed of a variant
+        if shared is None:
+            shared = variants.run_params({k: x for k, x in spec.items() if k != "seed"},
+                                         variants.resolved_problem(spec, summary))
+            if v is not None:
+                self._variant_params[v] = shared
+        params = {**shared, "seed": str(spec["seed"]), "run_key": key}
         name = self._layout.names.get(key) or variants.layout({key: spec}).names[key]
         status = "FINISHED" if record["status"] == "done" else "FAILED"
         return NewRun(name, start_ms, end_ms, status, [RunTag(k, x) for k, x in tags.items()],
