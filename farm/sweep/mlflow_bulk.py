@@ -1,14 +1,15 @@
 """Many new MLflow runs written to a local sqlite tracking store in one transaction.
 
 Why: through MLflow's client, a run costs ``create_run`` + ``log_batch`` + ``set_terminated``:
-36 SQL statements in 12 sessions and 6 commits (profiled on 300 runs: 130 ms wall, 38 ms CPU
-per run, 87% of it in SQLAlchemy's ORM), which held a tracked sweep to 0.06x the runs/s of an
-untracked one. Here a batch of runs -- each created with its tags, parameters, per-step and
-summary metrics, latest-metric rows, terminal status and end time -- is a handful of
+36 SQL statements in 12 sessions and 6 commits (cProfile of the logger over 300 runs: 130 ms
+wall per run, most of it in SQLAlchemy's ORM), which held a tracked sweep to 0.06x the runs/s
+of an untracked one. Here a batch of runs -- each created with its tags, parameters, per-step
+and summary metrics, latest-metric rows, terminal status and end time -- is a handful of
 ``executemany`` inserts into MLflow's own tables (those of its ORM models, through the store's
-own session maker) committed once. Runs of remote tracking servers keep the public client path
-(``MlflowClient.log_batch``); ``tests/farm/test_tracking_bulk.py`` shows the two paths read
-back identically through ``MlflowClient`` (info, parameters, tags, metrics and their histories).
+own session maker) committed once: about 1 ms of CPU per run. Runs of remote tracking servers
+keep the public client path (``MlflowClient.log_batch``); ``tests/farm/test_tracking_layout.py``
+shows the two paths read back identically through ``MlflowClient`` (info, parameters, tags,
+metrics and their histories).
 
 Tied to MLflow 3.17.x (pinned in pyproject.toml): it writes the rows that
 ``SqlAlchemyStore.create_run``, ``log_batch`` (``_log_params``, ``_log_metrics``,

@@ -48,7 +48,6 @@ import logging
 import math
 import os
 import queue
-import re
 import sys
 import threading
 import time

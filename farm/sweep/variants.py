@@ -22,6 +22,7 @@ import functools
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -58,7 +59,7 @@ def layout(specs: Mapping[str, Mapping]) -> Layout:
     for spec in variants.values():
         for k, x in spec["params"].items():
             values.setdefault(spec["optimizer"], {}).setdefault(k, set()).add(_fmt(x))
-    shown = {opt: [k for k, xs in params.items() if len(xs) > 1]  # the optimizer's order
+    shown = {opt: _in_declared_order(opt, [k for k, xs in params.items() if len(xs) > 1])
              for opt, params in values.items()}
     short = {opt: _abbreviations(keys) for opt, keys in shown.items()}
     names = {}
@@ -76,6 +77,15 @@ def layout(specs: Mapping[str, Mapping]) -> Layout:
     for key, spec in specs.items():
         names[key] = f"{names[variant_of[key]]}{SEP}s{spec['seed']}"
     return Layout(variant_of, variants, names)
+
+
+def _in_declared_order(optimizer: str, keys: list[str]) -> list[str]:
+    """``keys`` in the order the optimizer declares its parameters (stored specs have theirs
+    sorted by name)."""
+    from optimizers.registry import get
+
+    order = {p.name: i for i, p in enumerate(get(optimizer).params)}
+    return sorted(keys, key=lambda k: (order.get(k, len(order)), k))
 
 
 def _abbreviations(keys: Sequence[str]) -> dict[str, str]:
@@ -167,7 +177,5 @@ def sensitivity_summary(summaries: Sequence[Mapping]) -> tuple[dict[str, float],
 
 def metric_name(label: str) -> str:
     """``cno<=2`` -> ``cno_le_2`` (MLflow names allow letters, digits, ``_-./`` and spaces)."""
-    import re
-
     label = label.replace("<=", "_le_").replace(">=", "_ge_")
     return re.sub(r"[^A-Za-z0-9_\-./ ]", "_", label)
