@@ -24,7 +24,7 @@ import numpy as np
 from farm.run.metrics import final_quality, worse_quantile
 from farm.run.spec import RunSpec
 from farm.sweep.spec import DEFAULT_MAX_RUNS, SweepSpec, expand_keyed
-from farm.sweep.store import FolderLock, Store, StoreError
+from farm.sweep.store import FolderLock, Store, StoreError, spec_to_dict
 
 __all__ = ["SweepReport", "run_sweep", "summary_rows"]
 
@@ -92,7 +92,8 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
             tracker = Tracker(out, stored["tracking"]["uri"], spec.tracking.experiment,
                               spec.name, sweep_id, stored["tracking"]["artifacts"])
             report.tracking_uri = tracker.uri
-            if tracker.start(set(keyed), {"sweep": spec.name, "runs": len(runs)}):
+            if tracker.start({k: spec_to_dict(r) for k, r in keyed.items()},
+                             {"sweep": spec.name, "runs": len(runs)}, report.records):
                 for key in keyed:  # catch up on runs stored while tracking was down
                     if key in finished:
                         tracker.submit(report.records[key])
@@ -145,7 +146,8 @@ def _run_todo(todo, spec, store, tracker, report, backend, address, max_in_fligh
             store.verified_files.save(store.root)
         if tracker is not None:
             # interrupted or lost: what is not logged yet is stored, and `farm sync` logs it
-            tracker.close(failed=not report.complete, drain=sys.exc_info()[1] is not None)
+            tracker.close(failed=not report.complete, drain=sys.exc_info()[1] is not None,
+                          records=report.records)
             report.tracking_offline = tracker.offline
 
 

@@ -1,28 +1,38 @@
-"""MLflow tracking of sweeps: every MLflow call of optfarm is in this module.
+"""MLflow tracking of sweeps: every MLflow call of optfarm is in this module (and, for the
+folder's own sqlite store, ``farm.sweep.mlflow_bulk``).
 
-Layout (DESIGN.md, "farm/ -> MLflow"): one parent run per sweep and one nested run per run key
-(dataset, optimizer, parameters, seed), with the resolved run spec as parameters (optimizer
-parameters as ``opt.<name>``), per-step metrics (``incumbent_cno`` or ``incumbent_accuracy_c``,
+Layout (DESIGN.md, "farm/ -> MLflow"; ``farm.sweep.variants``): one parent run per sweep, one
+nested run per variant (dataset x optimizer x parameters x problem, the seed-aggregated
+statistics of ``farm report`` as metrics) and, nested in it, one run per run key (a seed).
+Seed runs carry the resolved run as parameters (the problem actually posed, every optimizer
+parameter as ``opt.<name>``), per-step metrics (``incumbent_cno`` or ``incumbent_accuracy_c``,
 ``exploration_cost``, ``recommendation_latency_s``; step = evaluation index) and summary
-metrics. The trace's path in the store is a tag (``optfarm.trace``); the trace itself is
-uploaded as an artifact only when asked (``--artifacts``). Runs end FINISHED, or FAILED with
-the error as a tag.
+metrics; their start and end times are the run's own (the store's record: finished at, less
+its wall time). The parent's span covers every invocation of the sweep, and it carries the
+sweep's counts and, for optimizer grids, the sensitivity ranking. Names are short and unique:
+``lynceus la=2 g=0.9 · lynceus-cnn · s3``. The trace's path in the store is a tag
+(``optfarm.trace``); the trace itself is uploaded as an artifact only when asked
+(``--artifacts``). Runs end FINISHED, or FAILED with the error as a tag.
 
-Exactly once per run key, whatever happens: the parent run is tagged with the sweep's id
-(``optfarm.sweep_id``, kept in ``sweep.json``, so it moves with the folder) and each nested
-run with the sweep id and its run key. The parent and the nested runs are *found* by these
-tags on the tracking server (``search_runs``) before anything is created, so a moved or copied
-folder, a lost cache, a killed driver or a second ``farm sync`` finds the runs already there.
-A nested run left RUNNING by a killed driver (an orphan) is completed when its run is stored,
-else marked FAILED when the sweep ends. ``mlflow_runs.jsonl`` in the output folder is an
-append-only cache of the runs logged (one line per run): with it a resumed sweep whose runs
-are all logged asks the server nothing per run; it is never the truth.
+Exactly once per run key and per variant, whatever happens: the parent run is tagged with the
+sweep's id (``optfarm.sweep_id``, kept in ``sweep.json``, so it moves with the folder), each
+variant run with the sweep id and its variant key, each seed run with the sweep id and its run
+key. They are *found* by these tags on the tracking server (``search_runs``) before anything is
+created, so a moved or copied folder, a lost cache, a killed driver or a second ``farm sync``
+finds the runs already there. A seed run left RUNNING by a killed driver (an orphan) is
+completed when its run is stored, else marked FAILED when the sweep ends.
+``mlflow_runs.jsonl`` in the output folder is an append-only cache of the runs logged (one line
+per run): with it a resumed sweep whose runs are all logged asks the server nothing per run;
+it is never the truth. Variant statistics are computed again when the sweep ends (and by
+``farm sync``) for every variant that got a run logged.
 
-Cost: each run is one ``create_run``, one ``log_batch`` (parameters, metrics and tags together)
-and one status update, made by a background thread fed by a queue, so the sweep's driver never
-waits for the tracking server; the parent run is touched once when a sweep starts and once
-when it ends. Metric timestamps are the run's finish time, so logging a run again (an orphan
-completed) adds nothing twice.
+Cost: a background thread fed by a queue logs the runs, so the sweep's driver never waits for
+the tracking server. To the folder's own sqlite store (or any ``sqlite:///`` URI) it writes
+the runs waiting in the queue together, each created complete in one transaction
+(``farm.sweep.mlflow_bulk``); to a tracking server each run is one ``create_run``, one
+``log_batch`` (parameters, metrics and tags together) and one status update. The parent run is
+touched once when a sweep starts and once when it ends. Metric timestamps are the run's finish
+time, so logging a run again (an orphan completed) adds nothing twice.
 
 The tracking URI is, in order: the one given (``--tracking-uri``, kept in ``sweep.json``),
 ``$MLFLOW_TRACKING_URI``, else ``sqlite:///<out>/mlflow.db``. If the server is unreachable the
@@ -38,7 +48,6 @@ import logging
 import math
 import os
 import queue
-import re
 import sys
 import threading
 import time
@@ -46,6 +55,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from farm.sweep import variants
 from farm.sweep.store import FolderLock, Store, fault_point
 
 __all__ = ["Tracker", "resolve_uri", "sweep_uri", "sync"]
@@ -62,6 +72,8 @@ for _logger in ("mlflow.store.db.utils", "alembic"):
     logging.getLogger(_logger).setLevel(logging.WARNING)
 
 CACHE = "mlflow_runs.jsonl"
+_BATCH = 500           # seed runs written to a sqlite store in one transaction, at most
+_LINGER_S = 1.0        # how long the logger waits for more runs to write together
 _MAX_ENTITIES = 1000   # MLflow's limits per log_batch call: 1000 entities, 100 params
 _MAX_PARAMS = 100
 _STEP_COLUMNS = {"cum_exploration_cost": "exploration_cost",
@@ -78,12 +90,6 @@ def sweep_uri(out: str | Path, uri: str | None = None) -> str:
     was run with (kept in ``sweep.json``), else ``resolve_uri``'s default."""
     spec = Store(out).read_spec() or {}
     return resolve_uri(out, uri or (spec.get("tracking") or {}).get("uri"))
-
-
-def _metric_name(label: str) -> str:
-    """``cno<=2`` -> ``cno_le_2`` (MLflow names allow letters, digits, ``_-./`` and spaces)."""
-    label = label.replace("<=", "_le_").replace(">=", "_ge_")
-    return re.sub(r"[^A-Za-z0-9_\-./ ]", "_", label)
 
 
 def _sqlite_path(uri: str) -> Path | None:
@@ -150,11 +156,20 @@ class Tracker:
         self.offline = False
         self.parent: str | None = None
         self._client = None
+        self._bulk = None                             # the sqlite store, for mlflow_bulk
         self._experiment_id = None
+        self._artifact_location = None
         self._runs: dict[str, tuple[str, str]] = {}   # run_key -> (run id, status) on the server
         self._orphans: set[str] = set()               # run keys whose run was found RUNNING
+        self._layout = variants.layout({})
+        self._variant_runs: dict[str, str] = {}       # variant key -> its run id
+        self._to_aggregate: set[str] = set()          # variant keys with news to aggregate
+        self._traces: dict[str, Any] = {}             # run key -> trace, for the aggregation
+        self._variant_params: dict[str, dict] = {}  # variant key -> its parameters
         self._queue: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+        self._started_ms = 0                          # when this invocation started
 
     # -- connection ----------------------------------------------------------------------------
     def _warn(self, what: str, e: BaseException | str) -> None:
@@ -203,6 +218,8 @@ class Tracker:
     def _open(self) -> None:
         from mlflow.tracking import MlflowClient
 
+        from farm.sweep.mlflow_bulk import bulk_store
+
         if _sqlite_path(self.uri) is not None:
             _sqlite_write_ahead_log()
         client = MlflowClient(tracking_uri=self.uri)
@@ -212,10 +229,10 @@ class Tracker:
             db = _sqlite_path(self.uri)
             if db is not None:
                 location = (db.parent / "mlartifacts").as_uri()
-            self._experiment_id = client.create_experiment(self.experiment, location)
-        else:
-            self._experiment_id = exp.experiment_id
+            exp = client.get_experiment(client.create_experiment(self.experiment, location))
+        self._experiment_id, self._artifact_location = exp.experiment_id, exp.artifact_location
         self._client = client
+        self._bulk = bulk_store(client)
 
     def _store_unusable(self, e: BaseException) -> None:
         """One warning naming the store and what to do about it."""
@@ -237,10 +254,28 @@ class Tracker:
         self.offline = True
 
     # -- the sweep -------------------------------------------------------------------------------
-    def start(self, wanted: set[str] = frozenset(), params: dict[str, Any] | None = None) -> bool:
-        """Find (by its sweep id tag) or create the sweep's parent run and mark it RUNNING; learn
-        which of the ``wanted`` run keys are logged already (the cache, else one search of the
-        sweep's nested runs); start the background logger. False when offline."""
+    def start(self, specs: dict[str, dict], params: dict[str, Any] | None = None,
+              records: dict[str, dict] | None = None, wait: bool = False) -> bool:
+        """Start the background logger, which first (``_begin``) opens the store (creating a
+        sqlite store takes seconds: the sweep's runs go on meanwhile), finds (by its sweep id
+        tag) or creates the sweep's parent run and marks it RUNNING, finds or creates its
+        variant runs, and learns which of the runs ``specs`` (run key -> spec as stored) are
+        logged already (the cache, else one search of the sweep's nested runs). ``records``:
+        the runs stored before (the parent's span starts no later than the first of them).
+        With ``wait``, returns once that is done: False when offline."""
+        self._layout = variants.layout(specs)
+        self._started_ms = int(time.time() * 1000)
+        # a copy: the sweep adds records while the logger reads these
+        self._thread = threading.Thread(target=self._work, args=(specs, params,
+                                                                 dict(records or {})),
+                                        name="mlflow-logger", daemon=True)
+        self._thread.start()
+        if wait:
+            self._started.wait()
+        return not self.offline
+
+    def _begin(self, specs: dict[str, dict], params: dict[str, Any] | None,
+               records: dict[str, dict]) -> bool:
         if not self._connect():
             return False
         try:
@@ -250,23 +285,25 @@ class Tracker:
                 self.parent = min(found, key=lambda r: r.info.start_time).info.run_id
                 self._client.update_run(self.parent, status="RUNNING")
             else:
-                self.parent = self._create_parent(params or {})
+                first = min((_span_ms(r)[0] for r in records.values()), default=None)
+                self.parent = self._create_parent(params or {}, first)
             self._runs = self._read_cache()
             if found and any(self._runs.get(k, ("", ""))[1] not in ("FINISHED", "FAILED")
-                             for k in wanted):
+                             for k in specs):
                 self._runs.update(self._nested_runs())
+            self._start_variants(bool(found), records)
         except Exception as e:
             self._warn("start sweep", e)
             return False
-        self._thread = threading.Thread(target=self._work, name="mlflow-logger", daemon=True)
-        self._thread.start()
         return True
 
-    def _create_parent(self, params: dict[str, Any]) -> str:
+    def _create_parent(self, params: dict[str, Any], start_ms: int | None) -> str:
         from mlflow.entities import Param
 
+        now = self._started_ms
         run = self._client.create_run(
             self._experiment_id, run_name=self.sweep_name,
+            start_time=now if start_ms is None else min(now, start_ms),
             tags={"optfarm.sweep": self.sweep_name, "optfarm.sweep_id": self.sweep_id,
                   "optfarm.kind": "sweep", "optfarm.out": str(self.store.root.resolve())})
         self._client.log_batch(run.info.run_id,
@@ -275,6 +312,56 @@ class Tracker:
         if spec.exists() and self.artifacts:
             self._client.log_artifact(run.info.run_id, str(spec))
         return run.info.run_id
+
+    def _start_variants(self, searched: bool, records: dict[str, dict]) -> None:
+        """Find the sweep's variant runs by tag, create the missing ones (RUNNING until their
+        statistics are logged when the sweep ends)."""
+        from mlflow.entities import Param, RunTag
+
+        from farm.sweep.mlflow_bulk import NewRun, write_runs
+
+        self._variant_runs = {}
+        if searched:
+            for r in self._search(f"tags.`optfarm.sweep_id` = '{self.sweep_id}' and "
+                                  "tags.`optfarm.kind` = 'variant'"):
+                key = r.data.tags["optfarm.variant_key"]
+                if key not in self._variant_runs or r.info.status != "RUNNING":
+                    self._variant_runs[key] = r.info.run_id
+                if r.info.status == "RUNNING":
+                    self._to_aggregate.add(key)  # left unfinished by an interrupted sweep
+        first: dict[str, int] = {}
+        for key, record in records.items():
+            v = self._layout.variant_of.get(key)
+            if v is not None:
+                first[v] = min(first.get(v, _span_ms(record)[0]), _span_ms(record)[0])
+        now = self._started_ms
+        new = []
+        for v, spec in self._layout.variants.items():
+            if v in self._variant_runs:
+                continue
+            params = {**variants.run_params(spec, variants.resolved_problem(spec)),
+                      "variant_key": v}
+            tags = {"mlflow.parentRunId": self.parent, "optfarm.kind": "variant",
+                    "optfarm.variant_key": v, "optfarm.sweep_id": self.sweep_id,
+                    "optfarm.sweep": self.sweep_name}
+            new.append(NewRun(self._layout.names[v], min(now, first.get(v, now)), None,
+                              "RUNNING", [RunTag(k, x) for k, x in tags.items()],
+                              [Param(k, x) for k, x in sorted(params.items())]))
+            self._to_aggregate.add(v)
+        if self._bulk is not None:
+            write_runs(self._bulk, self._experiment_id, self._artifact_location, new)
+            self._variant_runs.update({self._variant_key_of(r): r.run_id for r in new})
+            return
+        for r in new:
+            run = self._client.create_run(self._experiment_id, start_time=r.start_ms,
+                                          run_name=r.name,
+                                          tags={t.key: t.value for t in r.tags})
+            self._client.log_batch(run.info.run_id, params=r.params)
+            self._variant_runs[self._variant_key_of(r)] = run.info.run_id
+
+    @staticmethod
+    def _variant_key_of(run) -> str:
+        return next(t.value for t in run.tags if t.key == "optfarm.variant_key")
 
     def _search(self, filter_string: str) -> list:
         runs, token = [], None
@@ -287,7 +374,7 @@ class Tracker:
                 return runs
 
     def _nested_runs(self) -> dict[str, tuple[str, str]]:
-        """run_key -> (run id, status) of the sweep's nested runs on the server (a finished one
+        """run_key -> (run id, status) of the sweep's seed runs on the server (a finished one
         preferred where, from older versions, a key has several)."""
         out: dict[str, tuple[str, str]] = {}
         for r in self._search(f"tags.`optfarm.sweep_id` = '{self.sweep_id}' and "
@@ -317,20 +404,27 @@ class Tracker:
                   "server is searched instead)", file=sys.stderr)
         return out
 
-    def _remember(self, key: str, run_id: str, status: str) -> None:
-        self._runs[key] = (run_id, status)
-        line = json.dumps({"parent": self.parent, "key": key, "run": run_id, "status": status,
-                           "logged_at": time.time()})
+    def _remember(self, logged: list[tuple[str, str, str]]) -> None:
+        """Note (run key, run id, status) of runs logged, in memory and in the cache."""
+        now = time.time()
+        lines = []
+        for key, run_id, status in logged:
+            self._runs[key] = (run_id, status)
+            lines.append(json.dumps({"parent": self.parent, "key": key, "run": run_id,
+                                     "status": status, "logged_at": now}) + "\n")
         try:
             with open(self.store.root / CACHE, "a") as f:
-                f.write(line + "\n")
+                f.write("".join(lines))
         except OSError:
             pass  # a cache: the server is searched when it is incomplete
 
-    def close(self, failed: bool = False, drain: bool = False) -> None:
+    def close(self, failed: bool = False, drain: bool = False,
+              records: dict[str, dict] | None = None) -> None:
         """Wait for the runs submitted (``drain``: drop those not logged yet, e.g. on Ctrl-C:
         they are stored, ``farm sync`` logs them), mark orphans no stored run completed
-        FAILED, and end the parent run (FAILED when the sweep is not complete)."""
+        FAILED, log the statistics of the variants that got runs (from ``records``: every
+        stored run of the sweep) and of the sweep, and end the parent run (FAILED when the
+        sweep is not complete)."""
         if self._thread is None:
             return
         if drain:
@@ -347,10 +441,55 @@ class Tracker:
                     self._client.set_tag(run_id, "optfarm.error", "orphan: its driver stopped "
                                          "before the run was logged; the run is not stored")
                     self._client.set_terminated(run_id, "FAILED")
-                    self._remember(key, run_id, "FAILED")
+                    self._remember([(key, run_id, "FAILED")])
+            if records is not None and not drain:
+                self._log_statistics(records)
             self._client.set_terminated(self.parent, "FAILED" if failed else "FINISHED")
         except Exception as e:
             self._warn("end sweep", e)
+
+    def _log_statistics(self, records: dict[str, dict]) -> None:
+        """Each variant with news: its seed-aggregated statistics (step: the runs aggregated),
+        status (FINISHED; FAILED when a run failed; KILLED when runs are missing) and end time
+        (its last run's); the parent: the sweep's counts and sensitivity ranking."""
+        import pyarrow as pa
+        from mlflow.entities import Metric, RunTag
+
+        now = int(time.time() * 1000)
+        members: dict[str, list[str]] = {}
+        for key, v in self._layout.variant_of.items():
+            members.setdefault(v, []).append(key)
+        done = [r for k, r in records.items() if r["status"] == "done"
+                and k in self._layout.variant_of]
+        for v in sorted(self._to_aggregate & set(members)):
+            recs = [records[k] for k in members[v] if k in records]
+            finished = [r for r in recs if r["status"] == "done"]
+            metrics = {"runs_done": len(finished), "runs_failed": len(recs) - len(finished)}
+            if finished:
+                traces = pa.concat_tables([self._trace_of(r["run_key"]) for r in finished],
+                                          promote_options="default")
+                metrics.update(variants.aggregate([r["summary"] for r in finished], traces))
+            status = ("KILLED" if len(recs) < len(members[v]) else
+                      "FAILED" if len(finished) < len(recs) else "FINISHED")
+            run_id = self._variant_runs[v]
+            self._log_batch(run_id, [], [Metric(k, x, now, len(finished))
+                                         for k, x in sorted(metrics.items())], [])
+            end = max((_span_ms(r)[1] for r in recs), default=now)
+            self._client.set_terminated(run_id, status, end_time=end)
+        sweep = {"runs": len(self._layout.variant_of), "runs_done": len(done),
+                 "runs_failed": sum(1 for k, r in records.items() if r["status"] != "done"
+                                    and k in self._layout.variant_of),
+                 "variants": len(members)}
+        ranking, tags = variants.sensitivity_summary([r["summary"] for r in done])
+        self._log_batch(self.parent, [], [Metric(k, float(x), now, 0) for k, x in
+                                          sorted({**sweep, **ranking}.items())],
+                        [RunTag(k, x) for k, x in tags.items()])
+        self._to_aggregate.clear()
+        self._traces.clear()
+
+    def _trace_of(self, key: str):
+        trace = self._traces.get(key)
+        return self.store.trace(key) if trace is None else trace
 
     def _drain(self) -> None:
         """Drop the runs still queued for the logger (they stay in the store)."""
@@ -379,7 +518,7 @@ class Tracker:
         self.parent = parent
         return True
 
-    # -- one run ---------------------------------------------------------------------------------
+    # -- the runs --------------------------------------------------------------------------------
     def logged(self, record: dict) -> bool:
         """Whether the stored run is in MLflow in the state its record says (FINISHED for a
         done run, FAILED for a failed one), as far as ``start`` learnt."""
@@ -392,52 +531,110 @@ class Tracker:
         if self._thread is not None and not self.offline and not self.logged(record):
             self._queue.put((record, trace))
 
-    def _work(self) -> None:
-        while (item := self._queue.get()) is not None:
-            if self.offline:
-                continue
-            record, trace = item
-            try:
-                self._log(record, trace)
-            except Exception as e:
-                self._warn(f"log run {record['run_key']}", e)
+    def _work(self, specs: dict[str, dict], params: dict[str, Any] | None,
+              records: dict[str, dict]) -> None:
+        self._begin(specs, params, records)
+        self._started.set()
+        while True:
+            batch = [self._queue.get()]
+            until = time.monotonic() + _LINGER_S  # a few runs more to write together
+            while batch[-1] is not None and len(batch) < _BATCH:
+                try:
+                    batch.append(self._queue.get(timeout=max(0.0, until - time.monotonic())))
+                except queue.Empty:
+                    break
+            # runs queued before ``_begin`` learnt what is logged may be logged already
+            items = [item for item in batch if item is not None and not self.logged(item[0])]
+            if items and not self.offline:
+                try:
+                    self._log_runs(items)
+                except Exception as e:
+                    self._warn(f"log run {items[0][0]['run_key']}", e)
+            if batch[-1] is None:
+                return
 
-    def _log(self, record: dict, trace) -> None:
+    def _log_runs(self, items: list[tuple[dict, Any]]) -> None:
+        """Log stored runs: those new to a sqlite store together (``mlflow_bulk``), the others
+        one by one through the client."""
+        from farm.sweep.mlflow_bulk import write_runs
+
+        new = []
+        for record, trace in items:
+            run = self._content(record, trace)
+            if self._bulk is not None and record["run_key"] not in self._runs:
+                new.append(run)
+            else:
+                self._log_one(run)
+        if new:
+            write_runs(self._bulk, self._experiment_id, self._artifact_location,
+                       [run for run, _ in new])
+            fault_point("after-mlflow-create")
+            if self.artifacts:
+                for run, key in new:
+                    if run.status == "FINISHED":
+                        self._client.log_artifact(run.run_id, str(self.store.trace_path(key)))
+            self._remember([(key, run.run_id, run.status) for run, key in new])
+
+    def _content(self, record: dict, trace):
+        """The MLflow run of a stored run (``mlflow_bulk.NewRun``) and its run key."""
         from mlflow.entities import Param, RunTag
 
+        from farm.sweep.mlflow_bulk import NewRun
+
         key, spec = record["run_key"], record["spec"]
-        finished_ms = int(record["finished_at"] * 1000)
-        tags = {"optfarm.node_id": str(record["where"].get("node_id"))}
+        start_ms, end_ms = _span_ms(record)
+        v = self._layout.variant_of.get(key)
+        tags = {"mlflow.parentRunId": self._variant_runs.get(v, self.parent),
+                "optfarm.run_key": key, "optfarm.sweep_id": self.sweep_id,
+                "optfarm.kind": "run", "optfarm.sweep": self.sweep_name,
+                "optfarm.node_id": str(record["where"].get("node_id"))}
+        if v is not None:
+            tags["optfarm.variant_key"] = v
+            self._to_aggregate.add(v)
+        summary = None
         if record["status"] == "done":
+            summary = record["summary"]
             trace = self.store.trace(key) if trace is None else trace
-            metrics = _metrics(record, trace, finished_ms)
+            self._traces[key] = trace.select([c for c in _AGGREGATED_COLUMNS
+                                              if c in trace.column_names])
+            metrics = _metrics(record, trace, end_ms)
             tags["optfarm.trace"] = str(self.store.trace_path(key).resolve())
         else:
             metrics = []
             tags["optfarm.error"] = str(record.get("error"))[:5000]
+        shared = self._variant_params.get(v)  # the same for every seed of a variant
+        if shared is None:
+            shared = variants.run_params({k: x for k, x in spec.items() if k != "seed"},
+                                         variants.resolved_problem(spec, summary))
+            if v is not None:
+                self._variant_params[v] = shared
+        params = {**shared, "seed": str(spec["seed"]), "run_key": key}
+        name = self._layout.names.get(key) or variants.layout({key: spec}).names[key]
+        status = "FINISHED" if record["status"] == "done" else "FAILED"
+        return NewRun(name, start_ms, end_ms, status, [RunTag(k, x) for k, x in tags.items()],
+                      [Param(k, x) for k, x in sorted(params.items())], metrics), key
+
+    def _log_one(self, content) -> None:
+        """One run through the client: created (every tag at creation: one write fewer), or
+        found (an orphan, a failed run redone) and completed."""
+        run, key = content
         run_id = self._runs.get(key, (None, ""))[0]
-        if run_id is None:  # every tag at creation: one write fewer per run
-            run = self._client.create_run(
-                self._experiment_id, start_time=finished_ms,
-                run_name=f"{spec['optimizer']} {spec['dataset']} seed {spec['seed']}",
-                tags={"mlflow.parentRunId": self.parent, "optfarm.run_key": key,
-                      "optfarm.sweep_id": self.sweep_id, "optfarm.kind": "run",
-                      "optfarm.sweep": self.sweep_name, **tags})
-            run_id, tags = run.info.run_id, {}
+        tags, params = run.tags, run.params
+        if run_id is None:
+            created = self._client.create_run(self._experiment_id, start_time=run.start_ms,
+                                              run_name=run.name,
+                                              tags={t.key: t.value for t in run.tags})
+            run_id, tags = created.info.run_id, []
             self._runs[key] = (run_id, "RUNNING")
             fault_point("after-mlflow-create")
-        params = {k: v for k, v in spec.items() if k != "params"}
-        params.update({f"opt.{k}": v for k, v in spec["params"].items()})
-        params["run_key"] = key
-        params = [Param(k, json.dumps(v) if isinstance(v, (list, dict, tuple)) else str(v))
-                  for k, v in sorted(params.items())]
-        tags = [RunTag(k, v) for k, v in tags.items()]
-        self._log_batch(run_id, params, metrics, tags)
-        if self.artifacts and record["status"] == "done":
+        else:  # parameters cannot change: log those it lacks (older versions logged others)
+            have = self._client.get_run(run_id).data.params
+            params = [p for p in params if p.key not in have]
+        self._log_batch(run_id, params, run.metrics, tags)
+        if self.artifacts and run.status == "FINISHED":
             self._client.log_artifact(run_id, str(self.store.trace_path(key)))
-        status = "FINISHED" if record["status"] == "done" else "FAILED"
-        self._client.set_terminated(run_id, status, end_time=finished_ms)
-        self._remember(key, run_id, status)
+        self._client.set_terminated(run_id, run.status, end_time=run.end_ms)
+        self._remember([(key, run_id, run.status)])
 
     def _log_batch(self, run_id: str, params: list, metrics: list, tags: list) -> None:
         """As few ``log_batch`` calls as MLflow's limits allow (one for a run of ordinary
@@ -448,6 +645,22 @@ class Tracker:
             room = _MAX_ENTITIES - len(p) - len(t)
             m, metrics = metrics[:room], metrics[room:]
             self._client.log_batch(run_id, metrics=m, params=p, tags=t)
+
+
+# the trace columns the report's aggregation reads (``farm.report.analysis.analyse``)
+_AGGREGATED_COLUMNS = ["run_key", "cum_exploration_cost", "cum_exploration_time",
+                       "incumbent_cno", "incumbent_accuracy_c", "incumbent_feasible",
+                       "recommendation_latency_s", "model_fit_s"]
+
+
+def _span_ms(record: dict) -> tuple[int, int]:
+    """(start, end) of a stored run in ms since the epoch: the record's finish time, less the
+    run's wall time."""
+    end = record["finished_at"]
+    duration = record.get("duration_s")
+    if not isinstance(duration, (int, float)) or not math.isfinite(duration):
+        duration = 0.0
+    return int((end - duration) * 1000), int(end * 1000)
 
 
 def _metrics(record: dict, trace, timestamp_ms: int) -> list:
@@ -476,7 +689,7 @@ def _summary_metrics(summary: dict) -> dict[str, float]:
         out[f"final_{metric}"] = float(rec[metric])
     for label, cost in summary["exploration_cost_to_reach"].items():
         if cost is not None:
-            out[f"cost_to_{_metric_name(label)}"] = float(cost)
+            out[f"cost_to_{variants.metric_name(label)}"] = float(cost)
     for stat, value in summary["recommendation_latency_s"].items():
         if value is not None:
             out[f"latency_{stat}_s"] = float(value)
@@ -498,11 +711,13 @@ def sync(out: str | Path, uri: str | None = None, experiment: str | None = None,
                           tracking.get("artifacts", False) if artifacts is None else artifacts)
         if not records:
             return 0, 0
-        if not tracker.start({r["run_key"] for r in records}, {"runs": len(records)}):
+        stored = {r["run_key"]: r for r in records}
+        if not tracker.start({k: r["spec"] for k, r in stored.items()}, {"runs": len(records)},
+                             stored, wait=True):
             return 0, len(records)
         todo = [r for r in records if not tracker.logged(r)]
         for r in todo:
             tracker.submit(r)
-        tracker.close(failed=any(r["status"] != "done" for r in records))
+        tracker.close(failed=any(r["status"] != "done" for r in records), records=stored)
         missing = sum(1 for r in todo if not tracker.logged(r))
         return len(todo) - missing, missing

@@ -55,10 +55,9 @@ def test_sweep_runs_land_on_both_nodes(two_node_cluster, tmp_path):
     assert {n["NodeManagerAddress"] for n in nodes.values()} == {"127.0.0.1"}
     node2 = next(i for i, n in nodes.items() if "node:__internal_head__" not in n["Resources"])
     spec = parse_spec({"name": "cluster", "datasets": ["synthetic"], "optimizers": ["random"],
-                       "seeds": 6, "limits": {"iterations": None},  # runs of ~1 s: time for
-                       # the second actor to start, as a run goes only to a placed actor
+                       "seeds": 6, "limits": {"iterations": None},
                        "runtime": {"max_in_flight": 2}, "tracking": {"enabled": False}})
-    report = run_sweep(spec, tmp_path / "out", progress=False)
+    report = run_sweep(spec, tmp_path / "out", progress=False, on_submit=_hold_until_two_actors())
     assert report.complete and report.done == 6
     store = Store(tmp_path / "out")
     index = store.write_index().to_pylist()
@@ -69,6 +68,29 @@ def test_sweep_runs_land_on_both_nodes(two_node_cluster, tmp_path):
     assert same_trace(store.trace(on_node2.run_key), run_one(on_node2).trace)
     sockets = listeners_of(descendants(os.getpid()))
     assert sockets and all(a.rsplit(":", 1)[0].strip("[]") in LOOPBACK for a, _ in sockets), sockets
+
+
+def _hold_until_two_actors(timeout_s: float = 300.0):
+    """An ``on_submit`` that holds the first run until both nodes' actors are alive: a run goes
+    only to a placed actor, and on a loaded machine the head's actor could otherwise finish all
+    six runs before the second node's worker process has started."""
+    import time
+
+    from ray._private.state import actors  # the GCS actor table, no dashboard needed
+
+    held = []
+
+    def hold(_spec, _where):
+        if held:
+            return
+        held.append(True)
+        end = time.monotonic() + timeout_s
+        while sum(a["ActorClassName"].endswith("RunActor")
+                  for a in actors(actor_state_name="ALIVE").values()) < 2:
+            assert time.monotonic() < end, "the second node's actor never started"
+            time.sleep(0.2)
+
+    return hold
 
 
 def test_cluster_command_bad_input_and_no_cluster(tmp_path, capsys):

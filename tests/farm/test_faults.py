@@ -1,7 +1,8 @@
 """Fault injection on the record layer: real ``farm sweep`` drivers (subprocesses) on a real
 Ray cluster (``ray start --head`` on 127.0.0.1), a real ``mlflow server`` on 127.0.0.1, real
 files, real disk-full (a small tmpfs). Every case ends with exactly one stored run, one trace
-and one MLflow nested run per run key, and one parent run per sweep.
+and one MLflow seed run per run key, one variant run holding them, and one parent run per
+sweep.
 
 Faults: two sweeps on one folder; the driver SIGKILLed at three points (``$FARM_FAULT``, see
 ``farm.sweep.store.fault_point``), one of them between creating a nested MLflow run and
@@ -118,8 +119,9 @@ def _wait_for(condition, timeout: float = 180.0) -> None:
         time.sleep(0.05)
 
 
-def _nested(uri: str, experiment: str) -> tuple[Counter, Counter, int]:
-    """(nested runs per run key, their statuses, parent runs) of ``experiment`` at ``uri``."""
+def _nested(uri: str, experiment: str) -> tuple[Counter, Counter, int, Counter]:
+    """(seed runs per run key, their statuses, parent runs, variant runs per (variant key,
+    status, whether every seed run is nested in it)) of ``experiment`` at ``uri``."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
@@ -127,8 +129,12 @@ def _nested(uri: str, experiment: str) -> tuple[Counter, Counter, int]:
     runs = client.search_runs([exp.experiment_id], max_results=10_000) if exp else []
     nested = [r for r in runs if r.data.tags.get("optfarm.kind") == "run"]
     parents = [r for r in runs if r.data.tags.get("optfarm.kind") == "sweep"]
+    variants = [r for r in runs if r.data.tags.get("optfarm.kind") == "variant"]
     return (Counter(r.data.tags["optfarm.run_key"] for r in nested),
-            Counter(r.info.status for r in nested), len(parents))
+            Counter(r.info.status for r in nested), len(parents),
+            Counter((v.data.tags["optfarm.variant_key"], v.info.status,
+                     all(r.data.tags["mlflow.parentRunId"] == v.info.run_id for r in nested))
+                    for v in variants))
 
 
 def assert_exactly_once(out: Path, uri: str, name: str) -> None:
@@ -138,9 +144,12 @@ def assert_exactly_once(out: Path, uri: str, name: str) -> None:
     assert set(scan.records) == keys and all(r["status"] == "done" for r in
                                              scan.records.values())
     assert {p.stem for p in (out / "runs").glob("*.parquet")} == keys
-    per_key, statuses, parents = _nested(uri, name)
+    per_key, statuses, parents, variants = _nested(uri, name)
     assert per_key == Counter({k: 1 for k in keys}), per_key
     assert statuses == Counter({"FINISHED": len(keys)}) and parents == 1
+    # one variant (synthetic x random), logged once, finished, holding every seed run
+    ((_, status, holds_all), count), = variants.items()
+    assert (count, status, holds_all) == (1, "FINISHED", True), variants
 
 
 def _lines(text: str, word: str) -> list[str]:

@@ -324,6 +324,7 @@ def test_the_short_spec_runs_a_subset_of_the_nightly_runs():
 # -- the gate tested on itself ----------------------------------------------------------------
 from farm.report.mutations import MUTATIONS  # noqa: E402  (parametrises the probe test)
 
+
 def test_every_mutation_hook_exists_and_is_restored():
     """A refactor that renames a hooked function fails here, not silently in the nightly."""
     import optimizers.lynceus

@@ -1,7 +1,8 @@
 """MLflow tracking against a real ``mlflow server`` on 127.0.0.1 (temporary sqlite backend
-and artifact folder, stopped by its process group id): nested runs, parameters, per-step
-metrics and the trace artifact are there and searchable; with the server down the sweep
-completes, warns once, and ``farm sync`` uploads the same runs later, once."""
+and artifact folder, stopped by its process group id): seed runs nested in variant runs nested
+in the sweep's run, parameters, per-step metrics and the trace artifact are there and
+searchable; with the server down the sweep completes, warns once, and ``farm sync`` uploads the
+same runs later, once."""
 
 from __future__ import annotations
 
@@ -23,11 +24,16 @@ def _spec(name, seeds):
 
 
 def _nested(client, experiment):
+    """(experiment, parent runs, seed runs) of ``experiment``."""
     exp = client.get_experiment_by_name(experiment)
     runs = client.search_runs([exp.experiment_id])
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    children = [r for r in runs if r.data.tags.get("optfarm.kind") == "run"]
     return exp, parents, children
+
+
+def _variants(client, exp):
+    return client.search_runs([exp.experiment_id], "tags.`optfarm.kind` = 'variant'")
 
 
 def test_sweep_is_logged_as_nested_runs_with_metrics_and_trace(server, tmp_path):
@@ -42,7 +48,14 @@ def test_sweep_is_logged_as_nested_runs_with_metrics_and_trace(server, tmp_path)
     assert len(parents) == 1 and len(children) == 4
     parent = parents[0]
     assert parent.info.status == "FINISHED"
-    assert all(c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children)
+    variants = _variants(client, exp)  # n_init 1 and 3, each holding its two seeds
+    assert len(variants) == 2
+    assert all(v.data.tags["mlflow.parentRunId"] == parent.info.run_id for v in variants)
+    holder = {v.info.run_id: v.data.params["opt.n_init"] for v in variants}
+    assert sorted(holder[c.data.tags["mlflow.parentRunId"]] for c in children) == \
+        ["1", "1", "3", "3"]
+    assert all(holder[c.data.tags["mlflow.parentRunId"]] == c.data.params["opt.n_init"]
+               for c in children)
     store = Store(tmp_path / "out")
     keys = {r.run_key for r in expand(spec)}
     assert {c.data.tags["optfarm.run_key"] for c in children} == keys
@@ -76,6 +89,7 @@ def test_sweep_is_logged_as_nested_runs_with_metrics_and_trace(server, tmp_path)
     again = run_sweep(spec, tmp_path / "out", tracking_uri=server.url, progress=False)
     assert again.skipped == 4 and again.done == 0
     assert len(_nested(client, "track-online")[2]) == 4
+    assert len(_variants(client, exp)) == 2
 
 
 def test_server_down_sweep_completes_and_sync_uploads_later(server, tmp_path, capsys):
@@ -99,3 +113,5 @@ def test_server_down_sweep_completes_and_sync_uploads_later(server, tmp_path, ca
     assert main(["sync", str(tmp_path / "out"), "--tracking-uri", server.url]) == 0
     assert "synced 0 runs" in capsys.readouterr().out
     assert len(_nested(client, "track-offline")[2]) == 6  # never logged twice
+    exp = client.get_experiment_by_name("track-offline")
+    assert sorted(v.info.status for v in _variants(client, exp)) == ["FINISHED", "FINISHED"]

@@ -1,0 +1,205 @@
+"""What a sweep looks like in MLflow, read back through ``MlflowClient`` from a real ``mlflow
+server`` on 127.0.0.1 (and from the folder-style sqlite store the bulk path writes): sweep ->
+variant -> seed runs; seed runs' start and end times are the stored run's; parameters are the
+resolved problem and every resolved optimizer parameter; names are short and unique; variant
+runs carry the report's seed-aggregated statistics; the parent's span covers every invocation;
+and runs written by the bulk path (``farm.sweep.mlflow_bulk``) read back exactly as runs written
+through the client."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from farm.report.analysis import analyse, load_sweep
+from farm.report.sensitivity import sensitivity
+from farm.run.spec import RunSpec
+from farm.sweep.runner import run_sweep
+from farm.sweep.spec import parse_spec
+from farm.sweep.store import Store
+from farm.sweep.tracking import sync
+from farm.sweep.variants import metric_name
+
+
+def _spec(name, seeds):
+    return parse_spec({"name": name, "datasets": ["synthetic"],
+                       "optimizers": [{"name": "random", "params": {"n_init": [1, 3]}}],
+                       "seeds": seeds, "limits": {"iterations": 10},
+                       "runtime": {"backend": "serial"}})
+
+
+def _runs(client, experiment):
+    """kind ("sweep", "variant", "run") -> that kind's runs."""
+    exp = client.get_experiment_by_name(experiment)
+    out = {"sweep": [], "variant": [], "run": []}
+    for r in client.search_runs([exp.experiment_id], max_results=1000):
+        out[r.data.tags["optfarm.kind"]].append(r)
+    return out
+
+
+def test_runs_tell_the_truth_and_variants_carry_the_reports_statistics(server, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from optimizers.registry import get
+    from oracle.registry import load
+
+    out = tmp_path / "out"
+    assert run_sweep(_spec("truth", 1), out, tracking_uri=server.url, progress=False).complete
+    client = MlflowClient(server.url)
+    (first,) = _runs(client, "truth")["sweep"]
+    # resumed with two more seeds: the same parent, its start kept
+    again = run_sweep(_spec("truth", 3), out, tracking_uri=server.url, progress=False)
+    assert again.skipped == 2 and again.done == 4
+    runs = _runs(client, "truth")
+    (parent,) = runs["sweep"]
+    assert parent.info.run_id == first.info.run_id
+    assert parent.info.start_time == first.info.start_time
+    assert len(runs["variant"]) == 2 and len(runs["run"]) == 6
+
+    # seed runs: their own times, from the store's records
+    records = Store(out).scan().records
+    for r in runs["run"]:
+        rec = records[r.data.tags["optfarm.run_key"]]
+        assert r.info.end_time == int(rec["finished_at"] * 1000)
+        assert r.info.start_time == int((rec["finished_at"] - rec["duration_s"]) * 1000)
+        assert r.info.end_time - r.info.start_time == pytest.approx(1000 * rec["duration_s"],
+                                                                    abs=2)
+    starts = [r.info.start_time for r in runs["run"]]
+    ends = [r.info.end_time for r in runs["run"]]
+    assert parent.info.start_time <= min(starts) and parent.info.end_time >= max(ends)
+
+    # parameters: the resolved problem and every resolved optimizer parameter
+    problem = load("synthetic").meta.problem
+    for r in runs["run"] + runs["variant"]:
+        p = r.data.params
+        assert p["objective"] == str(problem.objective) == "min cost"
+        assert p["constraints"] == ", ".join(str(c) for c in problem.constraints)
+        assert p["constraints"] == "accuracy>=0.85, time<=5330"
+        assert p["budget"] == "inf" and p["iterations"] == "10"
+        resolved = get("random").resolve_params({"n_init": int(p["opt.n_init"])})
+        assert {k: v for k, v in p.items() if k.startswith("opt.")} == \
+            {f"opt.{k}": str(v) for k, v in resolved.items()}
+        assert "None" not in p.values()
+
+    # names: short and unique
+    names = [r.info.run_name for kind in runs.values() for r in kind]
+    assert len(set(names)) == len(names) == 9
+    assert {r.info.run_name for r in runs["variant"]} == {"random ni=1 · synthetic",
+                                                          "random ni=3 · synthetic"}
+    assert {r.info.run_name for r in runs["run"]} == {
+        f"random ni={n} · synthetic · s{s}" for n in (1, 3) for s in range(3)}
+
+    # variants: the seed runs nested in them, the report's statistics over their seeds
+    trace, summaries = load_sweep(out)
+    (analysis,) = analyse(trace, summaries).values()
+    for v in runs["variant"]:
+        n_init = v.data.params["opt.n_init"]
+        seeds = [r for r in runs["run"] if r.data.tags["mlflow.parentRunId"] == v.info.run_id]
+        assert sorted(r.data.params["opt.n_init"] for r in seeds) == [n_init] * 3
+        assert v.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert v.info.status == "FINISHED"
+        assert v.info.start_time <= min(r.info.start_time for r in seeds)
+        assert v.info.end_time == max(r.info.end_time for r in seeds)
+        stats = analysis.stats[f"random[n_init={n_init}]"]
+        finite = {metric_name(k.replace(":", "_")): x for k, x in stats.items()
+                  if isinstance(x, (int, float)) and math.isfinite(x)}
+        assert {"runs", "nex_median", "exploration_cost_median", "latency_median_s",
+                "reach_frac_cno_le_1.1"} <= set(finite)
+        assert finite == pytest.approx({k: v.data.metrics[k] for k in finite})
+        assert v.data.metrics["runs_done"] == 3 and v.data.metrics["runs_failed"] == 0
+        history = client.get_metric_history(v.info.run_id, "runs_done")
+        assert sorted(m.step for m in history) == [1, 3]  # aggregated at each invocation's end
+
+    # the parent: the sweep's counts and its sensitivity ranking (one factor here)
+    assert parent.data.metrics["runs_done"] == 6 and parent.data.metrics["variants"] == 2
+    share = sensitivity(summaries, "quality_auc").importance["random.n_init"]
+    assert parent.data.metrics["importance.random.random.n_init"] == pytest.approx(share)
+    assert parent.data.tags["optfarm.sensitivity.random"] == f"random.n_init ({share:.0%})"
+
+
+def _read_back(uri: str, experiment: str) -> dict:
+    """Every run of ``experiment`` as MLflow's reader sees it, keyed by what it stands for
+    (kind and run or variant key); run ids replaced by those keys."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(experiment)
+    runs = {r.info.run_id: r for r in client.search_runs([exp.experiment_id])}
+
+    def ident(r):
+        tags = r.data.tags
+        return tags["optfarm.kind"], tags.get("optfarm.run_key") or tags.get(
+            "optfarm.variant_key")
+
+    out = {}
+    for run_id, r in runs.items():
+        tags = dict(r.data.tags)
+        parent = tags.pop("mlflow.parentRunId", None)
+        tags["parent"] = ident(runs[parent]) if parent else None
+        history = {k: sorted((m.step, m.timestamp, m.value)
+                             for m in client.get_metric_history(run_id, k))
+                   for k in r.data.metrics}
+        out[ident(r)] = {
+            "name": r.info.run_name, "status": r.info.status, "user": r.info.user_id,
+            "start": r.info.start_time, "end": r.info.end_time,
+            "stage": r.info.lifecycle_stage, "params": r.data.params, "tags": tags,
+            "metrics": r.data.metrics, "history": history,
+            "artifacts_of_the_run": r.info.artifact_uri.endswith(f"/{run_id}/artifacts")}
+    return out
+
+
+def test_bulk_path_reads_back_exactly_as_the_client_path(server, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from farm.sweep.mlflow_bulk import bulk_store
+
+    out = tmp_path / "out"
+    assert run_sweep(_spec("bulk", 2), out, tracking=False, progress=False).complete
+    failed = RunSpec("synthetic", "random", seed=7, params={"n_init": 3}, iterations=10)
+    Store(out).write_failure(failed.resolved(), "RuntimeError: injected", attempts=2,
+                             duration_s=0.25, where={"node_id": "n1"})
+    local = f"sqlite:///{tmp_path / 'bulk' / 'mlflow.db'}"
+    (tmp_path / "bulk").mkdir()
+    assert bulk_store(MlflowClient(local)) is not None      # the bulk path
+    assert bulk_store(MlflowClient(server.url)) is None     # the client path
+    assert sync(out, local) == (5, 0)
+    assert sync(out, server.url) == (5, 0)
+
+    bulk, client = _read_back(local, "bulk"), _read_back(server.url, "bulk")
+    assert set(bulk) == set(client) and len(bulk) == 1 + 2 + 5
+    for key, run in client.items():
+        other = bulk[key]
+        assert other["artifacts_of_the_run"] and run["artifacts_of_the_run"]
+        if key[0] == "run":
+            assert other == run, key
+            continue
+        # variant and sweep runs are created and ended at each sync's own time, and their
+        # statistics stamped with it: all else is the same
+        for field in ("name", "status", "user", "stage", "params", "tags", "metrics"):
+            assert other[field] == run[field], (key, field)
+        assert other["start"] == run["start"]
+        if key[0] == "variant":
+            assert other["end"] == run["end"]
+        assert {k: [(s, v) for s, _, v in h] for k, h in other["history"].items()} == \
+            {k: [(s, v) for s, _, v in h] for k, h in run["history"].items()}
+    failed_run = bulk[("run", failed.run_key)]
+    assert failed_run["status"] == "FAILED"
+    assert failed_run["tags"]["optfarm.error"] == "RuntimeError: injected"
+    assert failed_run["end"] - failed_run["start"] == 250
+    assert ("variant", failed_run["tags"]["optfarm.variant_key"]) in bulk
+    assert bulk[failed_run["tags"]["parent"]]["status"] == "FAILED"
+
+    # the same searches find the same runs
+    for uri in (local, server.url):
+        c = MlflowClient(uri)
+        exp = c.get_experiment_by_name("bulk")
+        found = c.search_runs([exp.experiment_id], "params.`opt.n_init` = '3' and "
+                              "metrics.n_evaluations = 10 and attributes.status = 'FINISHED'")
+        assert len(found) == 2
+
+    # exactly once: synced again, and again without the folder's cache, nothing is added
+    assert sync(out, local) == (0, 0)
+    (out / "mlflow_runs.jsonl").unlink()
+    assert sync(out, local) == (0, 0)
+    assert len(_read_back(local, "bulk")) == 8
