@@ -45,6 +45,7 @@ import json
 import os
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -112,14 +113,10 @@ def _resume(spec) -> tuple[float, float, float]:
 def resume_cost(sizes: list[int], dataset: str = "synthetic", optimizer: str = "random",
                 iterations: int | None = 5, workers: int = 2) -> list[dict]:
     """One row per size: the sweep (tracking off), its resume and its resume with --verify."""
-    import ray
-
-    from farm.sweep.ray_runtime import init_ray
     from farm.sweep.runner import run_sweep
 
-    init_ray(num_cpus=workers)
     rows = []
-    try:
+    with _local_ray(workers):
         for n in sizes:
             spec = _spec(dataset, optimizer, n, iterations, workers)
             with tempfile.TemporaryDirectory(prefix="optfarm-bench-") as out:
@@ -134,9 +131,21 @@ def resume_cost(sizes: list[int], dataset: str = "synthetic", optimizer: str = "
                     if again.skipped != n:
                         raise RuntimeError(f"the resume of {n} runs ran some again")
             rows.append(row)
+    return rows
+
+
+@contextmanager
+def _local_ray(workers: int):
+    """A local Ray of ``workers`` CPUs for the time of a benchmark."""
+    import ray
+
+    from farm.sweep.ray_runtime import init_ray
+
+    init_ray(num_cpus=workers)
+    try:
+        yield
     finally:
         ray.shutdown()
-    return rows
 
 
 def _tenths(times: list[float]) -> tuple[float, float]:
@@ -173,14 +182,10 @@ def _tracked_sweep(spec, out: str, tracking: bool) -> dict:
 def tracking_cost(sizes: list[int], dataset: str = "synthetic", optimizer: str = "random",
                   iterations: int | None = 5, workers: int = 2) -> list[dict]:
     """One row per (size, tracking off / on) and the resume time of the tracked sweep."""
-    import ray
-
-    from farm.sweep.ray_runtime import init_ray
     from farm.sweep.runner import run_sweep
 
-    init_ray(num_cpus=workers)
     rows = []
-    try:
+    with _local_ray(workers):
         for n in sizes:
             spec = _spec(dataset, optimizer, n, iterations, workers)
             for tracking in (False, True):
@@ -193,8 +198,6 @@ def tracking_cost(sizes: list[int], dataset: str = "synthetic", optimizer: str =
                         row["resume_s"] = time.perf_counter() - t0
                         assert again.skipped == n and again.done == 0
                 rows.append(row)
-    finally:
-        ray.shutdown()
     return rows
 
 
