@@ -67,7 +67,6 @@ __all__ = [
     "BaselineError",
     "Comparison",
     "compare",
-    "holm",
     "holm_tarone",
     "format_table",
     "paired_differences",
@@ -191,16 +190,6 @@ def share_worse(d: np.ndarray) -> float:
     return float(np.count_nonzero(d > 0) / changed) if changed else 0.5
 
 
-def holm(p: Sequence[float]) -> np.ndarray:
-    """Holm's step-down adjusted p-values (monotone, capped at 1)."""
-    p = np.asarray(p, dtype=float)
-    order = np.argsort(p)
-    adjusted = np.maximum.accumulate((len(p) - np.arange(len(p))) * p[order])
-    out = np.empty_like(p)
-    out[order] = np.minimum(adjusted, 1.0)
-    return out
-
-
 def holm_tarone(p: Sequence[float], p_min: Sequence[float], alpha: float) -> np.ndarray:
     """Holm's step-down procedure with Tarone's count of the testable hypotheses (Hommel &
     Krummenauer 1998): at each step, with the hypotheses not yet rejected, K is the smallest
@@ -208,7 +197,7 @@ def holm_tarone(p: Sequence[float], p_min: Sequence[float], alpha: float) -> np.
     smallest attainable p-value); the smallest p-value is rejected when it is <= alpha / K.
     Returns adjusted p-values: the running maximum of p x K over the steps (capped at 1), so
     that a hypothesis is rejected exactly when its value is <= ``alpha``. With every
-    ``p_min`` = 0 this is Holm's procedure (``holm``)."""
+    ``p_min`` = 0 this is Holm's procedure."""
     p, p_min = np.asarray(p, dtype=float), np.asarray(p_min, dtype=float)
     order = np.argsort(p, kind="stable")
     out = np.ones_like(p)

@@ -13,7 +13,6 @@ from farm.report.regress import (
     BaselineError,
     compare,
     format_table,
-    holm,
     holm_tarone,
     paired_differences,
     quality_values,
@@ -88,15 +87,15 @@ def test_accuracy_c_is_higher_better_and_seeds_are_matched():
 
 
 def test_holm_and_the_paired_statistics_against_hand_computed_values():
-    # Holm: sorted p (0.01, 0.02, 0.04) x (3, 2, 1) = (0.03, 0.04, 0.04), monotone
-    assert holm([0.04, 0.01, 0.02]).tolist() == pytest.approx([0.04, 0.03, 0.04])
-    assert holm([0.5, 0.6]).tolist() == pytest.approx([1.0, 1.0])
-    # Holm-Tarone: the third test cannot reach 0.05 (p_min 0.5), so the first step counts 2
-    # testable rows (K = 2), the second 1: (0.01 x 2, 0.03 x 1, 0.5); Holm: x 3, x 2
+    # every test able to reach alpha: Holm, sorted p (0.01, 0.02, 0.04) x (3, 2, 1) = (0.03,
+    # 0.04, 0.04), monotone, capped at 1
+    assert holm_tarone([0.04, 0.01, 0.02], [0, 0, 0], 0.05).tolist() == \
+        pytest.approx([0.04, 0.03, 0.04])
+    assert holm_tarone([0.5, 0.6], [0, 0], 0.05).tolist() == pytest.approx([1.0, 1.0])
+    # the third test cannot reach 0.05 (p_min 0.5), so the first step counts 2 testable rows
+    # (K = 2), the second 1: (0.01 x 2, 0.03 x 1, 0.5) where Holm gives (0.03, 0.06, 0.5)
     assert holm_tarone([0.01, 0.03, 0.5], [0.001, 0.001, 0.5], 0.05).tolist() == \
         pytest.approx([0.02, 0.03, 0.5])
-    assert holm_tarone([0.04, 0.01, 0.02], [0, 0, 0], 0.05).tolist() == \
-        pytest.approx(holm([0.04, 0.01, 0.02]).tolist())
     # differences: equal values (inf too) give 0; inf on one side ranks above every finite
     # difference (2 x the largest |finite| + 1 = 2 x 3 + 1)
     d = paired_differences([1, 5, math.inf, math.inf, 2], [1, 2, math.inf, 4, math.inf])
