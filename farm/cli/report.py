@@ -228,8 +228,8 @@ def add_report_commands(sub) -> None:
                    help="processes for --mutations (default 2)")
     g.add_argument("--out", help="keep the sweeps in this (new or empty) folder, one "
                    "subfolder per spec name, e.g. for `farm report`; default a temporary folder. "
-                   "With --mutations: keep each mutation's per-seed values there and reuse "
-                   "those that cover the gate's runs (delete them after changing the code)")
+                   "With --mutations: keep each mutation's per-seed values there and rerun "
+                   "only the runs they lack (delete them after changing the code)")
     g.add_argument("--serial", action="store_true", help="run in this process, without Ray")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.add_argument("--json", action="store_true", help="print one JSON object (the rows)")

@@ -40,6 +40,12 @@ def cmd_run(args) -> int:
         raise UsageError(f"--iterations must be at least 1, got {args.iterations}")
     if args.budget is not None and not args.budget > 0:
         raise UsageError(f"--budget must be positive, got {args.budget:g}")
+    if args.until is not None:
+        from farm.run.metrics import REACH_TARGETS
+
+        if not any(args.until in targets for targets in REACH_TARGETS.values()):
+            raise UsageError(f"--until {args.until!r} is not a target; choose one of "
+                             + ", ".join(t for ts in REACH_TARGETS.values() for t in ts))
     optimizer, params = args.optimizer, args.param or []
     if optimizer is None:
         optimizer, params = FIRST_RUN[0], FIRST_RUN[1] + params
@@ -47,7 +53,7 @@ def cmd_run(args) -> int:
                    params=parse_params(params), budget=args.budget,
                    iterations=args.iterations, objective=args.objective,
                    constraints=tuple(args.constraint) if args.constraint else None,
-                   aggregate=args.aggregate)
+                   aggregate=args.aggregate, until=args.until)
     progress = Progress(sys.stderr, f"{optimizer} on {args.dataset}",
                         enabled=not (args.quiet or args.json))
     t0 = time.perf_counter()
@@ -133,7 +139,8 @@ def describe(s: dict, wall_s: float, first_run: bool = False) -> list[str]:
     objective = problem["objective"].replace("min ", "minimise ").replace("max ", "maximise ")
     constraints = " and ".join(_constraint_text(c, unit) for c in problem["constraints"]) or "nothing"
     stop = {"optimizer": "the optimizer stopped by itself", "budget": "its budget was spent",
-            "iterations": "the iteration limit was reached"}.get(s["stop_reason"],
+            "iterations": "the iteration limit was reached",
+            "target": "its incumbent met the --until target"}.get(s["stop_reason"],
                                                                 s["stop_reason"])
     rows = [("goal", f"{objective} ({unit}) subject to {constraints}"
              + (f", exploration budget {problem['budget']:g} {unit}" if problem["budget"]
@@ -233,6 +240,9 @@ def add_run_command(sub) -> None:
     r.add_argument("--iterations", type=int,
                    help="max evaluations, bootstrap included (default: until the optimizer "
                    "stops)")
+    r.add_argument("--until", metavar="TARGET",
+                   help="stop once the incumbent meets TARGET: cno<=2, cno<=1.1 or cno<=1 on a "
+                   "cost problem, acc_c>=0.9opt on an accuracy one (default: do not stop)")
     r.add_argument("--objective", help="override the dataset's objective, e.g. 'min cost'")
     r.add_argument("--constraint", action="append",
                    help="override the dataset's constraints (repeatable), e.g. time<=300")

@@ -362,7 +362,7 @@ class MutationResult:
     n_changed: int         # of them, those whose gated values differ from the baseline's
     wall_s: float
     cpu_s: float           # of the forked workers
-    reused: bool
+    reused: int            # of its runs, those whose values came from the folder
     flagged: list          # the gate's REGRESSION rows
     improved: list         # the gate's "improved" rows: the mutation made those better
     strongest: object      # the affected row with the smallest Holm p-value (or None)
@@ -379,9 +379,10 @@ def mutation_table(runs: Sequence, baseline: dict, mutations: Sequence[Mutation]
     """For each mutation: rerun the ``runs`` it affects under it and run the gate against
     ``baseline``, the other runs keeping the baseline's values (what unmutated code
     reproduces exactly: ``farm regress`` checks that). With ``store``, each mutation's values
-    are kept in ``store/<name>.json`` (the baseline's format) and reused by a later call when
-    they cover its runs, e.g. to rerun the gate's statistic, or a gate on a subset of the
-    runs (the short CI gate on the nightly's results), without rerunning."""
+    are kept in ``store/<name>.json`` (the baseline's format) and reused by a later call:
+    only the runs whose (entry, seed) it does not hold are rerun, e.g. a gate with more seeds
+    reruns its new seeds, and a new statistic or a gate on a subset of the runs (the short CI
+    gate on the nightly's results) reruns nothing."""
     from farm.report.analysis import variant_labels
     from farm.report.regress import compare, quality_values, read_baseline, write_baseline
 
@@ -394,16 +395,16 @@ def mutation_table(runs: Sequence, baseline: dict, mutations: Sequence[Mutation]
         affected = [r for r in runs if affects(m, r)]
         path = None if store is None else Path(store) / f"{m.name}.json"
         t0, cpu0 = time.perf_counter(), _children_cpu()
-        mutated, reused = {}, False
-        if path is not None and path.is_file():
-            mutated = _restrict(read_baseline(path), affected, key)
-            reused = all(r.seed in mutated.get(key[r.run_key], {}).get("seeds", ())
-                         for r in affected)
-        if affected and not reused:
-            mutated = quality_values(run_mutation(m, affected, workers), labels)
+        kept = read_baseline(path) if path is not None and path.is_file() else {}
+        missing = [r for r in affected
+                   if r.seed not in kept.get(key[r.run_key], {}).get("seeds", ())]
+        if missing:
+            new = quality_values(run_mutation(m, missing, workers), labels)
+            kept = _merge(kept, new)
             if path is not None:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                write_baseline(path, mutated, f"mutation {m.name}")
+                write_baseline(path, kept, f"mutation {m.name}")
+        mutated, reused = _restrict(kept, affected, key), len(affected) - len(missing)
         wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
         rows = compare(base, {**base, **mutated}, alpha=alpha, tolerance=tolerance,
                        min_effect=min_effect)
@@ -415,12 +416,22 @@ def mutation_table(runs: Sequence, baseline: dict, mutations: Sequence[Mutation]
                                   [r for r in rows if r.verdict == "REGRESSION"],
                                   [r for r in rows if r.verdict == "improved"], strongest))
         if progress is not None:
-            how = "reused" if reused else f"in {wall:.0f} s ({cpu:.0f} CPU-s)"
-            progress(f"{m.name}: {len(affected)} runs {how}, {changed} changed, "
+            how = (f"{reused} reused" if reused == len(affected) else
+                   f"{len(affected) - reused} rerun in {wall:.0f} s ({cpu:.0f} CPU-s)"
+                   + (f", {reused} reused" if reused else ""))
+            progress(f"{m.name}: {len(affected)} runs, {how}, {changed} changed, "
                      f"{'CAUGHT' if out[-1].caught else 'not caught'}"
                      + (f" ({strongest.key}: {strongest.quality}, worse {strongest.effect:.2f}"
                         f" of {strongest.n_changed}, p {strongest.p_holm:.2g})"
                         if strongest else ""))
+    return out
+
+
+def _merge(values: Mapping, more: Mapping) -> dict:
+    """``values`` with the seeds of ``more`` added, entry by entry."""
+    out = {k: {"metric": e["metric"], "seeds": dict(e["seeds"])} for k, e in values.items()}
+    for k, e in more.items():
+        out.setdefault(k, {"metric": e["metric"], "seeds": {}})["seeds"].update(e["seeds"])
     return out
 
 
@@ -475,7 +486,7 @@ def format_mutation_table(results: Sequence[MutationResult]) -> str:
     if neu:
         lines.append(f"false-alarm rate: {sum(r.caught for r in neu)}/{len(neu)} neutral "
                      "changes flagged")
-    rerun = [r for r in results if not r.reused]
+    rerun = [r for r in results if r.reused < r.n_runs]
     if rerun:
         lines.append(f"rerun: {sum(r.wall_s for r in rerun):.0f} s wall, "
                      f"{sum(r.cpu_s for r in rerun):.0f} CPU-s in the workers")

@@ -29,7 +29,14 @@ A metric of an entry REGRESSES when all three hold:
      entry (the other 20%): a regression of the trajectory is tested among few comparisons,
      a collapse of an end point (a target no longer reached) is still caught, and ``alpha``
      (default 0.05) bounds the probability that a gate with no real change flags anything
-     (the family-wise false-alarm rate, Bonferroni over the two families);
+     (the family-wise false-alarm rate, Bonferroni over the two families). Within a family,
+     Holm's procedure counts only the rows that could reach significance (Tarone's
+     refinement for discrete tests, step-down as in Hommel & Krummenauer 1998, ``holm_tarone``):
+     given the magnitudes of a row's differences, the smallest p-value its signed-rank test
+     can give is that of every sign worse (2^-n for n changed seeds), so a row with few
+     changed seeds, or none (an entry the change does not touch), cannot spend the family's
+     alpha. Under a neutral change the signs are exchangeable given the magnitudes, so the
+     bound holds conditionally and the family-wise rate stays below alpha;
   2. effect size: of the seeds whose value changed, the share that got worse is at least
      ``min_effect`` (default 0.64);
   3. magnitude: the median or the 90th percentile got worse by more than ``tolerance``
@@ -60,7 +67,7 @@ __all__ = [
     "BaselineError",
     "Comparison",
     "compare",
-    "holm",
+    "holm_tarone",
     "format_table",
     "paired_differences",
     "quality_values",
@@ -122,7 +129,8 @@ class Comparison:
     effect: float          # of the changed seeds, the share that got worse (0.5: none changed)
     p_worse: float         # one-sided Wilcoxon signed-rank p-value, current worse than baseline
     p_better: float
-    p_holm: float = math.nan  # p_worse after Holm's correction within its family
+    p_min: float           # the smallest p-value the row's test can give (every sign one way)
+    p_holm: float = math.nan  # p_worse adjusted within its family (holm_tarone)
     verdict: str = ""      # ok | REGRESSION | improved | no baseline | not run
 
 
@@ -138,7 +146,7 @@ def compare(baseline: Mapping[str, Mapping], current: Mapping[str, Mapping],
         for quality, better in QUALITY[metric]:
             if b is None or c is None:
                 rows.append(Comparison(key, quality, better, 0, *[math.nan] * 4, 0,
-                                       *[math.nan] * 3,
+                                       *[math.nan] * 4,
                                        verdict="no baseline" if b is None else "not run"))
                 continue
             seeds = sorted(set(b["seeds"]) & set(c["seeds"]))
@@ -159,7 +167,8 @@ def _compare_one(key: str, quality: str, better: str, bv: np.ndarray,
     d = paired_differences(sign * cv, sign * bv)
     return Comparison(key, quality, better, len(bv), bm, cm, _relative_change(bm, cm, sign),
                       _relative_change(b90, c90, sign), int(np.count_nonzero(d)),
-                      share_worse(d), _signed_rank(d, "greater"), _signed_rank(d, "less"))
+                      share_worse(d), _signed_rank(d, "greater"), _signed_rank(d, "less"),
+                      _signed_rank(np.abs(d), "greater"))
 
 
 def paired_differences(current: np.ndarray, base: np.ndarray) -> np.ndarray:
@@ -181,13 +190,24 @@ def share_worse(d: np.ndarray) -> float:
     return float(np.count_nonzero(d > 0) / changed) if changed else 0.5
 
 
-def holm(p: Sequence[float]) -> np.ndarray:
-    """Holm's step-down adjusted p-values (monotone, capped at 1)."""
-    p = np.asarray(p, dtype=float)
-    order = np.argsort(p)
-    adjusted = np.maximum.accumulate((len(p) - np.arange(len(p))) * p[order])
-    out = np.empty_like(p)
-    out[order] = np.minimum(adjusted, 1.0)
+def holm_tarone(p: Sequence[float], p_min: Sequence[float], alpha: float) -> np.ndarray:
+    """Holm's step-down procedure with Tarone's count of the testable hypotheses (Hommel &
+    Krummenauer 1998): at each step, with the hypotheses not yet rejected, K is the smallest
+    number such that at most K of them can reach ``alpha / K`` at all (``p_min``, each test's
+    smallest attainable p-value); the smallest p-value is rejected when it is <= alpha / K.
+    Returns adjusted p-values: the running maximum of p x K over the steps (capped at 1), so
+    that a hypothesis is rejected exactly when its value is <= ``alpha``. With every
+    ``p_min`` = 0 this is Holm's procedure."""
+    p, p_min = np.asarray(p, dtype=float), np.asarray(p_min, dtype=float)
+    order = np.argsort(p, kind="stable")
+    out = np.ones_like(p)
+    running = 0.0
+    for step, i in enumerate(order):
+        remaining = p_min[order[step:]]
+        k = next(k for k in range(1, len(remaining) + 1)
+                 if np.count_nonzero(remaining <= alpha / k) <= k)
+        running = max(running, p[i] * k)
+        out[i] = min(running, 1.0)
     return out
 
 
@@ -209,13 +229,14 @@ def _family_verdicts(rows: list[Comparison], out: list[Comparison], family: list
                      alpha: float, tolerance: float, min_effect: float) -> None:
     if not family:
         return
-    worse = holm([rows[i].p_worse for i in family])
-    better = holm([rows[i].p_better for i in family])
+    p_min = [rows[i].p_min for i in family]
+    worse = holm_tarone([rows[i].p_worse for i in family], p_min, alpha)
+    better = holm_tarone([rows[i].p_better for i in family], p_min, alpha)
     for i, pw, pb in zip(family, worse, better):
         r = rows[i]
-        if pw < alpha and r.effect >= min_effect and max(r.change, r.change_p90) > tolerance:
+        if pw <= alpha and r.effect >= min_effect and max(r.change, r.change_p90) > tolerance:
             verdict = "REGRESSION"
-        elif pb < alpha and 1 - r.effect >= min_effect and min(r.change, r.change_p90) < -tolerance:
+        elif pb <= alpha and 1 - r.effect >= min_effect and min(r.change, r.change_p90) < -tolerance:
             verdict = "improved"
         else:
             verdict = "ok"

@@ -1,6 +1,7 @@
 """The run loop: one ``Stepper`` drives every optimizer run (``run_one``, ``farm bench``, the
-tests): bootstrap, then suggest -> oracle.run -> observe until the optimizer stops or the
-budget or iteration limit is reached, one trace row per evaluation.
+tests): bootstrap, then suggest -> oracle.run -> observe until the optimizer stops, the
+budget or iteration limit is reached, or the incumbent meets the spec's ``until`` target, one
+trace row per evaluation.
 
 Oracle time is simulated (the job time from the data), never slept. The recommendation
 latency of a step is observe() of the previous observation + suggest() (``farm.run.metrics``);
@@ -18,7 +19,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
-from farm.run.metrics import recommendation_quality, summarize
+from farm.run.metrics import recommendation_quality, summarize, target_check
 from farm.run.spec import RunSpec
 from optimizers.base import Optimizer, Suggestion
 from optimizers.executor import Executor
@@ -149,6 +150,7 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
     opt = make_optimizer(spec.optimizer, space, oracle.problem, spec.seed, executor,
                          **spec.params)
     stepper = Stepper(opt, oracle, spec.seed)
+    reached = None if spec.until is None else target_check(oracle, spec.until)
     key, params = spec.run_key, json.dumps(spec.params, sort_keys=True, default=str)
     rows: list[dict] = []
     warmup = None
@@ -181,5 +183,8 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
         })
         if on_step is not None:
             on_step(rows[-1])
+        if reached is not None and reached(quality):
+            stop = "target"
+            break
     trace = pa.Table.from_pylist(rows, schema=TRACE_SCHEMA)
     return RunResult(summarize(spec, oracle, trace, incumbent(opt), stop, warmup), trace)

@@ -21,7 +21,7 @@ all compute their numbers here.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,7 +33,7 @@ from oracle.oracle import Oracle
 
 __all__ = ["AUC_CNO_CAP", "QUANTILE_METHOD", "REACH_TARGETS", "final_quality", "first_reach",
            "latency_stats", "quality_auc", "quantile", "recommendation_quality",
-           "step_quality", "summarize", "worse_quantile"]
+           "step_quality", "summarize", "target_check", "worse_quantile"]
 
 # metric -> {label: threshold}: CNO thresholds of Lynceus Fig. 4-5 (1: the optimum itself), and
 # Accuracy_C as a fraction of the feasible optimum's (TrimTuner Fig. 1).
@@ -85,6 +85,25 @@ def first_reach(quality: np.ndarray, metric: str, threshold: float,
            else quality >= threshold * optimum - _TOL)
     idx = np.flatnonzero(hit)
     return int(idx[0]) if len(idx) else None
+
+
+def target_check(oracle: Oracle, label: str) -> Callable[[Mapping[str, Any]], bool]:
+    """``quality -> bool``: whether a recommendation's quality (``recommendation_quality``)
+    meets the target ``label`` of ``REACH_TARGETS`` (a run's ``until`` limit), as
+    ``first_reach`` judges it; ValueError naming the problem's targets for another label."""
+    metric = oracle.problem.metric
+    if label not in REACH_TARGETS[metric]:
+        raise ValueError(f"until {label!r} is not a target of this {metric} problem; choose "
+                         f"one of {', '.join(REACH_TARGETS[metric])}")
+    threshold = REACH_TARGETS[metric][label]
+    best = oracle.optimum()
+    optimum = oracle.metric(best) if best is not None else math.nan
+
+    def reached(quality: Mapping[str, Any]) -> bool:
+        value = np.nan_to_num(float(quality[metric]), nan=0.0)   # as step_quality reads it
+        return first_reach(np.array([value]), metric, threshold, optimum) is not None
+
+    return reached
 
 
 def final_quality(summary: Mapping) -> float:

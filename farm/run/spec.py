@@ -29,6 +29,7 @@ class RunSpec:
     objective: str | None = None         # e.g. "min cost"; None: the dataset's
     constraints: tuple[str, ...] | None = None  # e.g. ("time<=300",); None: the dataset's
     aggregate: str = "sample"            # repeated measurements: "sample" or "mean"
+    until: str | None = None             # stop once the incumbent meets this REACH_TARGETS label
 
     def problem(self, dataset: Dataset) -> Problem:
         """The dataset's default problem with this spec's overrides."""
@@ -60,6 +61,8 @@ class RunSpec:
         from their defaults (``changed_params``) and its version (a sweep computes those once
         per grid point, not once per seed)."""
         d = {name: getattr(self, name) for name in _FIELDS}
+        if d["until"] is None:    # keys stay those of the specs written before the field
+            del d["until"]
         d["params"] = changed
         d["version"] = version
         budget = d["budget"]

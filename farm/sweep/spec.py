@@ -86,6 +86,17 @@ class ProblemOverrides(_Model):
 class Limits(_Model):
     iterations: int | None = Field(None, ge=1)
     budget: float | None = Field(None, gt=0)
+    until: str | None = None   # stop a run once its incumbent meets this target (e.g. cno<=1.1)
+
+    @field_validator("until")
+    @classmethod
+    def _target(cls, v):
+        from farm.run.metrics import REACH_TARGETS
+
+        labels = [label for targets in REACH_TARGETS.values() for label in targets]
+        if v is not None and v not in labels:
+            raise ValueError(f"{v!r} is not a target; choose one of {', '.join(labels)}")
+        return v
 
 
 class DatasetEntry(_Model):
@@ -327,7 +338,7 @@ def expand_keyed(spec: SweepSpec, source: str = "spec",
                 for seed in spec.seed_list():
                     run = RunSpec(dataset=d.name, optimizer=opt.name, seed=seed,
                                   params=dict(params), budget=limits.budget,
-                                  iterations=limits.iterations,
+                                  iterations=limits.iterations, until=limits.until,
                                   objective=problem.objective or spec.problem.objective,
                                   constraints=_constraints(problem, spec.problem),
                                   aggregate=spec.aggregate)

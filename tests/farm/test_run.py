@@ -67,6 +67,21 @@ def test_budget_stops_the_run():
     assert cum[-2] < 5.0  # every run but the last started under the budget
 
 
+def test_until_stops_at_the_first_step_that_meets_the_target():
+    full = run_one(RunSpec("synthetic", "random", seed=5)).summary
+    spec = RunSpec("synthetic", "random", seed=5, until="cno<=1.1")
+    result = run_one(spec)
+    s, cno = result.summary, result.trace.column("incumbent_cno").to_pylist()
+    assert s["stop_reason"] == "target" and cno[-1] <= 1.1 and min(cno[:-1]) > 1.1
+    assert s["exploration_cost_to_reach"]["cno<=1.1"] == full["exploration_cost_to_reach"][
+        "cno<=1.1"] == result.trace.column("cum_exploration_cost").to_pylist()[-1]
+    # a key written before the field existed still matches; the target is part of the key
+    assert RunSpec("synthetic", "random", seed=9).run_key == "269b20208bc4fe83"
+    assert spec.run_key != RunSpec("synthetic", "random", seed=5).run_key
+    with pytest.raises(ValueError, match="not a target of this cno problem"):
+        run_one(RunSpec("synthetic", "random", until="acc_c>=0.9opt"))
+
+
 def test_same_spec_same_trace_and_key():
     a = run_one(RunSpec("synthetic", "random", seed=9, iterations=12))
     b = run_one(RunSpec("synthetic", "random", seed=9, iterations=12))
@@ -117,6 +132,7 @@ def test_trace_file_is_written(tmp_path, capsys):
     (["run", "--param", "n_init=abc"], "parameter 'n_init' must be int"),
     (["run", "--iterations", "0"], "--iterations must be at least 1, got 0"),
     (["run", "--budget", "-1"], "--budget must be positive"),
+    (["run", "--until", "cno<1"], "--until 'cno<1' is not a target"),
     (["run", "--param", "bogus=1"], "unknown parameter 'bogus'"),
     (["run", "--constraint", "time<300"], "is not of the form"),
     (["run", "--objective", "cheapest"], "is not of the form"),

@@ -40,6 +40,7 @@ MALFORMED = [
     ({**GOOD, "seeds": [1, 1]}, "seeds:"),
     ({**GOOD, "limits": {"iterations": 0}}, "limits.iterations:"),
     ({**GOOD, "limits": {"budjet": 3}}, "limits.budjet: unknown key"),
+    ({**GOOD, "limits": {"until": "cno<1"}}, "limits.until:"),
     ({**GOOD, "problem": {"constraints": ["time<<300"]}}, "problem.constraints:"),
     ({**GOOD, "problem": {"objective": "maximise cost"}}, "problem.objective:"),
     ({**GOOD, "datasets": [{"name": "synthetic", "limits": {"budget": -1}}]},
@@ -126,10 +127,10 @@ def test_expansion_is_the_grid_with_stable_deduplicated_keys():
 
 def test_dataset_overrides_merge_key_by_key():
     spec = parse_spec({**GOOD, "datasets": [{"name": "synthetic", "limits": {"budget": 9}}],
-                       "limits": {"iterations": 5, "budget": 50},
+                       "limits": {"iterations": 5, "budget": 50, "until": "cno<=1.1"},
                        "problem": {"objective": "min cost", "constraints": ["time<=900"]}})
     [first, _] = expand(spec)
-    assert (first.iterations, first.budget) == (5, 9.0)
+    assert (first.iterations, first.budget, first.until) == (5, 9.0, "cno<=1.1")
     assert (first.objective, first.constraints) == ("min cost", ("time<=900",))
 
 
