@@ -137,9 +137,9 @@ def cmd_regress(args) -> int:
     regressions = [r for r in rows if r.verdict == "REGRESSION"]
     share = PRIMARY_SHARE * args.alpha
     print(f"\n{len(regressions)} regression(s), {failed} failed run(s) (one-sided "
-          f"Wilcoxon signed-rank on the per-seed differences with Holm's correction: {PRIMARY} "
-          f"at {share:.2g}, the end points at {args.alpha - share:.2g}; of the changed seeds a "
-          f"share >= {args.min_effect:g} worse; median or p90 worse by more than "
+          f"Wilcoxon signed-rank on the per-seed differences, Holm-Tarone correction: "
+          f"{PRIMARY} at {share:.2g}, the end points at {args.alpha - share:.2g}; of the "
+          f"changed seeds a share >= {args.min_effect:g} worse; median or p90 worse by more than "
           f"{args.tolerance:.0%})")
     return EXIT_FAILED if regressions or failed else EXIT_OK
 
@@ -214,7 +214,8 @@ def add_report_commands(sub) -> None:
                    help="write FILE from this run instead of comparing")
     g.add_argument("--alpha", type=float, default=0.05,
                    help="family-wise significance: one-sided Wilcoxon signed-rank tests on the "
-                   "per-seed differences, Holm's correction within two families (default 0.05)")
+                   "per-seed differences, Holm's correction counting the rows that can reach "
+                   "significance (Tarone) within two families (default 0.05)")
     g.add_argument("--min-effect", type=float, default=0.64,
                    help="smallest share of worse seeds among the seeds whose value changed "
                    "that counts as a regression (default 0.64)")
