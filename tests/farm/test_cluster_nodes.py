@@ -103,7 +103,7 @@ def _exactly_once(out: Path, runs: dict) -> list[dict]:
     assert sorted(r["run_key"] for r in records) == sorted(runs)
     assert all(r["status"] == "done" for r in records)
     assert store.write_index().num_rows == len(runs)
-    nested = [r for r in _mlflow_runs(out) if "mlflow.parentRunId" in r.data.tags]
+    nested = [r for r in _mlflow_runs(out) if "optfarm.run_key" in r.data.tags]  # seed runs
     assert sorted(r.data.tags["optfarm.run_key"] for r in nested) == sorted(runs)
     assert {r.info.status for r in nested} == {"FINISHED"}
     return records
