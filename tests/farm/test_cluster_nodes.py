@@ -170,7 +170,7 @@ def test_head_killed_exit_1_in_bounded_time_then_resume_serially(cluster, tmp_pa
     took = time.monotonic() - killed
     output = _output(out)
     lost = [line for line in output.splitlines() if line.startswith("farm: error: lost")]
-    assert len(lost) == 1 and "resume with: farm sweep" in lost[0] and str(out) in lost[0]
+    assert len(lost) == 1 and "resume with: farm sweep" in lost[0] and str(out) in lost[0], output
     store = Store(out)
     before = {r["run_key"]: r["finished_at"] for r in store.records()}
     assert 6 <= len(before) < len(runs) and not list(out.rglob("*.tmp"))
