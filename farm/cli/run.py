@@ -41,11 +41,11 @@ def cmd_run(args) -> int:
     if args.budget is not None and not args.budget > 0:
         raise UsageError(f"--budget must be positive, got {args.budget:g}")
     if args.until is not None:
-        from farm.run.metrics import REACH_TARGETS
+        from farm.run.metrics import TARGET_LABELS
 
-        if not any(args.until in targets for targets in REACH_TARGETS.values()):
+        if args.until not in TARGET_LABELS:
             raise UsageError(f"--until {args.until!r} is not a target; choose one of "
-                             + ", ".join(t for ts in REACH_TARGETS.values() for t in ts))
+                             + ", ".join(TARGET_LABELS))
     optimizer, params = args.optimizer, args.param or []
     if optimizer is None:
         optimizer, params = FIRST_RUN[0], FIRST_RUN[1] + params

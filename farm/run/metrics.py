@@ -31,8 +31,8 @@ from farm.run.recommendation import constraint_checks, true_values
 from farm.run.recurring_job import recurring_job_metrics
 from oracle.oracle import Oracle
 
-__all__ = ["AUC_CNO_CAP", "QUANTILE_METHOD", "REACH_TARGETS", "final_quality", "first_reach",
-           "latency_stats", "quality_auc", "quantile", "recommendation_quality",
+__all__ = ["AUC_CNO_CAP", "QUANTILE_METHOD", "REACH_TARGETS", "TARGET_LABELS", "final_quality",
+           "first_reach", "latency_stats", "quality_auc", "quantile", "recommendation_quality",
            "step_quality", "summarize", "target_check", "worse_quantile"]
 
 # metric -> {label: threshold}: CNO thresholds of Lynceus Fig. 4-5 (1: the optimum itself), and
@@ -41,6 +41,7 @@ REACH_TARGETS = {
     "cno": {"cno<=2": 2.0, "cno<=1.1": 1.1, "cno<=1": 1.0},
     "accuracy_c": {"acc_c>=0.9opt": 0.9},
 }
+TARGET_LABELS = tuple(label for targets in REACH_TARGETS.values() for label in targets)
 QUANTILE_METHOD = "inverted_cdf"
 _TOL = 1e-12
 

@@ -91,11 +91,10 @@ class Limits(_Model):
     @field_validator("until")
     @classmethod
     def _target(cls, v):
-        from farm.run.metrics import REACH_TARGETS
+        from farm.run.metrics import TARGET_LABELS
 
-        labels = [label for targets in REACH_TARGETS.values() for label in targets]
-        if v is not None and v not in labels:
-            raise ValueError(f"{v!r} is not a target; choose one of {', '.join(labels)}")
+        if v is not None and v not in TARGET_LABELS:
+            raise ValueError(f"{v!r} is not a target; choose one of {', '.join(TARGET_LABELS)}")
         return v
 
 
