@@ -1,6 +1,6 @@
-"""Every metric of a run, defined once (DESIGN.md, "Metrics"); the run loop, the sweep's
-summary table, the store's index, MLflow, ``farm report``, ``farm regress`` and ``farm bench``
-all compute their numbers here.
+"""Every metric of a run, defined once (ARCHITECTURE.md, "Where each concept lives"); the run
+loop, the sweep's summary table, the store's index, MLflow, ``farm report``, ``farm regress``
+and ``farm bench`` all compute their numbers here.
 
 - Which recommendation: the configuration the farm credits, the best tested feasible one by
   the run's own observations (``farm.run.recommendation``), in every statistic
