@@ -28,8 +28,9 @@ def _error(message: str) -> int:
 
 
 def cmd_report(args) -> int:
-    from farm.report.analysis import analyse, load_sweep
+    from farm.report.analysis import analyse
     from farm.report.page import write_report
+    from farm.sweep.results import load_sweep
 
     sweep_dir = Path(args.sweep_dir)
     try:
