@@ -110,7 +110,7 @@ def _run(spec, source: str, out: Path, args) -> int | None:
 
 
 def _board(sweep_dir: Path, budgets, evaluations, args, failed: int) -> int:
-    from farm.report.analysis import analyse, load_sweep
+    from farm.report.analysis import analyse
     from farm.report.leaderboard import (
         BOARD_TITLES,
         DEFAULT_BUDGETS,
@@ -121,6 +121,7 @@ def _board(sweep_dir: Path, budgets, evaluations, args, failed: int) -> int:
         standings_rows,
     )
     from farm.report.page import write_report
+    from farm.sweep.results import load_sweep
 
     settings_path = sweep_dir / SETTINGS_FILE
     settings = json.loads(settings_path.read_text()) if settings_path.is_file() else {}
