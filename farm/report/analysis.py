@@ -5,7 +5,8 @@ numbers beside ours (``farm.report.papers``). ``farm.report.page`` writes them a
 
 The core, ``analyse(trace, summaries)``, works on plain inputs: a pyarrow table of trace rows
 (``farm.run.loop.TRACE_SCHEMA``, concatenated over runs) and the runs' summary dicts
-(``farm.run.loop.run_one(spec).summary``). ``load_sweep`` reads them from a sweep's results store.
+(``farm.run.loop.run_one(spec).summary``); ``farm.sweep.results.load_sweep`` reads them from
+a sweep's results store.
 
 The metrics (CNO, Accuracy_C, the reach targets, the quantile method, latency) are those of
 ``farm.run.metrics``. Curves are step functions of the cumulative exploration cost on a common
@@ -23,7 +24,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,7 +48,6 @@ __all__ = [
     "Group",
     "analyse",
     "cost_where_curve_reaches",
-    "load_sweep",
     "paper_p90_curve",
     "paper_rows",
     "variant_labels",
@@ -416,28 +415,3 @@ def _ratio(num: float, den: float) -> float:
     if math.isinf(den) or den == 0:
         return math.nan
     return num / den
-
-
-# -- a sweep folder ---------------------------------------------------------------------------
-def load_sweep(sweep_dir: Path, current: bool = False) -> tuple[pa.Table, list[dict]]:
-    """The finished runs of a sweep's results store (``farm.sweep.store``): their traces
-    concatenated, and their summaries. Failed runs are left out; with ``current``, so are runs
-    the stored spec no longer expands to (e.g. runs of an optimizer whose ``version`` has
-    been bumped since: its results changed on purpose)."""
-    from farm.sweep.spec import expand, parse_spec
-    from farm.sweep.store import Store
-
-    store = Store(sweep_dir)
-    spec = store.read_spec()  # a damaged file raises DamagedFile (a ValueError) naming it
-    if spec is None:
-        raise ValueError(f"{sweep_dir} is not a sweep output folder (no sweep.json)")
-    records = store.verified().records
-    done = sorted(k for k, r in records.items() if r["status"] == "done")
-    if current:
-        keys = {r.run_key for r in expand(parse_spec(spec, str(sweep_dir)), str(sweep_dir))}
-        done = [key for key in done if key in keys]
-    if not done:
-        raise ValueError(f"{sweep_dir}: no finished run to report on")
-    summaries = [records[key]["summary"] for key in done]
-    traces = [store.trace(key) for key in done]  # older runs may lack newer columns
-    return pa.concat_tables(traces, promote_options="default"), summaries

@@ -5,7 +5,7 @@ Each ``PaperNumber`` names the statistic of our report that measures the same th
 selectors), and the value the paper published. A number is shown only when the sweep holds
 every group it needs, so a report says "paper vs ours" only where the experiment matches.
 
-References (see ``../shared/ALGORITHMS.md``, which collects these values):
+References (the values as each paper prints them):
   [Lynceus] Casimiro et al., ICDCS 2020, Sec. VI-C (Fig. 4-5: their exact statistics).
   [OBOL]    Casimiro et al., Reduzindo o Custo de Explorar Configuracoes..., Sec. 4 (Fig. 1-2).
   [TrimTuner] Mendes et al., MASCOTS 2020, Fig. 1-3.

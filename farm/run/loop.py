@@ -85,10 +85,10 @@ class Step:
 
 
 class Stepper:
-    """Drives ``optimizer`` on ``oracle`` as every run does: ``ask`` (suggest, then run the
-    suggestion on the oracle), ``tell`` (observe), or both with ``step``. It owns the oracle's
-    noise stream, seeded apart from the optimizer's (``[seed, 7]``), and the cumulative
-    exploration cost and time."""
+    """Drives ``optimizer`` on ``oracle`` as every run does: ``suggest_and_run`` (the
+    optimizer's suggest, then the suggestion run on the oracle), ``observe`` (the optimizer's),
+    or both with ``step``. It owns the oracle's noise stream, seeded apart from the
+    optimizer's (``[seed, 7]``), and the cumulative exploration cost and time."""
 
     def __init__(self, optimizer: Optimizer, oracle: Oracle, seed: int):
         self.optimizer = optimizer
@@ -99,7 +99,7 @@ class Stepper:
         self.steps = 0
         self._observe_s = 0.0  # the last observe(), part of the next recommendation
 
-    def ask(self) -> tuple[Suggestion, Observation, float] | None:
+    def suggest_and_run(self) -> tuple[Suggestion, Observation, float] | None:
         """The next suggestion, its observation, and the recommendation latency; None when
         the optimizer stops."""
         t0 = time.perf_counter()
@@ -109,7 +109,7 @@ class Stepper:
             return None
         return suggestion, execute(self.oracle, suggestion, self.noise), latency
 
-    def tell(self, suggestion: Suggestion, observation: Observation) -> float:
+    def observe(self, suggestion: Suggestion, observation: Observation) -> float:
         """Observe; returns the seconds observe() took."""
         t0 = time.perf_counter()
         self.optimizer.observe(suggestion, observation)
@@ -121,11 +121,11 @@ class Stepper:
 
     def step(self) -> Step | None:
         """One suggest -> run -> observe; None when the optimizer stops."""
-        asked = self.ask()
-        if asked is None:
+        ran = self.suggest_and_run()
+        if ran is None:
             return None
-        suggestion, observation, latency = asked
-        return Step(suggestion, observation, latency, self.tell(suggestion, observation))
+        suggestion, observation, latency = ran
+        return Step(suggestion, observation, latency, self.observe(suggestion, observation))
 
     def stop_reason(self, iterations: int | None = None) -> str | None:
         """"iterations" or "budget" when the run must stop before the next step, else None."""

@@ -1,6 +1,6 @@
-"""Every metric of a run, defined once (DESIGN.md, "Metrics"); the run loop, the sweep's
-summary table, the store's index, MLflow, ``farm report``, ``farm regress`` and ``farm bench``
-all compute their numbers here.
+"""Every metric of a run, defined once (ARCHITECTURE.md, "Where each concept lives"); the run
+loop, the sweep's summary table, the store's index, MLflow, ``farm report``, ``farm regress``
+and ``farm bench`` all compute their numbers here.
 
 - Quality of a recommendation: CNO (Lynceus Sec. VI), the true cost of the recommendation over
   the cheapest truly feasible configuration's, is inf without a recommendation or when the
