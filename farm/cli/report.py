@@ -217,8 +217,8 @@ def _run_specs(specs, args, out: Path) -> tuple[list[dict], int, dict]:
     """Run each spec afresh into ``out/<spec name>``; the finished runs' summaries, the
     number of failed runs (each reported on stderr), and each spec's share of model-guided
     steps per optimizer (``model_guided_share``)."""
-    from farm.report.analysis import load_sweep
     from farm.report.regress import model_guided_share
+    from farm.sweep.results import load_sweep
     from farm.sweep.runner import run_sweep
 
     summaries, failed, guided = [], 0, {}

@@ -70,14 +70,14 @@ from farm.report.analysis import variant_labels
 from farm.run.metrics import final_quality, quantile
 
 __all__ = [
-    "QUALITY",
     "FLOAT_TOLERANCE",
+    "QUALITY",
     "BaselineError",
     "Comparison",
     "allowed_change",
     "compare",
-    "holm_tarone",
     "format_table",
+    "holm_tarone",
     "model_guided_share",
     "paired_differences",
     "quality_values",
