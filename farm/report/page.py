@@ -127,6 +127,7 @@ def _summary_rows(a: DatasetAnalysis) -> list[dict[str, Any]]:
                                                   f"{_fmt(s[f'reach_p90:{target}'])}")
             if a.metric != "cno":
                 row[f"cost to {target} mean"] = s[f"reach_mean:{target}"]
+                row[f"own pick: cost to {target} mean"] = s[f"pick_reach_mean:{target}"]
             row[f"time to {target} p50 (s)"] = s[f"reach_time_p50:{target}"]
             row[f"reached {target}"] = f"{s[f'reach_frac:{target}']:.0%}"
         rows.append(row)
