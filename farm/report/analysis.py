@@ -334,13 +334,15 @@ def never_text(summaries: Sequence[Mapping], reach_cost: np.ndarray) -> str:
     """Why the runs that never reached a target did not: "3 not within 400 runs" (they ran
     into the run's limits: iterations or budget) and "2 stopped themselves at $2.3-3.2
     (gave up: 100 repeats)" (the optimizer's own stop: converged, exhausted, gave up: N
-    repeats); "" when every run reached it."""
-    limited, own = [], []
+    repeats), or "stopped at the run's own target" (a run's ``until``, short of a stricter
+    target); "" when every run reached it."""
+    limited, own, until = [], [], []
     for s, cost in zip(summaries, reach_cost):
         if math.isfinite(cost):
             continue
-        (limited if s.get("stop_reason") in LIMITS else own).append(s)
-    parts = []
+        reason = s.get("stop_reason")
+        (until if reason == "target" else limited if reason in LIMITS else own).append(s)
+    parts = [f"{len(until)} stopped at the run's own target (until)"] if until else []
     if limited:
         n = max(s["n_evaluations"] for s in limited)
         parts.append(f"{len(limited)} not within {n} runs")

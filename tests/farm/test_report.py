@@ -469,3 +469,18 @@ def test_lookahead_table_gives_quantiles_per_la_and_the_p90_ratio_to_la0():
     assert la0["p50 ($)"] == 4.0 and la0["p90 ($)"] == math.inf and la0["seeds"] == 4
     assert la1["p90 ($)"] == 2.0 and la1["p90 LA0 / LA"] == math.inf
     assert la0["p90 LA0 / LA"] is None   # never reached at p90: no ratio
+
+
+def test_never_says_whether_runs_hit_their_limits_or_stopped_themselves():
+    from farm.report.analysis import never_text
+
+    def run(reason, n, cost):
+        return {"stop_reason": reason, "n_evaluations": n, "exploration_cost": cost}
+    runs = [run("iterations", 400, 50.0), run("iterations", 380, 40.0),
+            run("gave up: 2000 repeats", 30, 2.3), run("converged", 25, 3.2),
+            run("target", 60, 4.0), run("iterations", 400, 9.0)]
+    reach = np.array([math.inf] * 5 + [8.0])
+    assert never_text(runs, reach) == (
+        "1 stopped at the run's own target (until); 2 not within 400 runs; 2 stopped "
+        "themselves at 2.3-3.2 (converged, gave up: 2000 repeats)")
+    assert never_text(runs[-1:], reach[-1:]) == ""
