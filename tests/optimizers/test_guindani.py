@@ -281,7 +281,7 @@ def test_farm_run_variant_d_on_kmeans_reports_the_table1_metrics(spark, monkeypa
     assert main(["run", "--dataset", "guindani-kmeans", "--optimizer", "guindani",
                  "--param", "variant=d", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["n_evaluations"] == 33 and out["stop_reason"] == "optimizer"
+    assert out["n_evaluations"] == 33 and out["stop_reason"] == "iterations"
     job = out["recurring_job"]
     assert 0 <= job["unfeasible_executions"] <= 33
     assert 0.0 <= job["unfeasible_cost_ratio"] <= 1.0
