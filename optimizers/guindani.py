@@ -72,6 +72,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from oracle.problem import ProblemError
+
 from .acquisition.analytic import (
     incumbent_for_eic,
     log_expected_improvement,
@@ -138,12 +140,12 @@ class Guindani(Optimizer):
         limit = problem.constraint_on("time") or next(iter(problem.constraints), None)
         if limit is None or limit.threshold == 0 or (limit.metric == "time"
                                                      and limit.op != "<="):
-            raise ValueError(f"{self.name}: the problem needs a constraint 'time <= T_max' "
-                             "or one on another metric with a non-zero threshold, got "
-                             f"{[str(c) for c in problem.constraints]}")
+            raise ProblemError(f"{self.name}: the problem needs a constraint 'time <= T_max' "
+                               "or one on another metric with a non-zero threshold, got "
+                               f"{[str(c) for c in problem.constraints]}")
         if problem.objective.metric != "cost" or problem.objective.direction != "min":
-            raise ValueError(f"{self.name}: the objective must be 'min cost', got "
-                             f"{problem.objective}")
+            raise ProblemError(f"{self.name}: the objective must be 'min cost', got "
+                               f"{problem.objective}")
         self.limit = limit                  # the ML-corrected constraint
         self.t_max = abs(float(limit.threshold))   # its load limit (T_max for time)
         self.k = self.config["k_rate"] / self.t_max

@@ -56,6 +56,7 @@ import math
 import numpy as np
 
 from oracle.oracle import Observation
+from oracle.problem import ProblemError
 
 from .acquisition.analytic import (
     gauss_hermite,
@@ -139,8 +140,8 @@ class Lynceus(Optimizer):
         c = self.problem
         t, cost = c.constraint_on("time"), c.constraint_on("cost")
         if c.objective.metric != "cost" or c.objective.direction != "min":
-            raise ValueError(f"{self.name}: the objective must be 'min cost', got "
-                             f"{c.objective}")
+            raise ProblemError(f"{self.name}: the objective must be 'min cost', got "
+                               f"{c.objective}")
         for con in (t, cost):
             if con is not None and con.op != "<=":
                 raise ValueError(f"{self.name}: constraint {con} is not supported (expected "

@@ -4,8 +4,9 @@ points of a real run, next to what the papers report.
 For each case (optimizer, parameters, dataset) one run is driven with a fixed seed by the run
 loop's ``farm.run.loop.Stepper`` (suggest -> oracle.run -> observe). At point ``n`` the run
 has made ``n - 1`` observations and the oracle has run the ``n``-th suggestion; the optimizer
-is deep-copied ``repeats`` times (after one untimed warm-up copy per case and executor: numba
-compilation, Ray workers) and each copy times ``observe(n-th observation)`` (the model refits
+is deep-copied ``repeats`` times (after one untimed warm-up copy per case and executor, at
+every point until one whose suggestion is model-based: numba compilation happens in the
+model, which a bootstrap suggestion never runs; Ray workers) and each copy times ``observe(n-th observation)`` (the model refits
 some optimizers do as data arrive) then ``suggest()`` (the latency the run loop records), so
 the timed suggestion is the one made after ``n`` observations. ``total`` = observe +
 suggest is the papers' "time to recommend the next configuration" (``farm.run.metrics``; the
@@ -206,7 +207,8 @@ def bench_case(case: BenchCase, points: Sequence[int], repeats: int, seed: int =
         serial = None
         for label, executor in executors.items():
             timing = _time_point(opt, pending, repeats, executor, warm_up=label not in warm)
-            warm.add(label)
+            if "search" in timing["phase"]:   # the model ran (and compiled) in the warm-up
+                warm.add(label)
             compared = paper is not None and timing["phase"] == "search"
             row = {**base, "at": point, "executor": label, "status": "ok", **timing,
                    "ratio": paper.seconds / timing["total_median_s"] if compared else None,

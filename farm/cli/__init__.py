@@ -26,8 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .run import add_run_command
     from .sweep import add_sweep_commands
 
-    p = argparse.ArgumentParser(prog="farm", description="optfarm: a benchmark farm for "
-                                "cloud-configuration optimizers")
+    p = _Parser(prog="farm", description="optfarm: a benchmark farm for "
+                "cloud-configuration optimizers")
     sub = p.add_subparsers(dest="command", required=True)
     for add in (add_run_command, add_datasets_commands, add_optimizers_command,
                 add_bench_commands, add_sweep_commands, add_report_commands,
@@ -36,14 +36,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors are one line (``farm sweep: error: argument
+    --seeds: invalid int value: '1e7'``), exit code 2, as every other bad input; ``--help``
+    still shows the usage. Subcommands' parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from optimizers.base import ParameterError
     from oracle.dataset import DatasetError
+    from oracle.problem import ProblemError
 
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (UsageError, DatasetError, ParameterError) as e:
+    except (UsageError, DatasetError, ParameterError, ProblemError) as e:
         print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:  # the reader went away (`farm ... | head`)

@@ -32,12 +32,14 @@ def cmd_report(args) -> int:
     from farm.report.page import write_report
 
     sweep_dir = Path(args.sweep_dir)
+    out = Path(args.out) if args.out else sweep_dir / "report"
+    if out.exists() and not out.is_dir():
+        return _error(f"--out {out} is a file; name a folder for the report")
     try:
         trace, summaries = load_sweep(sweep_dir, current=args.current)
         analyses = analyse(trace, summaries)
     except ValueError as e:
         return _error(str(e))
-    out = Path(args.out) if args.out else sweep_dir / "report"
     files = write_report(analyses, out, title=f"optfarm report: {sweep_dir.resolve().name}")
     logged = None if args.no_tracking else _log_to_mlflow(sweep_dir, files, args.tracking_uri,
                                                           quiet=args.json)

@@ -49,11 +49,19 @@ def cmd_sweep(args) -> int:
         else:
             if not (args.datasets and args.optimizers):
                 raise SpecError("give a SPEC file, or --datasets and --optimizers")
-            spec = inline_spec(args.datasets, args.optimizers, args.seeds or 1,
+            spec = inline_spec(args.datasets, args.optimizers,
+                               1 if args.seeds is None else args.seeds,
                                name=args.name or "inline", iterations=args.iterations,
                                budget=args.budget, params=_param_overrides(args.param))
             source = "inline sweep"
+        if args.max_runs is not None and args.max_runs < 1:
+            raise SpecError(f"--max-runs must be at least 1, got {args.max_runs}")
+        if args.max_in_flight is not None and args.max_in_flight < 1:
+            raise SpecError(f"--max-in-flight must be at least 1, got {args.max_in_flight}")
         out = Path(args.out or Path("sweeps-out") / spec.name)
+        if out.exists() and not out.is_dir():
+            raise SpecError(f"--out {out} is a file; name a folder (new, or a sweep's to "
+                            "resume it)")
         return _run(spec, source, out, args)
     except SpecError as e:
         print(f"farm: error: {e}", file=sys.stderr)
@@ -76,10 +84,17 @@ def _run(spec, source, out, args) -> int:
                                tracking=False if args.no_tracking else None,
                                tracking_uri=args.tracking_uri,
                                artifacts=True if args.artifacts else None,
-                               max_runs=args.max_runs or DEFAULT_MAX_RUNS,
+                               max_runs=DEFAULT_MAX_RUNS if args.max_runs is None
+                               else args.max_runs,
                                progress=not args.no_progress, verify=args.verify)
-    except (FolderBusy, DamagedFile) as e:
+    except FolderBusy as e:
         print(f"farm: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except DamagedFile as e:
+        remedy = ("; restore it from a copy (it holds the sweep's id, which names its MLflow "
+                  "runs), or start the sweep afresh in a new --out folder"
+                  if e.path.name == "sweep.json" else "")
+        print(f"farm: error: {e}{remedy}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except ClusterLost as e:  # what finished is stored, the index written, MLflow's run FAILED
         print(f"farm: error: {e}; {len(Store(out).finished())} runs are stored in {out}; "
@@ -160,7 +175,7 @@ def _resume_command(args, out) -> str:
         what = [args.spec]
     else:
         what = ["--datasets", args.datasets, "--optimizers", args.optimizers,
-                "--seeds", str(args.seeds or 1)]
+                "--seeds", str(1 if args.seeds is None else args.seeds)]
         what += [f"--{k}={v}" for k, v in (("iterations", args.iterations),
                                             ("budget", args.budget), ("name", args.name))
                  if v is not None]

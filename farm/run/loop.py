@@ -42,6 +42,9 @@ TRACE_SCHEMA = pa.schema([
     ("recommendation_latency_s", pa.float64()), ("model_fit_s", pa.float64()),
     ("incumbent_fidelity", pa.float64()), ("incumbent_cno_raw", pa.float64()),
     ("warmup_s", pa.float64()),
+    # the observed values of the dataset's named metrics (``DatasetMeta.named_metrics``;
+    # empty for a run stopped by its time cap or a dataset that measures none)
+    ("metrics", pa.map_(pa.string(), pa.float64())),
 ])
 # the columns that are measured, not computed: they differ between two runs of one spec
 TIMING_COLUMNS = ("recommendation_latency_s", "model_fit_s", "warmup_s")
@@ -180,6 +183,7 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
             "recommendation_latency_s": math.nan if len(rows) == 0 else step.latency_s,
             "warmup_s": step.latency_s if len(rows) == 0 else math.nan,
             "model_fit_s": step.observe_s,
+            "metrics": {k: float(v) for k, v in obs.metrics.items()},
         })
         if on_step is not None:
             on_step(rows[-1])
