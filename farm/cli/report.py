@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_json
 
-__all__ = ["add_report_commands"]
+__all__ = ["add_report_commands", "log_report_files"]
 
 DEFAULT_SPECS = ["sweeps/nightly.yaml", "sweeps/nightly-accuracy.yaml",
                  "sweeps/nightly-guindani.yaml", "sweeps/nightly-obol.yaml",
@@ -28,8 +28,9 @@ def _error(message: str) -> int:
 
 
 def cmd_report(args) -> int:
-    from farm.report.analysis import analyse, load_sweep
+    from farm.report.analysis import analyse
     from farm.report.page import write_report
+    from farm.sweep.results import load_sweep
 
     sweep_dir = Path(args.sweep_dir)
     out = Path(args.out) if args.out else sweep_dir / "report"
@@ -41,8 +42,8 @@ def cmd_report(args) -> int:
     except ValueError as e:
         return _error(str(e))
     files = write_report(analyses, out, title=f"optfarm report: {sweep_dir.resolve().name}")
-    logged = None if args.no_tracking else _log_to_mlflow(sweep_dir, files, args.tracking_uri,
-                                                          quiet=args.json)
+    logged = None if args.no_tracking else log_report_files(sweep_dir, files, args.tracking_uri,
+                                                            quiet=args.json)
     if args.json:
         print_json({"runs": len(summaries), "report": str(out / "report.html"),
                     "files": [str(f) for f in files], "mlflow_logged": logged})
@@ -54,10 +55,10 @@ def cmd_report(args) -> int:
     return EXIT_OK
 
 
-def _log_to_mlflow(sweep_dir: Path, files: list[Path], uri: str | None,
-                   quiet: bool = False) -> bool:
-    """The report files become artifacts (folder ``report``) of the sweep's parent run;
-    whether they were logged."""
+def log_report_files(sweep_dir: Path, files: list[Path], uri: str | None,
+                     folder: str = "report", quiet: bool = False) -> bool:
+    """The report files become artifacts (in ``folder``) of the sweep's parent run; whether
+    they were logged."""
     from farm.sweep.store import Store
     from farm.sweep.tracking import Tracker, sweep_uri
 
@@ -65,7 +66,7 @@ def _log_to_mlflow(sweep_dir: Path, files: list[Path], uri: str | None,
     tracker = Tracker(sweep_dir, sweep_uri(sweep_dir, uri),
                       (sweep.get("tracking") or {}).get("experiment"), sweep.get("name"),
                       sweep.get("sweep_id"))
-    logged = tracker.log_sweep_artifacts(files, "report")
+    logged = tracker.log_sweep_artifacts(files, folder)
     if not quiet and logged:
         print(f"MLflow: logged {len(files)} report files to the sweep's run at {tracker.uri}")
     elif not quiet:

@@ -1,4 +1,5 @@
-"""The nightly regression gate for optimizer quality (DESIGN.md, "Regression gate").
+"""The nightly regression gate for optimizer quality (ARCHITECTURE.md, "Where each concept
+lives").
 
 Fixed sweeps (``sweeps/nightly*.yaml``) are run and, for each (dataset, optimizer variant) and
 each quality metric, the values over seeds are compared with the per-seed values of a committed
