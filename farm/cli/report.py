@@ -7,6 +7,7 @@ Exit codes: ``report`` 0 written, 2 bad input (not a sweep folder, no finished r
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
@@ -28,7 +29,7 @@ def _error(message: str) -> int:
 
 
 def cmd_report(args) -> int:
-    from farm.report.analysis import analyse
+    from farm.report.analysis import TRACE_COLUMNS, analyse
     from farm.report.page import write_report
     from farm.sweep.results import load_sweep
 
@@ -37,7 +38,7 @@ def cmd_report(args) -> int:
     if out.exists() and not out.is_dir():
         return _error(f"--out {out} is a file; name a folder for the report")
     try:
-        trace, summaries = load_sweep(sweep_dir, current=args.current)
+        trace, summaries = load_sweep(sweep_dir, current=args.current, columns=TRACE_COLUMNS)
         analyses = analyse(trace, summaries)
     except ValueError as e:
         return _error(str(e))
@@ -63,6 +64,11 @@ def log_report_files(sweep_dir: Path, files: list[Path], uri: str | None,
     from farm.sweep.tracking import Tracker, sweep_uri
 
     sweep = Store(sweep_dir).read_sweep() or {}
+    if uri is None and (sweep.get("tracking") or {}).get("uri") is None and \
+            not os.environ.get("MLFLOW_TRACKING_URI") and not (sweep_dir / "mlflow.db").exists():
+        if not quiet:   # the sweep ran without tracking: no store to log to (none is created)
+            print("MLflow: the sweep was not tracked; report not logged")
+        return False
     tracker = Tracker(sweep_dir, sweep_uri(sweep_dir, uri),
                       (sweep.get("tracking") or {}).get("experiment"), sweep.get("name"),
                       sweep.get("sweep_id"))

@@ -49,6 +49,7 @@ from farm.run.metrics import (
 
 __all__ = [
     "GUINDANI_METRICS",
+    "TRACE_COLUMNS",
     "peer_rows",
     "peer_statistics",
     "DatasetAnalysis",
@@ -126,8 +127,7 @@ def analyse(trace: pa.Table, summaries: Sequence[Mapping]) -> dict[str, DatasetA
     missing = [c for c in _COLUMNS if c not in trace.column_names]
     if missing:
         raise ValueError(f"trace table lacks column {missing[0]!r}")
-    by_run = _split_runs(trace.select([c for c in _COLUMNS + _PICK_COLUMNS
-                                       if c in trace.column_names]))
+    by_run = _split_runs(trace.select([c for c in TRACE_COLUMNS if c in trace.column_names]))
     labels = variant_labels(summaries)
     problems: dict[str, set[str]] = {}
     for s in summaries:
@@ -155,6 +155,7 @@ _COLUMNS = ("run_key", "cum_exploration_cost", "cum_exploration_time", "incumben
 # absent from traces stored before the farm credited only tested configurations (their
 # incumbent columns hold the optimizer's pick)
 _PICK_COLUMNS = ("pick_cno", "pick_accuracy_c", "pick_feasible")
+TRACE_COLUMNS = _COLUMNS + _PICK_COLUMNS   # all ``analyse`` reads of the traces
 
 
 def _problem_text(summary: Mapping) -> str:

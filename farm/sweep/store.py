@@ -380,9 +380,10 @@ class Store:
             raise DamagedFile(Path(path), "trace content does not match its sha256", key)
         return sig
 
-    def verified(self) -> Scan:
-        """``scan``, refusing any damaged file (for readers: ``farm report``, ``farm sync``)."""
-        scan = self.scan()
+    def verified(self, *, trust_unchanged: bool = False) -> Scan:
+        """``scan``, refusing any damaged file (for readers: ``farm report``, ``farm sync``);
+        ``trust_unchanged`` as ``scan``'s."""
+        scan = self.scan(trust_unchanged=trust_unchanged)
         if scan.damaged:
             first = scan.damaged[0]
             more = f" (and {len(scan.damaged) - 1} more)" if len(scan.damaged) > 1 else ""
@@ -401,10 +402,17 @@ class Store:
         """run_keys whose record says done and whose record and trace are intact."""
         return self.verified().finished()
 
-    def trace(self, run_key: str) -> pa.Table:
+    def trace(self, run_key: str, columns: Iterable[str] | None = None) -> pa.Table:
+        """The run's trace; with ``columns``, only those of them the trace has (a trace
+        written before a column was added lacks it). One file, no dataset discovery: a
+        report reads 20,000 of them."""
         path = self.trace_path(run_key)
         try:
-            return pq.read_table(path)
+            file = pq.ParquetFile(path)
+            if columns is None:
+                return file.read()
+            names = set(file.schema_arrow.names)
+            return file.read(columns=[c for c in columns if c in names])
         except OSError as e:
             raise StoreError(getattr(e, "errno", None), f"cannot read {path}: {e}") from None
         except pa.ArrowInvalid as e:

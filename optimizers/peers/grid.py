@@ -12,7 +12,6 @@ the encoded feature space every farm model sees, ties broken by the smallest ``c
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 from typing import Any, Mapping
 
