@@ -7,12 +7,14 @@ Exit codes: ``report`` 0 written, 2 bad input (not a sweep folder, no finished r
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import sys
 import tempfile
 from dataclasses import asdict
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_json
 
@@ -31,32 +33,40 @@ def _error(message: str) -> int:
 def cmd_report(args) -> int:
     from farm.report.analysis import TRACE_COLUMNS, analyse
     from farm.report.page import write_report
+    from farm.sweep.location import Location
     from farm.sweep.results import load_sweep
 
-    sweep_dir = Path(args.sweep_dir)
-    out = Path(args.out) if args.out else sweep_dir / "report"
-    if out.exists() and not out.is_dir():
-        return _error(f"--out {out} is a file; name a folder for the report")
+    sweep_dir = args.sweep_dir  # a path, or a URI (s3://...)
+    if args.out and "://" not in args.out and os.path.isfile(args.out):
+        return _error(f"--out {args.out} is a file; name a folder for the report")
     try:
-        trace, summaries = load_sweep(sweep_dir, current=args.current, columns=TRACE_COLUMNS)
+        sweep = Location.of(sweep_dir)
+        out = Location.of(args.out) if args.out else sweep / "report"
+        trace, summaries = load_sweep(sweep_dir, current=args.current,
+                                       columns=TRACE_COLUMNS)
         analyses = analyse(trace, summaries)
     except ValueError as e:
         return _error(str(e))
-    files = write_report(analyses, out, title=f"optfarm report: {sweep_dir.resolve().name}")
-    logged = None if args.no_tracking else log_report_files(sweep_dir, files, args.tracking_uri,
-                                                            quiet=args.json)
+    with out.staged() as folder:  # on an object store: written here, then uploaded
+        files = write_report(analyses, folder,
+                             title=f"optfarm report: {PurePosixPath(sweep.absolute()).name}")
+        logged = None if args.no_tracking else log_report_files(sweep_dir, files,
+                                                                args.tracking_uri,
+                                                                quiet=args.json)
+        shown = [out.show(out.root / f.relative_to(folder).as_posix()) for f in files]
+    page = out.show(out.root / "report.html")
     if args.json:
-        print_json({"runs": len(summaries), "report": str(out / "report.html"),
-                    "files": [str(f) for f in files], "mlflow_logged": logged})
+        print_json({"runs": len(summaries), "report": page, "files": shown,
+                    "mlflow_logged": logged})
         return EXIT_OK
-    print(f"report of {len(summaries)} runs: {out / 'report.html'}")
-    for f in files:
-        if f.suffix == ".png":
+    print(f"report of {len(summaries)} runs: {page}")
+    for f in shown:
+        if f.endswith(".png"):
             print(f"  {f}")
     return EXIT_OK
 
 
-def log_report_files(sweep_dir: Path, files: list[Path], uri: str | None,
+def log_report_files(sweep_dir: str | Path, files: list[Path], uri: str | None,
                      folder: str = "report", quiet: bool = False) -> bool:
     """The report files become artifacts (in ``folder``) of the sweep's parent run; whether
     they were logged."""
@@ -65,7 +75,8 @@ def log_report_files(sweep_dir: Path, files: list[Path], uri: str | None,
 
     sweep = Store(sweep_dir).read_sweep() or {}
     if uri is None and (sweep.get("tracking") or {}).get("uri") is None and \
-            not os.environ.get("MLFLOW_TRACKING_URI") and not (sweep_dir / "mlflow.db").exists():
+            not os.environ.get("MLFLOW_TRACKING_URI") and "://" not in str(sweep_dir) and \
+            not (Path(sweep_dir) / "mlflow.db").exists():
         if not quiet:   # the sweep ran without tracking: no store to log to (none is created)
             print("MLflow: the sweep was not tracked; report not logged")
         return False
@@ -82,6 +93,7 @@ def log_report_files(sweep_dir: Path, files: list[Path], uri: str | None,
 
 def cmd_regress(args) -> int:
     from farm.report.regress import (
+        FLOAT_TOLERANCE,
         PRIMARY,
         PRIMARY_SHARE,
         BaselineError,
@@ -91,6 +103,7 @@ def cmd_regress(args) -> int:
         read_baseline,
         write_baseline,
     )
+    from farm.sweep.location import Location, LocationError
     from farm.sweep.spec import SpecError, load_spec
 
     try:
@@ -98,6 +111,9 @@ def cmd_regress(args) -> int:
             raise BaselineError(f"--alpha must be in (0, 1), --tolerance >= 0 and --min-effect "
                                 f"in [0.5, 1], got {args.alpha:g}, {args.tolerance:g} and "
                                 f"{args.min_effect:g}")
+        if not 0 <= args.consistent_tolerance <= args.tolerance:
+            raise BaselineError(f"--consistent-tolerance must be in [0, --tolerance], got "
+                                f"{args.consistent_tolerance:g}")
         specs = [load_spec(path) for path in args.specs]
         names = [spec.name for spec in specs]
         if len(set(names)) < len(names):
@@ -105,31 +121,43 @@ def cmd_regress(args) -> int:
         baseline = None if args.update_baseline else read_baseline(args.baseline)
         if args.mutations:
             return _mutations(specs, baseline, args)
-        out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="farm-regress-"))
-        if args.out and out.exists() and any(out.iterdir()):
-            raise BaselineError(f"--out {out} is not empty (a regression runs every run "
+        out = Location.of(args.out or tempfile.mkdtemp(prefix="farm-regress-"))
+        if args.out and not out.empty():
+            raise BaselineError(f"--out {out.uri} is not empty (a regression runs every run "
                                 "afresh)")
-    except (SpecError, BaselineError) as e:
+    except (SpecError, BaselineError, LocationError) as e:
         return _error(str(e))
     try:
-        summaries, failed = _run_specs(specs, args, out)
+        summaries, failed, guided = _run_specs(specs, args, out)
     except SpecError as e:  # an unknown optimizer or parameter, found when expanding
         return _error(str(e))
     finally:
         if not args.out:
-            shutil.rmtree(out, ignore_errors=True)
+            shutil.rmtree(out.root, ignore_errors=True)
     try:
         current = quality_values(summaries)
         if args.update_baseline:
             if failed:
                 print(f"baseline not written: {failed} run(s) failed", file=sys.stderr)
                 return EXIT_FAILED
-            write_baseline(Path(args.baseline), current, " ".join(args.specs))
+            old, specs_before = _previous_baseline(Path(args.baseline))
+            merged = {k: {"metric": e["metric"], "seeds": dict(e["seeds"])}
+                      for k, e in old.items()}
+            for k, e in current.items():
+                merged.setdefault(k, {"metric": e["metric"], "seeds": {}})["seeds"].update(
+                    e["seeds"])
+            write_baseline(Path(args.baseline), merged,
+                           " ".join(dict.fromkeys([*specs_before, *args.specs])))
+            kept = sorted(set(old) - set(current))
+            _print_guided(guided)
             print(f"baseline written: {args.baseline} ({len(current)} entries, "
-                  f"{len(summaries)} runs)")
+                  f"{len(summaries)} runs" + (f"; kept the seeds these specs do not run, and "
+                                              f"{len(kept)} entries: {', '.join(kept)}"
+                                              if old else "") + ")")
             return EXIT_OK
         rows = compare(baseline, current, alpha=args.alpha, tolerance=args.tolerance,
-                       min_effect=args.min_effect)
+                       min_effect=args.min_effect,
+                       consistent_tolerance=args.consistent_tolerance)
     except BaselineError as e:
         return _error(str(e))
     not_run = sorted({r.key for r in rows if r.verdict == "not run"})
@@ -137,9 +165,12 @@ def cmd_regress(args) -> int:
     if args.json:
         print_json({"rows": [asdict(r) for r in rows if r.verdict != "not run"],
                     "not_run": not_run, "regressions": len(regressions), "failed_runs": failed,
-                    "alpha": args.alpha, "tolerance": args.tolerance})
+                    "model_guided_share": guided,
+                    "alpha": args.alpha, "tolerance": args.tolerance,
+                    "consistent_tolerance": args.consistent_tolerance})
         return EXIT_FAILED if regressions or failed else EXIT_OK
     print(format_table([r for r in rows if r.verdict != "not run"]))
+    _print_guided(guided)
     if not_run:
         print(f"\nbaseline entries these specs do not run ({len(not_run)}): "
               f"{', '.join(not_run)}")
@@ -149,13 +180,36 @@ def cmd_regress(args) -> int:
           f"Wilcoxon signed-rank on the per-seed differences, Holm-Tarone correction: "
           f"{PRIMARY} at {share:.2g}, the end points at {args.alpha - share:.2g}; of the "
           f"changed seeds a share >= {args.min_effect:g} worse; median or p90 worse by more than "
-          f"{args.tolerance:.0%})")
+          f"{args.tolerance:.0%} at that share, falling to {args.consistent_tolerance:.0%} when "
+          f"every changed seed is worse; differences within {FLOAT_TOLERANCE:g} relative are "
+          "none)")
     return EXIT_FAILED if regressions or failed else EXIT_OK
+
+
+def _print_guided(guided: dict) -> None:
+    print("steps past the initial design (model-guided; random search has no model), per "
+          "part: " + "; ".join(f"{name}: " + ", ".join(f"{o} {share:.0%}"
+                                                      for o, share in shares.items())
+                               for name, shares in guided.items()))
+
+
+def _previous_baseline(path: Path) -> tuple[dict, list[str]]:
+    """The entries of the baseline at ``path`` and the specs that wrote them (none when it does
+    not exist or does not read): re-recording one part of the gate, or some seeds, keeps the
+    others."""
+    from farm.report.regress import BaselineError, read_baseline
+
+    try:
+        old = read_baseline(path) if path.is_file() else {}
+    except BaselineError:
+        return {}, []
+    return old, (json.loads(path.read_text()).get("spec", "").split() if old else [])
 
 
 def _mutations(specs, baseline, args) -> int:
     """``farm regress --mutations``: the gate's detection and false-alarm rates."""
     from farm.report.mutations import MUTATIONS, format_mutation_table, mutation_table
+    from farm.sweep.location import Location
     from farm.sweep.spec import expand
 
     known = {m.name: m for m in MUTATIONS}
@@ -166,11 +220,13 @@ def _mutations(specs, baseline, args) -> int:
     runs = [r for spec in specs for r in expand(spec)]
     print(f"{len(names)} mutation(s) against {args.baseline} ({len(runs)} runs in the gate; "
           "each mutation reruns those it can change)", flush=True)
-    results = mutation_table(runs, baseline, [known[n] for n in names], workers=args.workers,
-                             alpha=args.alpha, tolerance=args.tolerance,
-                             min_effect=args.min_effect,
-                             store=Path(args.out) if args.out else None,
-                             progress=lambda line: print(line, flush=True))
+    with contextlib.ExitStack() as stack:  # an --out URI: its files mirrored here meanwhile
+        store = stack.enter_context(Location.of(args.out).mirrored()) if args.out else None
+        results = mutation_table(runs, baseline, [known[n] for n in names],
+                                 workers=args.workers, alpha=args.alpha,
+                                 tolerance=args.tolerance, min_effect=args.min_effect,
+                                 consistent_tolerance=args.consistent_tolerance,
+                                 store=store, progress=lambda line: print(line, flush=True))
     print()
     print(format_mutation_table(results))
     missed = [r for r in results if r.mutation.kind == "regression" and r.n_runs and not r.caught]
@@ -178,30 +234,35 @@ def _mutations(specs, baseline, args) -> int:
     return EXIT_FAILED if missed or alarms else EXIT_OK
 
 
-def _run_specs(specs, args, out: Path) -> tuple[list[dict], int]:
-    """Run each spec afresh into ``out/<spec name>``; the finished runs' summaries and the
-    number of failed runs (each reported on stderr)."""
+def _run_specs(specs, args, out) -> tuple[list[dict], int, dict]:
+    """Run each spec afresh into ``out/<spec name>`` (a ``Location``); the finished runs'
+    summaries, the number of failed runs (each reported on stderr), and each spec's share of
+    model-guided steps per optimizer (``model_guided_share``)."""
+    from farm.report.regress import model_guided_share
+    from farm.sweep.results import load_sweep
     from farm.sweep.runner import run_sweep
 
-    summaries, failed = [], 0
+    summaries, failed, guided = [], 0, {}
     for spec, path in zip(specs, args.specs):
         result = run_sweep(spec, out / spec.name, source=path,
                            backend="serial" if args.serial else None, tracking=False,
                            progress=not args.no_progress)
         summaries += [result.records[key]["summary"] for key in sorted(result.records)
                       if result.records[key]["status"] == "done"]
+        if any(r["status"] == "done" for r in result.records.values()):
+            guided[spec.name] = model_guided_share(load_sweep(out / spec.name)[0])
         failed += result.failed
         for f in result.failures:
             s = f["spec"]
             print(f"failed: {s['optimizer']} on {s['dataset']} seed {s['seed']}: "
                   f"{f['error']}", file=sys.stderr)
-    return summaries, failed
+    return summaries, failed, guided
 
 
 def add_report_commands(sub) -> None:
     r = sub.add_parser("report", help="plots and one HTML page, in the papers' form, of a sweep")
-    r.add_argument("sweep_dir", help="the sweep's output folder")
-    r.add_argument("--out", help="output folder (default SWEEP_DIR/report)")
+    r.add_argument("sweep_dir", help="the sweep's output folder (a path, or a URI: s3://...)")
+    r.add_argument("--out", help="output folder, a path or a URI (default SWEEP_DIR/report)")
     r.add_argument("--current", action="store_true",
                    help="only the runs the sweep's spec expands to now (leave out runs stored "
                    "under an older optimizer version)")
@@ -220,7 +281,8 @@ def add_report_commands(sub) -> None:
     g.add_argument("--baseline", required=True, metavar="FILE",
                    help="baseline JSON with per-seed values (sweeps/nightly-baseline.json)")
     g.add_argument("--update-baseline", action="store_true",
-                   help="write FILE from this run instead of comparing")
+                   help="write FILE from this run instead of comparing (the seeds these "
+                   "specs run are replaced, FILE's other seeds and entries kept)")
     g.add_argument("--alpha", type=float, default=0.05,
                    help="family-wise significance: one-sided Wilcoxon signed-rank tests on the "
                    "per-seed differences, Holm's correction counting the rows that can reach "
@@ -229,14 +291,20 @@ def add_report_commands(sub) -> None:
                    help="smallest share of worse seeds among the seeds whose value changed "
                    "that counts as a regression (default 0.64)")
     g.add_argument("--tolerance", type=float, default=0.10,
-                   help="relative worsening of the median or p90 allowed (default 0.10)")
+                   help="relative worsening of the median or p90 allowed when --min-effect of "
+                   "the changed seeds got worse (default 0.10)")
+    g.add_argument("--consistent-tolerance", type=float, default=0.05,
+                   help="relative worsening allowed when every changed seed got worse; the "
+                   "allowance falls linearly from --tolerance to this as that share rises "
+                   "(default 0.05)")
     g.add_argument("--mutations", metavar="all|NAME,...",
                    help="test the gate itself: rerun its runs under each mutation of "
                    "farm.report.mutations and print which it catches (exit 1 on a missed "
                    "regression or a false alarm)")
     g.add_argument("--workers", type=int, default=2,
                    help="processes for --mutations (default 2)")
-    g.add_argument("--out", help="keep the sweeps in this (new or empty) folder, one "
+    g.add_argument("--out", help="keep the sweeps in this (new or empty) folder, a path or a "
+                   "URI (s3://...), one "
                    "subfolder per spec name, e.g. for `farm report`; default a temporary folder. "
                    "With --mutations: keep each mutation's per-seed values there and rerun "
                    "only the runs they lack (delete them after changing the code)")

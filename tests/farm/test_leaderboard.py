@@ -177,3 +177,13 @@ def test_leaderboard_bad_input_is_one_line(imported, capsys):
     assert main(["leaderboard", "--budgets", "5,-1", "--datasets", "myjob"]) == 2
     assert "--budgets" in capsys.readouterr().err
     assert not (imported / "o").exists()
+
+
+def test_a_partial_sweep_ranks_the_tables_every_optimizer_finished():
+    runs = [make_run(f"{t}-{o}", t, o, 0, [1.0], [1.0 + i], [True], extra=MEAN)
+            for t in ("lynceus-cnn", "lynceus-rnn", "scout-join")
+            for i, o in enumerate("ABC") if (t, o) != ("scout-join", "C")]
+    board = build_boards(analyse(*sweep(runs)), [Budget("cost", 1)])["cno"]
+    assert board.tables == ["lynceus-cnn", "lynceus-rnn"]
+    assert board.left_out == ["scout-join: not every optimizer's runs are there"]
+    assert board.headline.mean_ranks.to_dict() == {"A": 1.0, "B": 2.0, "C": 3.0}
