@@ -37,7 +37,7 @@ With ``--resume SIZES`` it times, for each size, a sweep with tracking off, then
 as ``farm sweep`` runs one (``resume_s``: files unchanged since written are not hashed again,
 ``farm.sweep.store.VerifiedFiles``) and one with ``--verify`` (``verify_s``: every record and
 trace hashed), each with the driver's CPU time, then ``farm report`` of it (``report_s``,
-``report_rss_mb``: its peak memory). Targets for 20,000 runs: resume < 10 s; report < 20 s and
+``report_cpu_s``, ``report_rss_mb``: its peak memory). Targets for 20,000 runs: resume < 10 s; report < 20 s and
 < 500 MB.
 """
 
@@ -139,8 +139,8 @@ def resume_cost(sizes: list[int], dataset: str = "synthetic", optimizer: str = "
 
 def report_cost(sweep_dir: str) -> dict[str, float]:
     """``farm report`` of a finished sweep in a child process, as a user runs it: its wall
-    time (``report_s``) and peak resident memory (``report_rss_mb``, the child's own, from
-    ``wait4``). Target for 20,000 runs: < 20 s and < 500 MB."""
+    and CPU time (``report_s``, ``report_cpu_s``: on a loaded machine the CPU time is what it
+    needs) and peak resident memory (``report_rss_mb``), the child's own (``wait4``). Target for 20,000 runs: < 20 s and < 500 MB."""
     import subprocess
     import sys
 
@@ -156,7 +156,8 @@ def report_cost(sweep_dir: str) -> dict[str, float]:
         if child.returncode != 0:
             err.seek(0)
             raise RuntimeError(f"farm report failed: {err.read().decode().strip()}")
-    return {"report_s": wall, "report_rss_mb": usage.ru_maxrss / 1024}
+    return {"report_s": wall, "report_cpu_s": usage.ru_utime + usage.ru_stime,
+            "report_rss_mb": usage.ru_maxrss / 1024}
 
 
 @contextmanager
