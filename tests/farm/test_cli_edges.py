@@ -139,6 +139,17 @@ def test_a_constraint_on_a_named_metric_is_observed_traced_and_summarised(tmp_pa
     assert "its mean p99_ms" in lines and "a noisy draw passed" in lines
 
 
+@pytest.mark.parametrize("peer", ["optuna-tpe", "optuna-cmaes"])
+def test_the_peers_run_under_a_constraint_on_a_named_metric(peer, tmp_path, capsys):
+    pytest.importorskip("optuna", reason="the peers need optfarm[peers]")
+    name = imported("serverless-memory-1d", tmp_path)   # p99_ms <= limit ms
+    capsys.readouterr()
+    assert main(["run", "--dataset", name, "--optimizer", peer, "--iterations", "8",
+                 "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["n_evaluations"] >= 1 and s["problem"]["constraints"][0].startswith("p99_ms<=")
+
+
 def test_a_description_giving_a_key_twice_is_refused_naming_it(tmp_path):
     job = TABLES["spark-vms-1d"](seed=0)
     path = tmp_path / f"{job.name}.csv"
