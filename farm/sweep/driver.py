@@ -162,8 +162,8 @@ class _Watch:
                 self._lost(message["lost"], CLEANUP_S)
             if "done" in message:
                 self.done = message["done"]
-                if self.lost is not None:  # what is left is Ray's exit, which may wait
-                    self._deadline = min(self._deadline, time.monotonic() + GRACE_S)
+                if self.lost is not None:  # what is left is Ray's exit, waiting for the head
+                    self._deadline = min(self._deadline, time.monotonic() + 0.5)
         return bool(chunk)
 
     def _lost(self, why: str, cleanup_s: float) -> None:

@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 if os.environ.get("RAY_ADDRESS", "127.0.0.1").startswith(("127.", "localhost")):
@@ -66,6 +67,10 @@ __all__ = [
 
 _META_KEY = b"optfarm"
 _joined_cluster = False  # init_ray joined an existing cluster (it may have an autoscaler)
+# what a sweep that lost its head held of Ray (object refs, actor handles): dropping one makes
+# Ray release it in the object store, which is gone with the head, and Ray then ends this
+# process on the spot; kept, the driver records what it has first (the index, MLflow's runs)
+_LOST: list[dict] = []
 
 
 def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
@@ -339,6 +344,7 @@ def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: 
                 n = attempts[spec.run_key]
                 try:
                     result, cpu, wall = ray.get(ref)
+                    result = _off_the_store(result)
                 except RayActorError as e:
                     if actor in actors:  # report and drop it once, whatever it had queued
                         _drop(actor, actors, e)
@@ -368,6 +374,19 @@ def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: 
             for actor in actors:
                 ray.kill(actor.handle)
             demand.request(0)
+        else:  # see _LOST
+            _LOST.append(dict(locals()))
+
+
+def _off_the_store(result: RunResult) -> RunResult:
+    """``result`` with its trace copied into this process's memory. Read from the object
+    store, the table maps the store's memory, and it is released whenever the last reference
+    to it goes (e.g. once MLflow's logger is done with it): after the head's node, and with it
+    the store, is gone, that release makes Ray end the process on the spot (see ``_LOST``)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, result.trace.schema) as writer:
+        writer.write_table(result.trace)
+    return replace(result, trace=pa.ipc.open_stream(sink.getvalue()).read_all())
 
 
 def _resize(actors: list[_Actor], target: int, new: Callable[[], _Actor]) -> None:
