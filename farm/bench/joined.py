@@ -3,6 +3,8 @@ one node) without ``--max-in-flight`` against the same sweep with it.
 
     farm bench-farm --joined 20000 [--iterations 5] [--workers 2]
 
+(the CLI starts the cluster, ``farm.cluster.local``, and stops it after)
+
 Joined to a cluster, the sweep asks the autoscaler for a CPU per run it could run at once
 (``farm.sweep.capacity.Demand``). Without ``--max-in-flight`` that is every run left, a
 number that moves with each run stored: asked after every run (20,000 entries each time for a
@@ -22,25 +24,24 @@ from pathlib import Path
 __all__ = ["joined_cost"]
 
 
-def joined_cost(sizes: list[int], dataset: str = "synthetic", optimizer: str = "random",
-                iterations: int | None = 5, workers: int = 2) -> list[dict]:
-    """One row per size and case (``--max-in-flight WORKERS``, then none): runs/s, and the
-    autoscaler request left on the head after the sweep."""
+def joined_cost(address: str, sizes: list[int], dataset: str = "synthetic",
+                optimizer: str = "random", iterations: int | None = 5,
+                workers: int = 2) -> list[dict]:
+    """One row per size and case (``--max-in-flight WORKERS``, then none) of sweeps joined
+    to the cluster at ``address``: runs/s, and the autoscaler request left on the head."""
     from farm.bench.overhead import _spec
-    from farm.cluster.local import LocalCluster
     from farm.sweep.ray_runtime import ray  # Ray imported there: on 127.0.0.1
     from farm.sweep.runner import run_sweep
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="of-bench-", dir="/tmp") as root:
-        cluster = LocalCluster.up(Path(root) / "cluster", nodes=1, cpus=workers)
         try:
             for n in sizes:
                 for in_flight in (workers, 0):
                     spec = _spec(dataset, optimizer, n, iterations, in_flight)
                     out = Path(root) / f"out-{n}-{in_flight}"
                     t0 = time.perf_counter()
-                    report = run_sweep(spec, out, address=cluster.address, progress=False)
+                    report = run_sweep(spec, out, address=address, progress=False)
                     wall = time.perf_counter() - t0
                     if not report.complete:
                         raise RuntimeError(f"{report.failed} runs failed")
@@ -49,7 +50,6 @@ def joined_cost(sizes: list[int], dataset: str = "synthetic", optimizer: str = "
                                  "request_left": _request_left()})
         finally:
             ray.shutdown()
-            cluster.down()
     return rows
 
 

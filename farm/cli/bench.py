@@ -9,7 +9,7 @@ from .console import EXIT_OK, print_table
 
 
 def cmd_bench(args) -> int:
-    from farm.bench.latency import run_isolated
+    from .bench_process import run_isolated
 
     return run_isolated({k: v for k, v in vars(args).items() if k not in ("func", "command")})
 
@@ -37,11 +37,19 @@ def cmd_bench_farm(args) -> int:
         return EXIT_OK
 
     if args.joined:
+        import tempfile
+
         from farm.bench.joined import joined_cost
+        from farm.cluster.local import LocalCluster
 
         sizes = [int(n) for n in args.joined.split(",")]
-        rows = joined_cost(sizes, args.dataset, args.optimizer, args.iterations or 5,
-                           args.workers)
+        with tempfile.TemporaryDirectory(prefix="of-bench-", dir="/tmp") as root:
+            cluster = LocalCluster.up(root, nodes=1, cpus=args.workers)
+            try:
+                rows = joined_cost(cluster.address, sizes, args.dataset, args.optimizer,
+                                   args.iterations or 5, args.workers)
+            finally:
+                cluster.down()
         print(f"a sweep on a joined loopback cluster (one node of {args.workers} CPUs): "
               f"{args.optimizer} on {args.dataset}, {args.iterations or 5} evaluations per "
               f"run, tracking off (load average {os.getloadavg()[1]:.1f})")

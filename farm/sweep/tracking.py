@@ -1,7 +1,7 @@
 """MLflow tracking of sweeps: every MLflow call of optfarm is in this module (and, for the
 folder's own sqlite store, ``farm.sweep.mlflow_bulk``).
 
-Layout (DESIGN.md, "farm/ -> MLflow"; ``farm.sweep.variants``): one parent run per sweep, one
+Layout (ARCHITECTURE.md; ``farm.sweep.variants``): one parent run per sweep, one
 nested run per variant (dataset x optimizer x parameters x problem, the seed-aggregated
 statistics of ``farm report`` as metrics) and, nested in it, one run per run key (a seed).
 Seed runs carry the resolved run as parameters (the problem actually posed, every optimizer
