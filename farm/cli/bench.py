@@ -55,7 +55,7 @@ def cmd_bench_farm(args) -> int:
               f"run, tracking off (load average {os.getloadavg()[1]:.1f})")
         print_table(rows, ["runs", "max_in_flight", "wall_s", "runs_per_s", "request_left"])
         for n in sizes:
-            with_, without = (r for r in rows if r["runs"] == n)
+            without, with_ = (r for r in rows if r["runs"] == n)
             print(f"{n} runs: runs/s with --max-in-flight / without "
                   f"{with_['runs_per_s'] / without['runs_per_s']:.2f}x (target <= 1.2x); "
                   f"autoscaler request left {without['request_left']} (target 0)")

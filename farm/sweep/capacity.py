@@ -4,8 +4,8 @@ flight, what to ask the autoscaler for, and when the cluster is lost.
 - ``target_actors``: one actor per run in flight, as many as the cluster has CPUs right now
   (polled every ``POLL_S``), never more than ``--max-in-flight`` nor than the runs left.
 - ``Demand`` asks the autoscaler for one CPU per run the sweep could run at once, and lowers
-  the request as the sweep drains, to zero at its end. It asks at most once per ``POLL_S``
-  (the withdrawal at once), as one bundle shape with a count where the autoscaler takes that
+  the request as the sweep drains, to zero at its end. It asks when the demand moved by a
+  step (a tenth), at most once per ``POLL_S`` (the withdrawal at once), as one bundle shape with a count where the autoscaler takes that
   (Ray's autoscaler v2: a cluster resource constraint); the v1 autoscaler of a
   ``cluster.yaml`` cluster reads a list with one entry per CPU from the head's key-value store
   (``ray.autoscaler.sdk.request_resources`` writes the same). Without an autoscaler the
@@ -33,6 +33,7 @@ POLL_S = 1.0                 # how often the cluster's CPUs and its head are che
 HEAD_TIMEOUT_S = 10.0        # the head does not answer this long: it is lost
 HEAD_CALL_S = 2.0            # one call to the head's GCS gives up after this long
 PLACEMENT_TIMEOUT_S = 300.0  # runs wait and no actor could be placed this long: give up
+STEP = 10                    # the autoscaler request moves by a tenth of itself at least
 
 
 class ClusterLost(RuntimeError):
@@ -124,11 +125,15 @@ class Demand:
         self._v2 = None
 
     def request(self, cpus: int) -> None:
-        """Ask for ``cpus`` CPUs (0 withdraws the request at once; a change otherwise waits
-        until ``every`` seconds passed since the last request)."""
+        """Ask for ``cpus`` CPUs: at once to withdraw (0); otherwise once the request moved by
+        a step (a tenth of what was asked, at least one CPU) and ``every`` seconds passed
+        since the last one."""
         now = time.monotonic()
-        if self.head is None or cpus == self.requested or (
-                cpus and now - self.sent_at < self.every):
+        if self.head is None or cpus == self.requested:
+            return
+        if cpus and self.requested is not None and (
+                now - self.sent_at < self.every
+                or abs(cpus - self.requested) < max(1, self.requested // STEP)):
             return
         try:
             self._send(cpus)

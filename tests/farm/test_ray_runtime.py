@@ -179,8 +179,8 @@ def test_autoscaler_request_follows_the_sweep_and_is_released(ray_local):
 
 def test_autoscaler_request_is_written_at_most_once_a_second(ray_local):
     """A 20,000-run sweep without --max-in-flight: the request moves with every run stored,
-    the head is asked once a second at most (it was once per run, 20,000 entries each time:
-    9x slower), and the withdrawal goes at once."""
+    the head is asked when it moved by a tenth, once a second at most (it was once per run,
+    20,000 entries each time: 9x slower), and the withdrawal goes at once."""
     from farm.sweep.capacity import Demand, HeadWatch
 
     demand = Demand(HeadWatch(ray_local.get_runtime_context().gcs_address))
@@ -189,6 +189,11 @@ def test_autoscaler_request_is_written_at_most_once_a_second(ray_local):
         demand.request(left)
     if time.monotonic() - t0 < 1.0:
         assert demand.sent == 1 and _requested() == 20_000
+    time.sleep(1.0)
+    demand.request(19_000)  # less than a tenth less: not asked
+    assert demand.requested == 20_000
+    demand.request(17_999)
+    assert demand.requested == 17_999 and _requested() == 17_999
     demand.request(0)
     assert _requested() == 0 and demand.requested == 0
 
