@@ -2,8 +2,10 @@
 
 Exit codes: 0 every run of the sweep is done; 1 some runs failed (recorded in the index with
 their error, retried on the next invocation), the cluster was lost (its head stopped
-answering: one line with the command that resumes), or a file of the output folder could not
-be written (disk full; the path named); 2 bad input (spec, dataset, optimizer or parameter, a
+answering: one line with the command that resumes, printed by this process, the parent of the
+sweep's driver on Ray: ``farm.sweep.driver``), Ray could not start or the cluster at
+``--address`` does not answer (one line, nothing run), or a file of the output folder could
+not be written (disk full; the path named); 2 bad input (spec, dataset, optimizer or parameter, a
 damaged ``sweep.json``, or an output folder another sweep is using), on one line on stderr;
 130 interrupted by Ctrl-C, SIGTERM or SIGHUP (finished runs are kept).
 """

@@ -30,7 +30,8 @@ from pathlib import Path
 __all__ = ["ClusterError", "LocalCluster", "Node", "loopback_name"]
 
 STATE = "cluster.json"
-START_TRIES = 4
+START_TRIES = 5
+START_PAUSE_S = 5.0
 # what a node's log ends with when Ray gave up waiting for one of its processes at start-up
 _START_TIMEOUTS = ("timed out during startup", "Timed out waiting for file")
 # the ports each node's servers would otherwise take from Ray's fixed defaults
@@ -118,8 +119,8 @@ class LocalCluster:
         return self._start(f"worker{len(self.nodes)}", cpus, timeout)
 
     def _start(self, name: str, cpus: int, timeout: float) -> Node:
-        """Start node ``name``; again (up to ``START_TRIES`` times, one line each) when Ray gave
-        up on it at start-up, as ``farm.sweep.ray_setup.start_local_ray`` does for a local
+        """Start node ``name``; again (up to ``START_TRIES`` times, one line each, a pause growing
+        by ``START_PAUSE_S`` between) when Ray gave up on it at start-up, as ``farm.sweep.ray_setup.start_local_ray`` does for a local
         Ray: ``ray start`` waits a fixed 30 s for its raylet to register, and the raylet 15 s
         for its dashboard agent, both too short on a machine busy with other work."""
         for attempt in range(1, START_TRIES + 1):
@@ -128,8 +129,10 @@ class LocalCluster:
             except ClusterError as e:
                 if not any(why in str(e) for why in _START_TIMEOUTS) or attempt == START_TRIES:
                     raise
-                print(f"farm: node {name} did not start ({e}); starting it again "
-                      f"({attempt + 1}/{START_TRIES})", file=sys.stderr, flush=True)
+                print(f"farm: node {name} did not start ({e}); starting it again in "
+                      f"{START_PAUSE_S * attempt:.0f} s ({attempt + 1}/{START_TRIES})",
+                      file=sys.stderr, flush=True)
+                time.sleep(START_PAUSE_S * attempt)  # a burst of load may pass
         raise AssertionError("unreachable")
 
     def _start_once(self, name: str, cpus: int, timeout: float) -> Node:
@@ -279,7 +282,7 @@ def _cause(node: Node, log: Path) -> str:
     except OSError:
         agent = []
     why = _last_line(log)
-    return f"{why} (raylet: {agent[-1].split(']')[-1].strip()})" if agent else why
+    return f"{why} (its raylet timed out waiting for its dashboard agent)" if agent else why
 
 
 def _last_line(log: Path) -> str:

@@ -7,10 +7,13 @@ head and two workers of one CPU each, every listener on 127.0.0.1) while nodes c
 3. the head killed: exit 1 within ``HEAD_TIMEOUT_S`` + 30 s with one line naming the resume
    command, the store and its index consistent, MLflow's sweep run FAILED, and the same sweep
    with ``--serial`` completes exactly the missing runs; the workers end by themselves, their
-   agents included.
+   agents included;
+4. the head of a one-node cluster killed 10 times in a row, at different moments of 10
+   sweeps: the line every time within 15 s, the store consistent, nothing RUNNING in MLflow
+   after the resume (its own clusters, one after another).
 
-The tests share one cluster and run in this order (each brings the workers it needs). Slow
-(about 4 minutes on 2 cores): ``pytest -m slow tests/farm/test_cluster_nodes.py``. The timings
+Tests 1-3 share one cluster and run in this order (each brings the workers it needs). Slow
+(about 4 minutes on 2 cores for 1-3, 5 to 10 for 4): ``pytest -m slow tests/farm/test_cluster_nodes.py``. The timings
 they print (``-s``) are those of the issue's note.
 """
 
