@@ -42,6 +42,7 @@ from farm.run.metrics import (
 
 __all__ = [
     "GUINDANI_METRICS",
+    "TRACE_COLUMNS",
     "peer_rows",
     "peer_statistics",
     "DatasetAnalysis",
@@ -57,6 +58,10 @@ __all__ = [
 # Guindani et al. Table 1: the per-run metrics guindani runs carry in summary["recurring_job"]
 GUINDANI_METRICS = ("unfeasible_executions", "unfeasible_cost_ratio", "mean_feasible_cost")
 GRID_POINTS = 200
+# the trace columns ``analyse`` reads
+TRACE_COLUMNS = ("run_key", "cum_exploration_cost", "cum_exploration_time", "incumbent_cno",
+                 "incumbent_accuracy_c", "incumbent_feasible", "recommendation_latency_s",
+                 "model_fit_s")
 
 
 @dataclass
@@ -117,13 +122,10 @@ def analyse(trace: pa.Table, summaries: Sequence[Mapping]) -> dict[str, DatasetA
     problem when the sweep poses several) and optimizer variant."""
     if not summaries:
         raise ValueError("no runs to report on (the sweep has no finished run)")
-    columns = ("run_key", "cum_exploration_cost", "cum_exploration_time", "incumbent_cno",
-               "incumbent_accuracy_c", "incumbent_feasible", "recommendation_latency_s",
-               "model_fit_s")
-    missing = [c for c in columns if c not in trace.column_names]
+    missing = [c for c in TRACE_COLUMNS if c not in trace.column_names]
     if missing:
         raise ValueError(f"trace table lacks column {missing[0]!r}")
-    by_run = _split_runs(trace.select(list(columns)))
+    by_run = _split_runs(trace.select(list(TRACE_COLUMNS)))
     labels = variant_labels(summaries)
     problems: dict[str, set[str]] = {}
     for s in summaries:
