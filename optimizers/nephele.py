@@ -35,6 +35,7 @@ class Nephele(Lynceus):
     name = "nephele"
     summary = "Lynceus over (configuration, dataset size) with accuracy and time constraints"
     uses_fidelity = True
+    recommends_fidelity = True
     params = (
         Param("la", 0, "look-ahead horizon (extra steps after the first)", low=0, high=3),
         Param("k_acc", 1, "Gauss-Hermite nodes on the simulated accuracy", low=1, high=10),

@@ -18,12 +18,12 @@ this also checks that the executor does not change results). Points a run never 
 budget ran out, or reaching them would exceed ``max_drive_s``) are reported, not timed;
 suggestions made in a bootstrap phase are flagged.
 
-One core: the measuring process is a fresh interpreter started with
-OMP/OPENBLAS/MKL/NUMBA/... thread counts set to 1 before numpy loads and pinned to one CPU
-with ``os.sched_setaffinity``. With ``--executor ray`` the interpreter is not pinned (its Ray
-workers inherit the affinity of the process that starts them) but every process keeps one
-BLAS/numba thread; each point is then timed serially and through the farm's Ray executor
-with ``workers`` CPUs, and the speed-up is serial / Ray (median suggest).
+One core: the measuring process (``farm.cli.bench_process``) is a fresh interpreter started
+with OMP/OPENBLAS/MKL/NUMBA/... thread counts set to 1 (``ONE_THREAD_ENV``) before numpy loads
+and pinned to one CPU with ``os.sched_setaffinity``. With ``--executor ray`` the interpreter is
+not pinned (its Ray workers inherit the affinity of the process that starts them) but every
+process keeps one BLAS/numba thread; each point is then timed serially and through the farm's
+Ray executor with ``workers`` CPUs, and the speed-up is serial / Ray (median suggest).
 
 ``--runs K`` times K whole runs per case instead and extrapolates a sweep's CPU hours
 (``sweep_estimate``); by default the Lynceus TF comparison.
@@ -36,30 +36,26 @@ from __future__ import annotations
 
 import copy
 import gc
-import json
 import math
 import os
 import platform
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from farm.cli.console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_table
 from farm.report.papers import paper_latency
 from farm.run.loop import Stepper
 from farm.run.metrics import latency_stats
 
 __all__ = ["BenchCase", "DEFAULT_CASES", "ONE_THREAD_ENV", "parse_cases", "bench",
-           "bench_case", "format_rows", "run_isolated", "LYNCEUS_TF_SWEEP", "sweep_estimate"]
+           "bench_case", "format_rows", "json_default", "machine_info", "LYNCEUS_TF_SWEEP",
+           "sweep_estimate"]
 
 ONE_THREAD_ENV = {name: "1" for name in (
     "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
     "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS", "BLIS_NUM_THREADS")}
-_CHILD_FLAG = "OPTFARM_BENCH_CHILD"
 
 
 @dataclass(frozen=True)
@@ -192,11 +188,11 @@ def bench_case(case: BenchCase, points: Sequence[int], repeats: int, seed: int =
         if stopped is None:
             stopped = stepper.stop_reason()
         if stopped is None:
-            asked = stepper.ask()
-            if asked is None:
+            ran = stepper.suggest_and_run()
+            if ran is None:
                 stopped = "optimizer"
             else:
-                pending = asked[:2]
+                pending = ran[:2]
         drive_s += time.perf_counter() - t0
         if pending is None:
             rows.append({**base, "at": point, "executor": "-", "status": "skipped",
@@ -225,7 +221,7 @@ def bench_case(case: BenchCase, points: Sequence[int], repeats: int, seed: int =
                     notes.append("differs from the serial suggestion")
             row["note"] = "; ".join(notes)
             rows.append(row)
-        stepper.tell(*pending)
+        stepper.observe(*pending)
     return rows
 
 
@@ -372,109 +368,11 @@ def format_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-# -- process isolation ------------------------------------------------------------------------
-def run_isolated(options: Mapping[str, Any]) -> int:
-    """Run the benchmark in a fresh interpreter with one BLAS/numba thread per process, pinned
-    to one CPU unless the Ray executor is used; its output is this command's output."""
-    env = {**os.environ, **ONE_THREAD_ENV, _CHILD_FLAG: "1"}
-    cmd = [sys.executable, "-m", "farm.bench.latency", json.dumps(dict(options))]
-    code = subprocess.run(cmd, env=env).returncode
-    if code < 0:
-        print(f"farm: failed: the benchmark process was killed by signal {-code}",
-              file=sys.stderr)
-        return EXIT_FAILED
-    return code
-
-
-def _pin_one_cpu() -> int:
-    cpu = min(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {cpu})
-    return cpu
-
-
-def _child_main(options: Mapping[str, Any]) -> int:
-    from optimizers.base import ParameterError
-    from oracle.dataset import DatasetError
-
-    executor = options.get("executor") or "serial"
-    if executor == "serial":
-        _pin_one_cpu()
-    runs = options.get("runs")
-    as_json = bool(options.get("json"))
-    before = machine_info()
-
-    def progress(row):
-        if not as_json:
-            print(f"  {row['optimizer']} {row.get('params') or ''} on {row['dataset']}"
-                  f"{' at ' + str(row['at']) if 'at' in row else ''}: "
-                  f"{row.get('status', 'done')}", file=sys.stderr, flush=True)
-
-    try:
-        if runs:
-            cases = (parse_cases(options.get("optimizers"), options.get("datasets"))
-                     if options.get("optimizers") else list(LYNCEUS_TF_SWEEP))
-            rows = sweep_estimate(cases, int(runs), int(options.get("sweep_seeds") or 100),
-                                  progress)
-        else:
-            cases = parse_cases(options.get("optimizers"), options.get("datasets"))
-            points = [int(p) for p in str(options.get("at") or "10,30,60").split(",")
-                      if p.strip()]
-            rows = bench(cases, points, int(options.get("repeats") or 5),
-                         int(options.get("seed") or 0), executor,
-                         int(options.get("workers") or 2),
-                         float(options.get("max_drive_s") or math.inf), progress=progress)
-    except (ValueError, ParameterError, DatasetError) as e:
-        print(f"farm: error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    meta = {"machine": before, "loadavg_after": list(os.getloadavg()),
-            "pinned": executor == "serial", "executor": executor,
-            "workers": int(options.get("workers") or 2)}
-    if not runs:
-        meta.update(seed=int(options.get("seed") or 0), repeats=int(options.get("repeats") or 5))
-    if as_json:
-        print(json.dumps({"meta": meta, "rows": rows}, default=_json_default))
-    else:
-        _print_report(meta, rows, bool(runs))
-    if rows and all(r.get("status") == "skipped" for r in rows):
-        print(f"farm: error: nothing was measured, every case was skipped (first: "
-              f"{rows[0]['optimizer']} on {rows[0]['dataset']}: {rows[0]['note']})",
-              file=sys.stderr)
-        return EXIT_BAD_INPUT
-    return EXIT_OK
-
-
-def _print_report(meta: Mapping[str, Any], rows: list[dict[str, Any]], runs: bool) -> None:
-    m = meta["machine"]
-    where = ("1 pinned core" if meta["pinned"] else f"unpinned, Ray with {meta['workers']} CPUs")
-    print(f"{m['cpu']}: {where}, 1 BLAS/numba thread per process, load average "
-          f"{m['loadavg'][0]:.2f} -> {meta['loadavg_after'][0]:.2f}")
-    if runs:
-        print_table([{**r, "run_mean": f"{r['run_mean_s']:.3g} s",
-                       "run_max": f"{r['run_max_s']:.3g} s",
-                       "run_cpu": f"{r['run_cpu_mean_s']:.3g} s",
-                       "suggest_share": f"{100 * r['suggest_share']:.0f}%",
-                       "sweep_cpu": f"{r['sweep_cpu_s'] / 3600:.3g} h"} for r in rows],
-                     ("optimizer", "params", "dataset", "runs", "evaluations_mean", "run_mean",
-                      "run_max", "run_cpu", "suggest_share", "sweep_seeds", "sweep_cpu"))
-        total = sum(r["sweep_cpu_s"] for r in rows)
-        print(f"\nsweep estimate: {total / 3600:.3g} CPU hours: {total / 3600:.3g} h on 1 "
-              f"worker, {total / 7200:.3g} h on 2 workers (mean CPU time of a run x seeds, "
-              "summed over cases; farm overhead not included)")
-        return
-    print(f"{meta['repeats']} timed copies per point, seed {meta['seed']}; total = observe "
-          "(refit on the newest observation) + suggest; ratio = paper / total\n")
-    print_table(format_rows(rows), COLUMNS)
-
-
-def _json_default(o):
+def json_default(o):
+    """The rows' numpy scalars and tuples as JSON."""
     if isinstance(o, np.generic):
         return o.item()
     if isinstance(o, tuple):
         return list(o)
     raise TypeError(f"not JSON serialisable: {o!r}")
 
-
-if __name__ == "__main__":
-    if os.environ.get(_CHILD_FLAG) != "1":
-        sys.exit("farm.bench.latency is run by `farm bench`")
-    sys.exit(_child_main(json.loads(sys.argv[1])))

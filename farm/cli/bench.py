@@ -9,7 +9,7 @@ from .console import EXIT_OK, print_table
 
 
 def cmd_bench(args) -> int:
-    from farm.bench.latency import run_isolated
+    from .bench_process import run_isolated
 
     return run_isolated({k: v for k, v in vars(args).items() if k not in ("func", "command")})
 

@@ -3,6 +3,10 @@ tests): bootstrap, then suggest -> oracle.run -> observe until the optimizer sto
 budget or iteration limit is reached, or the incumbent meets the spec's ``until`` target, one
 trace row per evaluation.
 
+Each row's ``incumbent_*`` columns are the configuration the farm credits (the best tested
+feasible one by the run's own observations, ``farm.run.recommendation.TestedIncumbent``), its
+``pick_*`` columns the optimizer's own recommendation.
+
 Oracle time is simulated (the job time from the data), never slept. The recommendation
 latency of a step is observe() of the previous observation + suggest() (``farm.run.metrics``);
 the first step's is the warm-up (imports, numba compilation), kept apart.
@@ -20,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from farm.run.metrics import recommendation_quality, summarize, target_check
+from farm.run.recommendation import TestedIncumbent
 from farm.run.spec import RunSpec
 from optimizers.base import Optimizer, Suggestion
 from optimizers.executor import Executor
@@ -42,6 +47,12 @@ TRACE_SCHEMA = pa.schema([
     ("recommendation_latency_s", pa.float64()), ("model_fit_s", pa.float64()),
     ("incumbent_fidelity", pa.float64()), ("incumbent_cno_raw", pa.float64()),
     ("warmup_s", pa.float64()),
+    # the optimizer's own recommendation (``Optimizer.recommend``), beside the credited
+    # incumbent above (``farm.run.recommendation``); statistics read it only where a paper's
+    # statistic is defined on every optimizer's own pick
+    ("pick_config_id", pa.int64()), ("pick_fidelity", pa.float64()),
+    ("pick_cno", pa.float64()), ("pick_cno_raw", pa.float64()),
+    ("pick_accuracy_c", pa.float64()), ("pick_feasible", pa.bool_()),
 ])
 # the columns that are measured, not computed: they differ between two runs of one spec
 TIMING_COLUMNS = ("recommendation_latency_s", "model_fit_s", "warmup_s")
@@ -85,10 +96,10 @@ class Step:
 
 
 class Stepper:
-    """Drives ``optimizer`` on ``oracle`` as every run does: ``ask`` (suggest, then run the
-    suggestion on the oracle), ``tell`` (observe), or both with ``step``. It owns the oracle's
-    noise stream, seeded apart from the optimizer's (``[seed, 7]``), and the cumulative
-    exploration cost and time."""
+    """Drives ``optimizer`` on ``oracle`` as every run does: ``suggest_and_run`` (the
+    optimizer's suggest, then the suggestion run on the oracle), ``observe`` (the optimizer's),
+    or both with ``step``. It owns the oracle's noise stream, seeded apart from the
+    optimizer's (``[seed, 7]``), and the cumulative exploration cost and time."""
 
     def __init__(self, optimizer: Optimizer, oracle: Oracle, seed: int):
         self.optimizer = optimizer
@@ -99,7 +110,7 @@ class Stepper:
         self.steps = 0
         self._observe_s = 0.0  # the last observe(), part of the next recommendation
 
-    def ask(self) -> tuple[Suggestion, Observation, float] | None:
+    def suggest_and_run(self) -> tuple[Suggestion, Observation, float] | None:
         """The next suggestion, its observation, and the recommendation latency; None when
         the optimizer stops."""
         t0 = time.perf_counter()
@@ -109,7 +120,7 @@ class Stepper:
             return None
         return suggestion, execute(self.oracle, suggestion, self.noise), latency
 
-    def tell(self, suggestion: Suggestion, observation: Observation) -> float:
+    def observe(self, suggestion: Suggestion, observation: Observation) -> float:
         """Observe; returns the seconds observe() took."""
         t0 = time.perf_counter()
         self.optimizer.observe(suggestion, observation)
@@ -121,11 +132,11 @@ class Stepper:
 
     def step(self) -> Step | None:
         """One suggest -> run -> observe; None when the optimizer stops."""
-        asked = self.ask()
-        if asked is None:
+        ran = self.suggest_and_run()
+        if ran is None:
             return None
-        suggestion, observation, latency = asked
-        return Step(suggestion, observation, latency, self.tell(suggestion, observation))
+        suggestion, observation, latency = ran
+        return Step(suggestion, observation, latency, self.observe(suggestion, observation))
 
     def stop_reason(self, iterations: int | None = None) -> str | None:
         """"iterations" or "budget" when the run must stop before the next step, else None."""
@@ -150,6 +161,7 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
     opt = make_optimizer(spec.optimizer, space, oracle.problem, spec.seed, executor,
                          **spec.params)
     stepper = Stepper(opt, oracle, spec.seed)
+    credited = TestedIncumbent(oracle.problem, any_fidelity=opt.recommends_fidelity)
     reached = None if spec.until is None else target_check(oracle, spec.until)
     key, params = spec.run_key, json.dumps(spec.params, sort_keys=True, default=str)
     rows: list[dict] = []
@@ -160,8 +172,12 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
             stop = "optimizer"
             break
         s, obs = step.suggestion, step.observation
-        inc, inc_fid = incumbent(opt)
+        credited.add(s.config_id, s.fidelity, obs)
+        inc, inc_fid = credited.best()
         quality = recommendation_quality(oracle, inc, inc_fid)
+        pick, pick_fid = incumbent(opt)
+        picked = (quality if (pick, pick_fid) == (inc, inc_fid)
+                  else recommendation_quality(oracle, pick, pick_fid))
         if warmup is None:
             warmup = step.latency_s
         rows.append({
@@ -180,6 +196,11 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
             "recommendation_latency_s": math.nan if len(rows) == 0 else step.latency_s,
             "warmup_s": step.latency_s if len(rows) == 0 else math.nan,
             "model_fit_s": step.observe_s,
+            "pick_config_id": pick, "pick_fidelity": pick_fid,
+            "pick_cno": picked.get("cno", math.nan),
+            "pick_cno_raw": picked.get("cno_raw", math.nan),
+            "pick_accuracy_c": picked.get("accuracy_c", math.nan),
+            "pick_feasible": picked["feasible"],
         })
         if on_step is not None:
             on_step(rows[-1])
@@ -187,4 +208,5 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
             stop = "target"
             break
     trace = pa.Table.from_pylist(rows, schema=TRACE_SCHEMA)
-    return RunResult(summarize(spec, oracle, trace, incumbent(opt), stop, warmup), trace)
+    return RunResult(summarize(spec, oracle, trace, credited, incumbent(opt), stop, warmup),
+                     trace)

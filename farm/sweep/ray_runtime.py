@@ -1,5 +1,5 @@
 """The farm on Ray: one actor per optimizer run over a shared, zero-copy Arrow oracle, and a Ray
-executor for the optimizers' inner work (DESIGN.md, "farm/ -> Ray").
+executor for the optimizers' inner work (ARCHITECTURE.md, "One run's data flow").
 
 - Each dataset's Arrow table goes into the object store once (``share_dataset``); actors read
   it with ``ray.get``, which maps the table's buffers from shared memory instead of copying

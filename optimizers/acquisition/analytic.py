@@ -21,10 +21,8 @@ from scipy.special import erfcx, log_ndtr, ndtr
 __all__ = [
     "expected_improvement",
     "log_expected_improvement",
-    "probability_of_feasibility",
     "log_probability_of_feasibility",
     "constraints_log_pf",
-    "constrained_ei",
     "incumbent_for_eic",
     "reference_without_feasible",
     "gauss_hermite",
@@ -71,11 +69,6 @@ def log_expected_improvement(mu, sigma, best):
     return np.where(sigma > 0, np.log(safe) + log_h, degenerate)
 
 
-def probability_of_feasibility(mu, sigma, threshold, op="<="):
-    """P(G <= threshold) (or >=) for G ~ N(mu, sigma^2); a step function where sigma = 0."""
-    return np.exp(log_probability_of_feasibility(mu, sigma, threshold, op))
-
-
 def log_probability_of_feasibility(mu, sigma, threshold, op="<="):
     """log P(G op threshold), computed with ``log_ndtr`` so that products of many small
     feasibility probabilities stay finite."""
@@ -95,12 +88,6 @@ def constraints_log_pf(constraints, pred):
         mu, sigma = pred[metric]
         total = total + log_probability_of_feasibility(mu, sigma, threshold, op)
     return np.zeros(len(next(iter(pred.values()))[0])) + total
-
-
-def constrained_ei(mu, sigma, best, log_pf=0.0):
-    """EIc [Gardner14]: EI x product of the constraints' feasibility probabilities, given
-    as the sum of their logs (``log_pf``)."""
-    return expected_improvement(mu, sigma, best) * np.exp(log_pf)
 
 
 def incumbent_for_eic(observed, feasible, sigma_untested, rule="lynceus"):
@@ -138,7 +125,9 @@ def gauss_hermite(k: int):
     """K Gauss-Hermite nodes and weights for E[f(Y)], Y ~ N(0, 1): returns (t, w) with
     ``E[f(Y)] ~= sum_i w_i f(t_i)``, ``t = sqrt(2) x hermgauss nodes`` and
     ``w = hermgauss weights / sqrt(pi)`` (summing to 1). Scale as ``mu + sigma * t``.
-    (The Lynceus Java code scales by 1/sqrt(pi) too: that is a bug, not copied.)"""
+    The Lynceus authors' code (NormalGaussHermiteQuadrature.java) divides the values by
+    sqrt(pi) instead and keeps weights summing to sqrt(pi); Lynceus reproduces that only under
+    its ablation switch ``gh="authors"`` (``optimizers/lynceus.py``), never by default."""
     t, w = np.polynomial.hermite.hermgauss(k)
     return _SQRT2 * t, w / np.sqrt(np.pi)
 

@@ -1,51 +1,16 @@
-"""Cost-aware acquisition pieces of the Lynceus family, vectorised over candidates.
+"""Cost-aware pieces of the Lynceus family: the timeout cap. (The family's EIc over the cost
+model is computed inside the numba look-ahead kernel, ``optimizers/models/_kernels.py``; its
+numpy form is the kernel's test reference, ``tests/optimizers/acquisition_reference.py``.)
 
 References:
-    [Lynceus] Casimiro et al. Lynceus, ICDCS 2020: Sec. IV-A (EIc with the time constraint
-        expressed on the cost model, P(C(x) <= T_max U(x))), Sec. V-A (Gauss-Hermite
-        discretisation of the cost), Sec. V-B (truncated-Gaussian timeout feedback), Sec. VI
-        (EIc/USD: EIc per predicted dollar, the LA = 0 baseline).
-    [Mendes19] P. Mendes, MSc thesis, IST 2019, ch. 3 (Nephele: bivariate quadrature over
-        cost and accuracy).
+    [Lynceus] Casimiro et al. Lynceus, ICDCS 2020: Sec. V-B (timeouts).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .analytic import constrained_ei, gauss_hermite, log_probability_of_feasibility
-
-__all__ = ["bivariate_gauss_hermite", "eic_on_cost", "eic_per_cost", "timeout_cap"]
-
-
-def eic_on_cost(mu, sigma, best, price=None, time_max=np.inf, cost_max=np.inf,
-                log_pf_other=0.0):
-    """EIc of a cost model [Lynceus Sec. IV-A]: EI(best) x P(C <= T_max U(x)) x
-    P(C <= C_max) x exp(log_pf_other) (e.g. an accuracy model's feasibility)."""
-    mu, sigma = np.asarray(mu, dtype=float), np.asarray(sigma, dtype=float)
-    log_pf = np.asarray(log_pf_other, dtype=float) + np.zeros_like(mu)
-    if np.isfinite(time_max):
-        log_pf = log_pf + log_probability_of_feasibility(mu, sigma, time_max * np.asarray(price))
-    if np.isfinite(cost_max):
-        log_pf = log_pf + log_probability_of_feasibility(mu, sigma, cost_max)
-    return constrained_ei(mu, sigma, best, log_pf)
-
-
-def eic_per_cost(eic, mu_cost):
-    """EIc/USD: constrained EI per predicted dollar of running the candidate."""
-    mu_cost = np.asarray(mu_cost, dtype=float)
-    if np.any(mu_cost <= 0):
-        raise ValueError("eic_per_cost: predicted costs must be positive")
-    return np.asarray(eic, dtype=float) / mu_cost
-
-
-def bivariate_gauss_hermite(k_cost: int, k_acc: int):
-    """Tensor-product quadrature for independent (cost, accuracy) Gaussians
-    [Mendes19 ch. 3]: standard-normal node pairs (t_c, t_a) of shape (k_cost x k_acc,) and
-    weights summing to 1; scale as (mu_c + sd_c t_c, mu_a + sd_a t_a)."""
-    tc, wc = gauss_hermite(k_cost)
-    ta, wa = gauss_hermite(k_acc)
-    return (np.repeat(tc, k_acc), np.tile(ta, k_cost), np.outer(wc, wa).ravel())
+__all__ = ["timeout_cap"]
 
 
 def timeout_cap(incumbent_cost: float, price_per_s: float, factor: float = 1.0) -> float | None:

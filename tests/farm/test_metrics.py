@@ -10,8 +10,9 @@ import pyarrow.parquet as pq
 
 from farm.cli import main
 from farm.cli.sweep import print_summary
-from farm.report.analysis import analyse, load_sweep
+from farm.report.analysis import analyse
 from farm.run.metrics import quantile, recommendation_quality, worse_quantile
+from farm.sweep.results import load_sweep
 from farm.sweep.runner import summary_rows
 from farm.sweep.store import Store, spec_from_dict
 from oracle.oracle import Oracle

@@ -13,10 +13,11 @@ import math
 
 import pytest
 
-from farm.report.analysis import analyse, load_sweep
+from farm.report.analysis import analyse
 from farm.report.sensitivity import sensitivity
 from farm.report.tracked import STATISTICS
 from farm.run.spec import RunSpec
+from farm.sweep.results import load_sweep
 from farm.sweep.runner import run_sweep
 from farm.sweep.spec import parse_spec
 from farm.sweep.store import Store

@@ -1,7 +1,7 @@
-"""One suite over every registered optimizer (STYLE.md #6): the ask/tell contract on the
-synthetic dataset — suggestions inside the space, budget respected, deterministic per seed,
-no configuration run twice (unless the algorithm says it repeats), NaN/inf observations
-rejected, unknown parameters rejected, fixed parameters held."""
+"""One suite over every registered optimizer (ARCHITECTURE.md, "Habits" 6): the ask/tell
+contract on the synthetic dataset — suggestions inside the space, budget respected,
+deterministic per seed, no configuration run twice (unless the algorithm says it repeats),
+NaN/inf observations rejected, unknown parameters rejected, fixed parameters held."""
 
 from __future__ import annotations
 

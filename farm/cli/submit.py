@@ -1,4 +1,4 @@
-"""The script ``ray submit cluster.yaml farm/sweep/submit.py -- sweep SPEC ...`` runs on the head
+"""The script ``ray submit cluster.yaml farm/cli/submit.py -- sweep SPEC ...`` runs on the head
 node: the ``farm`` command line, joined to the cluster running there (``RAY_ADDRESS=auto``
 unless set), from the optfarm checkout that ``cluster.yaml`` mounts at ``~/optfarm``."""
 

@@ -1,0 +1,126 @@
+"""The process ``farm bench`` measures in: a fresh interpreter with one BLAS/numba thread per
+process (``farm.bench.latency.ONE_THREAD_ENV``), pinned to one CPU unless the Ray executor is
+used, that runs ``farm.bench.latency`` with the options ``farm bench`` parsed (their defaults
+are the command line's, ``farm.cli.bench``) and prints its table or JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any, Mapping
+
+from farm.bench.latency import (
+    COLUMNS,
+    LYNCEUS_TF_SWEEP,
+    ONE_THREAD_ENV,
+    bench,
+    format_rows,
+    json_default,
+    machine_info,
+    parse_cases,
+    sweep_estimate,
+)
+from optimizers.base import ParameterError
+from oracle.dataset import DatasetError
+
+from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_table
+
+__all__ = ["run_isolated"]
+
+_CHILD_FLAG = "OPTFARM_BENCH_CHILD"
+
+
+def run_isolated(options: Mapping[str, Any]) -> int:
+    """Run the benchmark in a fresh interpreter with one BLAS/numba thread per process, pinned
+    to one CPU unless the Ray executor is used; its output is this command's output.
+    ``options``: every option of ``farm bench`` (``vars`` of its parsed arguments)."""
+    env = {**os.environ, **ONE_THREAD_ENV, _CHILD_FLAG: "1"}
+    cmd = [sys.executable, "-m", "farm.cli.bench_process", json.dumps(dict(options))]
+    code = subprocess.run(cmd, env=env).returncode
+    if code < 0:
+        print(f"farm: failed: the benchmark process was killed by signal {-code}",
+              file=sys.stderr)
+        return EXIT_FAILED
+    return code
+
+
+def _pin_one_cpu() -> int:
+    cpu = min(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpu})
+    return cpu
+
+
+def _measure(options: Mapping[str, Any]) -> int:
+    executor = options["executor"]
+    if executor == "serial":
+        _pin_one_cpu()
+    runs = options["runs"]
+    as_json = bool(options["json"])
+    before = machine_info()
+
+    def progress(row):
+        if not as_json:
+            print(f"  {row['optimizer']} {row.get('params') or ''} on {row['dataset']}"
+                  f"{' at ' + str(row['at']) if 'at' in row else ''}: "
+                  f"{row.get('status', 'done')}", file=sys.stderr, flush=True)
+
+    try:
+        if runs:
+            cases = (parse_cases(options["optimizers"], options["datasets"])
+                     if options["optimizers"] else list(LYNCEUS_TF_SWEEP))
+            rows = sweep_estimate(cases, int(runs), int(options["sweep_seeds"]), progress)
+        else:
+            cases = parse_cases(options["optimizers"], options["datasets"])
+            points = [int(p) for p in str(options["at"]).split(",") if p.strip()]
+            rows = bench(cases, points, int(options["repeats"]), int(options["seed"]),
+                         executor, int(options["workers"]), float(options["max_drive_s"]),
+                         progress=progress)
+    except (ValueError, ParameterError, DatasetError) as e:
+        print(f"farm: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    meta = {"machine": before, "loadavg_after": list(os.getloadavg()),
+            "pinned": executor == "serial", "executor": executor,
+            "workers": int(options["workers"])}
+    if not runs:
+        meta.update(seed=int(options["seed"]), repeats=int(options["repeats"]))
+    if as_json:
+        print(json.dumps({"meta": meta, "rows": rows}, default=json_default))
+    else:
+        _print_report(meta, rows, bool(runs))
+    if rows and all(r.get("status") == "skipped" for r in rows):
+        print(f"farm: error: nothing was measured, every case was skipped (first: "
+              f"{rows[0]['optimizer']} on {rows[0]['dataset']}: {rows[0]['note']})",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return EXIT_OK
+
+
+def _print_report(meta: Mapping[str, Any], rows: list[dict[str, Any]], runs: bool) -> None:
+    m = meta["machine"]
+    where = ("1 pinned core" if meta["pinned"] else f"unpinned, Ray with {meta['workers']} CPUs")
+    print(f"{m['cpu']}: {where}, 1 BLAS/numba thread per process, load average "
+          f"{m['loadavg'][0]:.2f} -> {meta['loadavg_after'][0]:.2f}")
+    if runs:
+        print_table([{**r, "run_mean": f"{r['run_mean_s']:.3g} s",
+                       "run_max": f"{r['run_max_s']:.3g} s",
+                       "run_cpu": f"{r['run_cpu_mean_s']:.3g} s",
+                       "suggest_share": f"{100 * r['suggest_share']:.0f}%",
+                       "sweep_cpu": f"{r['sweep_cpu_s'] / 3600:.3g} h"} for r in rows],
+                     ("optimizer", "params", "dataset", "runs", "evaluations_mean", "run_mean",
+                      "run_max", "run_cpu", "suggest_share", "sweep_seeds", "sweep_cpu"))
+        total = sum(r["sweep_cpu_s"] for r in rows)
+        print(f"\nsweep estimate: {total / 3600:.3g} CPU hours: {total / 3600:.3g} h on 1 "
+              f"worker, {total / 7200:.3g} h on 2 workers (mean CPU time of a run x seeds, "
+              "summed over cases; farm overhead not included)")
+        return
+    print(f"{meta['repeats']} timed copies per point, seed {meta['seed']}; total = observe "
+          "(refit on the newest observation) + suggest; ratio = paper / total\n")
+    print_table(format_rows(rows), COLUMNS)
+
+
+if __name__ == "__main__":
+    if os.environ.get(_CHILD_FLAG) != "1":
+        sys.exit("farm.cli.bench_process is run by `farm bench`")
+    sys.exit(_measure(json.loads(sys.argv[1])))

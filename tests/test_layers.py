@@ -1,0 +1,112 @@
+"""The layers of ARCHITECTURE.md ("Layers"), held: every import of the four packages, those
+inside functions included, read with ``ast``; an import that runs back up fails the test with
+its file, line and the two layers."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("oracle", "optimizers", "farm", "integrations")
+
+# the top layers: a package imports only packages of a lower rank (equal ranks: neither way)
+PACKAGE_RANK = {"oracle": 0, "optimizers": 1, "farm": 2, "integrations": 2}
+# farm's rooms, in the same sense; farm's own top-level modules (__main__) are the entry point
+ROOM_RANK = {"run": 0, "sweep": 1, "report": 2, "bench": 3, "cluster": 3, "cli": 4}
+ENTRY_RANK = 5
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(tree: ast.Module, module: str, is_package: bool):
+    """(line, dotted name) of every import in ``tree``, relative imports resolved; for
+    ``from X import a`` both ``X`` and ``X.a`` (``a`` may be a module)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = module.split(".") if is_package else module.split(".")[:-1]
+                parts = parts[:len(parts) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            yield node.lineno, base
+            for alias in node.names:
+                yield node.lineno, f"{base}.{alias.name}"
+
+
+def layer(module: str) -> tuple[str, int] | None:
+    """(label, rank) of the layer ``module`` belongs to, for comparing two modules of one
+    package (farm's rooms) or of two packages (the top layers); None outside the packages."""
+    top = module.split(".")[0]
+    if top not in PACKAGE_RANK:
+        return None
+    return top, PACKAGE_RANK[top]
+
+
+def room(module: str) -> tuple[str, int] | None:
+    """(label, rank) of the farm room of ``module`` (a ``farm.*`` module), else None."""
+    parts = module.split(".")
+    if parts[0] != "farm" or len(parts) < 2:
+        return None
+    if parts[1] in ROOM_RANK:
+        return f"farm/{parts[1]}", ROOM_RANK[parts[1]]
+    return f"farm/{parts[1]}.py", ENTRY_RANK
+
+
+def back_arrows(root: Path, packages=PACKAGES) -> dict[str, str]:
+    """Every import statement under ``root``'s ``packages`` that runs up or sideways between
+    layers or farm rooms: ``{"file:line": "A imports B (a -> b: up)"}``."""
+    found = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            module = module_name(path, root)
+            tree = ast.parse(path.read_text(), filename=str(path))
+            for line, target in imported_modules(tree, module, path.name == "__init__.py"):
+                where = f"{path.relative_to(root)}:{line}"
+                for rank_of in (layer, room):
+                    here, there = rank_of(module), rank_of(target)
+                    if (where in found or here is None or there is None or here[0] == there[0]
+                            or there[1] < here[1]):
+                        continue
+                    found[where] = (f"{module} imports {target} ({here[0]} -> {there[0]}: "
+                                    f"{'up' if there[1] > here[1] else 'sideways'})")
+    return found
+
+
+def test_no_import_runs_back_up_the_layers():
+    wrong = [f"{w}: {a}" for w, a in sorted(back_arrows(REPO).items())]
+    assert not wrong, "imports against ARCHITECTURE.md's layers:\n  " + "\n  ".join(wrong)
+
+
+def test_the_layers_cover_every_room_of_farm():
+    rooms = {p.name for p in (REPO / "farm").iterdir()
+             if p.is_dir() and (p / "__init__.py").exists()}
+    assert rooms == set(ROOM_RANK), "a new room of farm/ needs its place in ROOM_RANK"
+
+
+@pytest.mark.parametrize("where, source, expected", [
+    ("farm/run/planted.py", "def f():\n    from farm.report import analysis\n",
+     "farm/run -> farm/report: up"),
+    ("farm/bench/planted.py", "from farm.cluster.local import up\n",
+     "farm/bench -> farm/cluster: sideways"),
+    ("oracle/planted.py", "import optimizers.base\n", "oracle -> optimizers: up"),
+    ("farm/run/planted.py", "from integrations import ray_tune\n",
+     "farm -> integrations: sideways"),
+])
+def test_a_planted_back_arrow_is_found(tmp_path, where, source, expected):
+    for package in PACKAGES:
+        (tmp_path / package).mkdir()
+    path = tmp_path / where
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source)
+    arrows = back_arrows(tmp_path)
+    assert list(arrows) == [f"{where}:{source.count(chr(10))}"]
+    assert expected in next(iter(arrows.values()))
