@@ -43,9 +43,13 @@ for _logger in ("mlflow.store.db.utils", "alembic"):
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 
 
-def resolve_uri(out: str | Path, uri: str | None = None) -> str:
+def resolve_uri(out, uri: str | None = None) -> str:
+    """``out``: the sweep's output (a path, a ``pyarrow.fs`` URI or a ``Location``): its
+    sqlite store is in the location's local folder."""
+    from farm.sweep.location import Location
+
     return uri or os.environ.get("MLFLOW_TRACKING_URI") or \
-        f"sqlite:///{Path(out).resolve() / 'mlflow.db'}"
+        f"sqlite:///{Location.of(out).local_dir / 'mlflow.db'}"
 
 
 def sqlite_path(uri: str) -> Path | None:
@@ -59,10 +63,12 @@ def first_line(e: BaseException | str) -> str:
 
 class Connection:
     """An open tracking store and the sweep's experiment in it (``open``), or offline after
-    one warning (``warn``)."""
+    one warning (``warn``). ``folder``: the sweep's output as the user names it (``farm sync
+    FOLDER``); ``local_dir``: where its own sqlite store lives."""
 
-    def __init__(self, uri: str, folder: Path, experiment: str):
+    def __init__(self, uri: str, folder: str, local_dir: Path, experiment: str):
         self.uri, self.folder, self.experiment = uri, folder, experiment
+        self.local_dir = local_dir
         self.offline = False
         self.client = None
         self.bulk = None                 # the sqlite store, for ``farm.sweep.mlflow_bulk``
@@ -96,7 +102,7 @@ class Connection:
                 _create_sqlite_store(db)
             self._open()
         except Exception as e:  # any failure of the tracking backend
-            own = db is not None and db.resolve().parent == self.folder.resolve()
+            own = db is not None and db.resolve().parent == self.local_dir.resolve()
             if not (own and "already exists" in str(e)):
                 self._unusable(e)
                 return False

@@ -63,7 +63,7 @@ from farm.sweep.mlflow_mapping import (
     variant_span,
     variant_status,
 )
-from farm.sweep.store import FolderLock, Store, fault_point
+from farm.sweep.store import Store, fault_point
 
 __all__ = ["CACHE", "Statistics", "Tracker", "close_open_runs", "resolve_uri", "sweep_uri",
            "sync"]
@@ -102,14 +102,15 @@ class Tracker:
                  artifacts: bool = False, statistics: Statistics | None = None):
         self.store = Store(out)
         self.uri = resolve_uri(out, uri)
-        self.sweep_name = sweep_name or Path(out).resolve().name
+        self.sweep_name = sweep_name or self.store.location.local_dir.name
         self.sweep_id = sweep_id or (self.store.read_sweep() or {}).get("sweep_id") or \
             self.sweep_name
         self.experiment = experiment or self.sweep_name
         self.artifacts = artifacts
         self.statistics = statistics
         self.parent: str | None = None
-        self._conn = Connection(self.uri, self.store.root, self.experiment)
+        self._conn = Connection(self.uri, self.store.location.uri, self.store.location.local_dir,
+                                self.experiment)
         self._cache: list[dict] = []
         self._runs: dict[str, tuple[str, str]] = {}   # run key -> (run id, status) on the server
         self._orphans: set[str] = set()               # run keys whose run was found RUNNING
@@ -195,12 +196,12 @@ class Tracker:
             self._conn.experiment_id, run_name=self.sweep_name,
             start_time=now if start_ms is None else min(now, start_ms),
             tags={"optfarm.sweep": self.sweep_name, "optfarm.sweep_id": self.sweep_id,
-                  "optfarm.kind": "sweep", "optfarm.out": str(self.store.root.resolve())})
+                  "optfarm.kind": "sweep", "optfarm.out": self.store.location.absolute()})
         client.log_batch(run.info.run_id,
                          params=[Param(k, str(v)) for k, v in sorted(params.items())])
-        spec = self.store.root / "sweep.json"
-        if spec.exists() and self.artifacts:
-            client.log_artifact(run.info.run_id, str(spec))
+        if self.artifacts and self.store.read_sweep() is not None:
+            with self.store.local_copy(self.store.root / "sweep.json") as spec:
+                client.log_artifact(run.info.run_id, str(spec))
         return run.info.run_id
 
     def _find_variants(self, records: Mapping[str, dict]) -> None:
@@ -393,8 +394,8 @@ class Tracker:
                                                   if col in trace.column_names])
             v = self._ctx.layout.variant_of.get(key)
             parent = self._variant_runs[v][0] if v is not None else self.parent
-            path = str(self.store.trace_path(key).resolve()) if record["status"] == "done" \
-                else None
+            path = self.store.location.absolute(self.store.trace_path(key)) \
+                if record["status"] == "done" else None
             runs.append(seed_run(self._ctx, record, trace, parent, path))
         self._news |= touched
         new = [run for run in runs if c.bulk is not None and run.key not in self._runs]
@@ -405,7 +406,7 @@ class Tracker:
             if self.artifacts:
                 for run in new:
                     if run.status == "FINISHED":
-                        c.client.log_artifact(run.run_id, str(self.store.trace_path(run.key)))
+                        self._log_trace(run.run_id, run.key)
             self._remember([(run.key, run.run_id, run.status) for run in new])
         if len(rest) > 1:
             with ThreadPoolExecutor(min(_CLIENT_THREADS, len(rest))) as pool:
@@ -473,9 +474,13 @@ class Tracker:
             params = [p for p in params if p.key not in have]
         self._log_batch(run_id, params, run.metrics, tags)
         if self.artifacts and run.status == "FINISHED":
-            client.log_artifact(run_id, str(self.store.trace_path(run.key)))
+            self._log_trace(run_id, run.key)
         client.set_terminated(run_id, run.status, end_time=run.end_ms)
         return run.key, run_id, run.status
+
+    def _log_trace(self, run_id: str, key: str) -> None:
+        with self.store.local_copy(self.store.trace_path(key)) as trace:
+            self._conn.client.log_artifact(run_id, str(trace))
 
     def _log_batch(self, run_id: str, params: list, metrics: list, tags: list) -> None:
         """As few ``log_batch`` calls as MLflow's limits allow (one for a run of ordinary
@@ -489,7 +494,7 @@ class Tracker:
 
     # -- the cache -------------------------------------------------------------------------------
     def _read_cache(self) -> list[dict]:
-        path = self.store.root / CACHE
+        path = self.store.location.local_dir / CACHE
         if not path.exists():
             return []
         out, bad = [], 0
@@ -520,7 +525,7 @@ class Tracker:
         lines = "".join(json.dumps({"uri": self.uri, "sweep": self.sweep_id, **e,
                                     "logged_at": now}) + "\n" for e in entries)
         try:
-            with open(self.store.root / CACHE, "a") as f:
+            with open(self.store.location.local_dir / CACHE, "a") as f:
                 f.write(lines)
         except OSError:
             pass  # a cache: the server is searched when it is incomplete
@@ -534,8 +539,9 @@ def close_open_runs(out: str | Path, uri: str | None = None) -> int:
     store = Store(out)
     sweep = store.read_sweep() or {}
     tracking = (store.read_spec() or {}).get("tracking") or {}
-    name = sweep.get("name") or Path(out).resolve().name
-    conn = Connection(sweep_uri(out, uri), store.root, tracking.get("experiment") or name)
+    name = sweep.get("name") or store.location.local_dir.name
+    conn = Connection(sweep_uri(out, uri), store.location.uri, store.location.local_dir,
+                      tracking.get("experiment") or name)
     if not sweep.get("sweep_id") or not conn.open():
         return 0
     ended = 0
@@ -559,7 +565,7 @@ def sync(out: str | Path, uri: str | None = None, experiment: str | None = None,
     lock; refuses a store with damaged files (``DamagedFile``). Returns (runs uploaded now,
     runs not uploaded because tracking failed)."""
     store = Store(out)
-    with FolderLock(out):
+    with store.lock():
         sweep = store.read_sweep() or {}
         records = list(store.verified().records.values())
         tracking = sweep.get("tracking") or {}
