@@ -49,7 +49,7 @@ def test_a_sweep_tracked_to_a_postgresql_backed_server(postgres_server, tmp_path
         assert len(seeds) == 3
         assert v.info.start_time == min(r.info.start_time for r in seeds)
         assert v.info.end_time == max(r.info.end_time for r in seeds)
-        assert v.data.metrics["runs_done"] == 3 and "final_p90" in v.data.metrics
+        assert v.data.metrics["runs_done"] == 3 and "exploration_cost_median" in v.data.metrics
     for r in kinds["run"]:
         key = r.data.tags["optfarm.run_key"]
         assert r.info.end_time == int(records[key]["finished_at"] * 1000)
