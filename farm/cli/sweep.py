@@ -92,6 +92,7 @@ def _ray_running_here() -> bool:
 
 
 def _sweep(spec, source, out, args, run: bool = True):
+    from farm.report.tracked import STATISTICS
     from farm.sweep.runner import run_sweep
     from farm.sweep.spec import DEFAULT_MAX_RUNS
 
@@ -102,7 +103,8 @@ def _sweep(spec, source, out, args, run: bool = True):
                      tracking_uri=args.tracking_uri,
                      artifacts=True if args.artifacts else None,
                      max_runs=args.max_runs or DEFAULT_MAX_RUNS,
-                     progress=run and not args.no_progress, verify=args.verify, run=run)
+                     progress=run and not args.no_progress, verify=args.verify, run=run,
+                     statistics=STATISTICS)
 
 
 def _lost_line(why: str, args, out) -> str:
@@ -239,6 +241,7 @@ def _resume_command(args, out) -> str:
 
 
 def cmd_sync(args) -> int:
+    from farm.report.tracked import STATISTICS
     from farm.sweep.store import (
         DamagedFile,
         FolderBusy,
@@ -254,7 +257,7 @@ def cmd_sync(args) -> int:
                   file=sys.stderr)
             return EXIT_BAD_INPUT
         uploaded, missing = sync(args.dir, args.tracking_uri, args.experiment,
-                                 True if args.artifacts else None)
+                                 True if args.artifacts else None, STATISTICS)
     except (FolderBusy, DamagedFile, LocationError) as e:
         print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
