@@ -30,9 +30,11 @@ import numpy as np
 import pyarrow as pa
 
 from farm.report.papers import FIG4_STAT, PAPER_NUMBERS, PaperNumber
+from farm.run.loop import STATISTICS_COLUMNS
 from farm.run.metrics import (
     QUANTILE_METHOD,
     REACH_TARGETS,
+    after_warmup,
     final_quality,
     first_reach,
     quantile,
@@ -116,13 +118,10 @@ def analyse(trace: pa.Table, summaries: Sequence[Mapping]) -> dict[str, DatasetA
     problem when the sweep poses several) and optimizer variant."""
     if not summaries:
         raise ValueError("no runs to report on (the sweep has no finished run)")
-    columns = ("run_key", "cum_exploration_cost", "cum_exploration_time", "incumbent_cno",
-               "incumbent_accuracy_c", "incumbent_feasible", "recommendation_latency_s",
-               "model_fit_s")
-    missing = [c for c in columns if c not in trace.column_names]
+    missing = [c for c in STATISTICS_COLUMNS if c not in trace.column_names]
     if missing:
         raise ValueError(f"trace table lacks column {missing[0]!r}")
-    by_run = _split_runs(trace.select(list(columns)))
+    by_run = _split_runs(trace.select(list(STATISTICS_COLUMNS)))
     labels = variant_labels(summaries)
     problems: dict[str, set[str]] = {}
     for s in summaries:
@@ -163,10 +162,7 @@ def _split_runs(trace: pa.Table) -> dict[str, dict[str, np.ndarray]]:
 
 
 def _empty_run() -> dict[str, np.ndarray]:
-    return {c: np.empty(0) for c in ("cum_exploration_cost", "cum_exploration_time",
-                                     "incumbent_cno", "incumbent_accuracy_c",
-                                     "incumbent_feasible", "recommendation_latency_s",
-                                     "model_fit_s")}
+    return {c: np.empty(0) for c in STATISTICS_COLUMNS[1:]}
 
 
 def _analyse_dataset(dataset: str, groups: dict[str, Group]) -> DatasetAnalysis:
@@ -266,8 +262,8 @@ def _first_reach(run: Mapping[str, np.ndarray], metric: str, threshold: float,
 def group_stats(g: Group, metric: str, reached: Mapping[str, np.ndarray]) -> dict[str, Any]:
     """The statistics tables and paper comparisons use (keys named in ``paper_numbers``)."""
     final = np.array([final_quality(s) for s in g.summaries])
-    latency = np.concatenate([_after_warmup(t["recommendation_latency_s"]) for t in g.traces])
-    fit = np.concatenate([_after_warmup(t["model_fit_s"]) for t in g.traces])
+    latency = np.concatenate([after_warmup(t["recommendation_latency_s"]) for t in g.traces])
+    fit = np.concatenate([after_warmup(t["model_fit_s"]) for t in g.traces])
     stats: dict[str, Any] = {
         "runs": len(g.summaries),
         "nex_median": float(np.median([s["n_evaluations"] for s in g.summaries])),
@@ -297,14 +293,6 @@ def group_stats(g: Group, metric: str, reached: Mapping[str, np.ndarray]) -> dic
         if values:
             stats[f"{key}_mean"] = float(np.mean(values))
     return stats
-
-
-def _after_warmup(latency: np.ndarray) -> np.ndarray:
-    """A run's per-step latencies without its warm-up step (NaN in traces written since the
-    warm-up is kept apart; the first step of older ones)."""
-    latency = np.asarray(latency, dtype=float)
-    return latency[1:] if len(latency) and not np.isnan(latency[0]) else latency[
-        ~np.isnan(latency)]
 
 
 # -- the papers' numbers beside ours ----------------------------------------------------------

@@ -55,6 +55,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from farm.run.loop import STATISTICS_COLUMNS
 from farm.sweep import variants
 from farm.sweep.store import FolderLock, Store, fault_point
 
@@ -648,9 +649,7 @@ class Tracker:
 
 
 # the trace columns the report's aggregation reads (``farm.report.analysis.analyse``)
-_AGGREGATED_COLUMNS = ["run_key", "cum_exploration_cost", "cum_exploration_time",
-                       "incumbent_cno", "incumbent_accuracy_c", "incumbent_feasible",
-                       "recommendation_latency_s", "model_fit_s"]
+_AGGREGATED_COLUMNS = list(STATISTICS_COLUMNS)
 
 
 def _span_ms(record: dict) -> tuple[int, int]:
