@@ -66,9 +66,6 @@ class OptunaPeer(TablePeer):
                 trial.set_constraint(str(c), v)
         self.study.tell(trial, value)
 
-    def startup(self) -> int:
-        return self.config.get("n_startup_trials", 0)
-
 
 class OptunaTPE(OptunaPeer):
     name = "optuna-tpe"
@@ -79,6 +76,9 @@ class OptunaTPE(OptunaPeer):
     def sampler(self, optuna):
         return optuna.samplers.TPESampler(seed=self.seed,
                                           n_startup_trials=self.config["n_startup_trials"])
+
+    def startup(self) -> int:
+        return self.config["n_startup_trials"]
 
 
 class OptunaGP(OptunaPeer):
@@ -91,6 +91,9 @@ class OptunaGP(OptunaPeer):
     def sampler(self, optuna):
         return optuna.samplers.GPSampler(seed=self.seed,
                                          n_startup_trials=self.config["n_startup_trials"])
+
+    def startup(self) -> int:
+        return self.config["n_startup_trials"]
 
 
 class OptunaCmaEs(OptunaPeer):
