@@ -142,6 +142,9 @@ class Optimizer(ABC):
     summary: ClassVar[str] = ""
     params: ClassVar[tuple[Param, ...]] = ()
     uses_fidelity: ClassVar[bool] = False
+    # recommends a (configuration, dataset size) pair to deploy at that size (Nephele), so the
+    # farm credits its best run at any size, not only at s = 1 (farm.run.recommendation)
+    recommends_fidelity: ClassVar[bool] = False
     repeats: ClassVar[bool] = False  # may suggest a configuration it has already run
     version: ClassVar[int] = 1  # in every run key: bump only when results change on purpose
 

@@ -34,6 +34,7 @@ class Nephele(Lynceus):
     name = "nephele"
     summary = "Lynceus over (configuration, dataset size) with accuracy and time constraints"
     uses_fidelity = True
+    recommends_fidelity = True
     # Lynceus' table (its ablation switches too), with what Nephele does not do fixed: no
     # timeouts (so no curve extrapolation) and no LHS bootstrap (B_init of random pairs)
     params = (

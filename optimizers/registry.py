@@ -36,10 +36,10 @@ OPTIMIZERS: dict[str, str] = {
     "bo-ei": "bo:BoEI",
     "guindani": "guindani:Guindani",
     # peers: need the optional extra optfarm[peers] (optimizers/peers/)
-    "optuna-tpe": "optimizers.peers.optuna_samplers:OptunaTPE",
-    "optuna-gp": "optimizers.peers.optuna_samplers:OptunaGP",
-    "optuna-cmaes": "optimizers.peers.optuna_samplers:OptunaCmaEs",
-    "optuna-random": "optimizers.peers.optuna_samplers:OptunaRandom",
+    "optuna-tpe": "optimizers.peers.optuna_peers:OptunaTPE",
+    "optuna-gp": "optimizers.peers.optuna_peers:OptunaGP",
+    "optuna-cmaes": "optimizers.peers.optuna_peers:OptunaCmaEs",
+    "optuna-random": "optimizers.peers.optuna_peers:OptunaRandom",
     "smac-hpo": "optimizers.peers.smac_facade:SmacHPO",
 }
 

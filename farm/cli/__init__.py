@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .bench import add_bench_commands
     from .cluster import add_cluster_commands
     from .datasets import add_datasets_commands
+    from .leaderboard import add_leaderboard_command
     from .optimizers import add_optimizers_command
     from .report import add_report_commands
     from .run import add_run_command
@@ -32,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     for add in (add_run_command, add_datasets_commands, add_optimizers_command,
                 add_bench_commands, add_sweep_commands, add_report_commands,
-                add_cluster_commands):
+                add_leaderboard_command, add_cluster_commands):
         add(sub)
     return p
 

@@ -7,6 +7,7 @@ Exit codes: ``report`` 0 written, 2 bad input (not a sweep folder, no finished r
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import tempfile
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_json
 
-__all__ = ["add_report_commands"]
+__all__ = ["add_report_commands", "log_report_files"]
 
 DEFAULT_SPECS = ["sweeps/nightly.yaml", "sweeps/nightly-accuracy.yaml",
                  "sweeps/nightly-guindani.yaml", "sweeps/nightly-obol.yaml",
@@ -40,8 +41,8 @@ def cmd_report(args) -> int:
         return _error(str(e))
     out = Path(args.out) if args.out else sweep_dir / "report"
     files = write_report(analyses, out, title=f"optfarm report: {sweep_dir.resolve().name}")
-    logged = None if args.no_tracking else _log_to_mlflow(sweep_dir, files, args.tracking_uri,
-                                                          quiet=args.json)
+    logged = None if args.no_tracking else log_report_files(sweep_dir, files, args.tracking_uri,
+                                                            quiet=args.json)
     if args.json:
         print_json({"runs": len(summaries), "report": str(out / "report.html"),
                     "files": [str(f) for f in files], "mlflow_logged": logged})
@@ -53,10 +54,10 @@ def cmd_report(args) -> int:
     return EXIT_OK
 
 
-def _log_to_mlflow(sweep_dir: Path, files: list[Path], uri: str | None,
-                   quiet: bool = False) -> bool:
-    """The report files become artifacts (folder ``report``) of the sweep's parent run;
-    whether they were logged."""
+def log_report_files(sweep_dir: Path, files: list[Path], uri: str | None,
+                     folder: str = "report", quiet: bool = False) -> bool:
+    """The report files become artifacts (in ``folder``) of the sweep's parent run; whether
+    they were logged."""
     from farm.sweep.store import Store
     from farm.sweep.tracking import Tracker, sweep_uri
 
@@ -64,7 +65,7 @@ def _log_to_mlflow(sweep_dir: Path, files: list[Path], uri: str | None,
     tracker = Tracker(sweep_dir, sweep_uri(sweep_dir, uri),
                       (sweep.get("tracking") or {}).get("experiment"), sweep.get("name"),
                       sweep.get("sweep_id"))
-    logged = tracker.log_sweep_artifacts(files, "report")
+    logged = tracker.log_sweep_artifacts(files, folder)
     if not quiet and logged:
         print(f"MLflow: logged {len(files)} report files to the sweep's run at {tracker.uri}")
     elif not quiet:
@@ -74,6 +75,7 @@ def _log_to_mlflow(sweep_dir: Path, files: list[Path], uri: str | None,
 
 def cmd_regress(args) -> int:
     from farm.report.regress import (
+        FLOAT_TOLERANCE,
         PRIMARY,
         PRIMARY_SHARE,
         BaselineError,
@@ -90,6 +92,9 @@ def cmd_regress(args) -> int:
             raise BaselineError(f"--alpha must be in (0, 1), --tolerance >= 0 and --min-effect "
                                 f"in [0.5, 1], got {args.alpha:g}, {args.tolerance:g} and "
                                 f"{args.min_effect:g}")
+        if not 0 <= args.consistent_tolerance <= args.tolerance:
+            raise BaselineError(f"--consistent-tolerance must be in [0, --tolerance], got "
+                                f"{args.consistent_tolerance:g}")
         specs = [load_spec(path) for path in args.specs]
         names = [spec.name for spec in specs]
         if len(set(names)) < len(names):
@@ -104,7 +109,7 @@ def cmd_regress(args) -> int:
     except (SpecError, BaselineError) as e:
         return _error(str(e))
     try:
-        summaries, failed = _run_specs(specs, args, out)
+        summaries, failed, guided = _run_specs(specs, args, out)
     except SpecError as e:  # an unknown optimizer or parameter, found when expanding
         return _error(str(e))
     finally:
@@ -116,12 +121,24 @@ def cmd_regress(args) -> int:
             if failed:
                 print(f"baseline not written: {failed} run(s) failed", file=sys.stderr)
                 return EXIT_FAILED
-            write_baseline(Path(args.baseline), current, " ".join(args.specs))
+            old, specs_before = _previous_baseline(Path(args.baseline))
+            merged = {k: {"metric": e["metric"], "seeds": dict(e["seeds"])}
+                      for k, e in old.items()}
+            for k, e in current.items():
+                merged.setdefault(k, {"metric": e["metric"], "seeds": {}})["seeds"].update(
+                    e["seeds"])
+            write_baseline(Path(args.baseline), merged,
+                           " ".join(dict.fromkeys([*specs_before, *args.specs])))
+            kept = sorted(set(old) - set(current))
+            _print_guided(guided)
             print(f"baseline written: {args.baseline} ({len(current)} entries, "
-                  f"{len(summaries)} runs)")
+                  f"{len(summaries)} runs" + (f"; kept the seeds these specs do not run, and "
+                                              f"{len(kept)} entries: {', '.join(kept)}"
+                                              if old else "") + ")")
             return EXIT_OK
         rows = compare(baseline, current, alpha=args.alpha, tolerance=args.tolerance,
-                       min_effect=args.min_effect)
+                       min_effect=args.min_effect,
+                       consistent_tolerance=args.consistent_tolerance)
     except BaselineError as e:
         return _error(str(e))
     not_run = sorted({r.key for r in rows if r.verdict == "not run"})
@@ -129,9 +146,12 @@ def cmd_regress(args) -> int:
     if args.json:
         print_json({"rows": [asdict(r) for r in rows if r.verdict != "not run"],
                     "not_run": not_run, "regressions": len(regressions), "failed_runs": failed,
-                    "alpha": args.alpha, "tolerance": args.tolerance})
+                    "model_guided_share": guided,
+                    "alpha": args.alpha, "tolerance": args.tolerance,
+                    "consistent_tolerance": args.consistent_tolerance})
         return EXIT_FAILED if regressions or failed else EXIT_OK
     print(format_table([r for r in rows if r.verdict != "not run"]))
+    _print_guided(guided)
     if not_run:
         print(f"\nbaseline entries these specs do not run ({len(not_run)}): "
               f"{', '.join(not_run)}")
@@ -141,8 +161,30 @@ def cmd_regress(args) -> int:
           f"Wilcoxon signed-rank on the per-seed differences, Holm-Tarone correction: "
           f"{PRIMARY} at {share:.2g}, the end points at {args.alpha - share:.2g}; of the "
           f"changed seeds a share >= {args.min_effect:g} worse; median or p90 worse by more than "
-          f"{args.tolerance:.0%})")
+          f"{args.tolerance:.0%} at that share, falling to {args.consistent_tolerance:.0%} when "
+          f"every changed seed is worse; differences within {FLOAT_TOLERANCE:g} relative are "
+          "none)")
     return EXIT_FAILED if regressions or failed else EXIT_OK
+
+
+def _print_guided(guided: dict) -> None:
+    print("steps past the initial design (model-guided; random search has no model), per "
+          "part: " + "; ".join(f"{name}: " + ", ".join(f"{o} {share:.0%}"
+                                                      for o, share in shares.items())
+                               for name, shares in guided.items()))
+
+
+def _previous_baseline(path: Path) -> tuple[dict, list[str]]:
+    """The entries of the baseline at ``path`` and the specs that wrote them (none when it does
+    not exist or does not read): re-recording one part of the gate, or some seeds, keeps the
+    others."""
+    from farm.report.regress import BaselineError, read_baseline
+
+    try:
+        old = read_baseline(path) if path.is_file() else {}
+    except BaselineError:
+        return {}, []
+    return old, (json.loads(path.read_text()).get("spec", "").split() if old else [])
 
 
 def _mutations(specs, baseline, args) -> int:
@@ -161,6 +203,7 @@ def _mutations(specs, baseline, args) -> int:
     results = mutation_table(runs, baseline, [known[n] for n in names], workers=args.workers,
                              alpha=args.alpha, tolerance=args.tolerance,
                              min_effect=args.min_effect,
+                             consistent_tolerance=args.consistent_tolerance,
                              store=Path(args.out) if args.out else None,
                              progress=lambda line: print(line, flush=True))
     print()
@@ -170,24 +213,29 @@ def _mutations(specs, baseline, args) -> int:
     return EXIT_FAILED if missed or alarms else EXIT_OK
 
 
-def _run_specs(specs, args, out: Path) -> tuple[list[dict], int]:
-    """Run each spec afresh into ``out/<spec name>``; the finished runs' summaries and the
-    number of failed runs (each reported on stderr)."""
+def _run_specs(specs, args, out: Path) -> tuple[list[dict], int, dict]:
+    """Run each spec afresh into ``out/<spec name>``; the finished runs' summaries, the
+    number of failed runs (each reported on stderr), and each spec's share of model-guided
+    steps per optimizer (``model_guided_share``)."""
+    from farm.report.regress import model_guided_share
+    from farm.sweep.results import load_sweep
     from farm.sweep.runner import run_sweep
 
-    summaries, failed = [], 0
+    summaries, failed, guided = [], 0, {}
     for spec, path in zip(specs, args.specs):
         result = run_sweep(spec, out / spec.name, source=path,
                            backend="serial" if args.serial else None, tracking=False,
                            progress=not args.no_progress)
         summaries += [result.records[key]["summary"] for key in sorted(result.records)
                       if result.records[key]["status"] == "done"]
+        if any(r["status"] == "done" for r in result.records.values()):
+            guided[spec.name] = model_guided_share(load_sweep(out / spec.name)[0])
         failed += result.failed
         for f in result.failures:
             s = f["spec"]
             print(f"failed: {s['optimizer']} on {s['dataset']} seed {s['seed']}: "
                   f"{f['error']}", file=sys.stderr)
-    return summaries, failed
+    return summaries, failed, guided
 
 
 def add_report_commands(sub) -> None:
@@ -212,7 +260,8 @@ def add_report_commands(sub) -> None:
     g.add_argument("--baseline", required=True, metavar="FILE",
                    help="baseline JSON with per-seed values (sweeps/nightly-baseline.json)")
     g.add_argument("--update-baseline", action="store_true",
-                   help="write FILE from this run instead of comparing")
+                   help="write FILE from this run instead of comparing (the seeds these "
+                   "specs run are replaced, FILE's other seeds and entries kept)")
     g.add_argument("--alpha", type=float, default=0.05,
                    help="family-wise significance: one-sided Wilcoxon signed-rank tests on the "
                    "per-seed differences, Holm's correction counting the rows that can reach "
@@ -221,7 +270,12 @@ def add_report_commands(sub) -> None:
                    help="smallest share of worse seeds among the seeds whose value changed "
                    "that counts as a regression (default 0.64)")
     g.add_argument("--tolerance", type=float, default=0.10,
-                   help="relative worsening of the median or p90 allowed (default 0.10)")
+                   help="relative worsening of the median or p90 allowed when --min-effect of "
+                   "the changed seeds got worse (default 0.10)")
+    g.add_argument("--consistent-tolerance", type=float, default=0.05,
+                   help="relative worsening allowed when every changed seed got worse; the "
+                   "allowance falls linearly from --tolerance to this as that share rises "
+                   "(default 0.05)")
     g.add_argument("--mutations", metavar="all|NAME,...",
                    help="test the gate itself: rerun its runs under each mutation of "
                    "farm.report.mutations and print which it catches (exit 1 on a missed "

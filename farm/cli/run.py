@@ -171,6 +171,14 @@ def describe(s: dict, wall_s: float, first_run: bool = False) -> list[str]:
                          + (f"the run the optimizer observed measured {', '.join(seen)}: a "
                             "noisy draw passed where the mean does not" if seen else
                             "the optimizer never ran it at this size")))
+    pick = s.get("pick")
+    if pick is not None and (rec is None or (pick["config_id"], pick["fidelity"]) !=
+                             (rec["config_id"], rec["fidelity"])):
+        at = f" at dataset size s = {pick['fidelity']:g}" if pick["fidelity"] != 1 else ""
+        rows.append(("own pick", _config_text(pick["config"]) + at + ": the optimizer's own "
+                     "recommendation, " + ("tested" if pick["tested"] else "never run at this "
+                     "size") + ", not credited (the farm credits the best tested feasible "
+                     "configuration)"))
     if best is not None:
         rows.append(("optimum", f"{_config_text(best['config'])}: cost "
                      f"{_value('cost', best.get('cost'), unit)}, time "

@@ -15,6 +15,12 @@ over seeds at each grid point, except Lynceus Fig. 4's p90 curve, which pairs th
 the p90 cost at each step, as the paper does (``paper_p90_curve``). Costs and times to reach a target are inf when never reached,
 reported as p50 / p90 over seeds, and for Accuracy_C also as the mean over seeds, the statistic
 of TrimTuner's figures.
+
+Every statistic reads the configuration the farm credits (``farm.run.metrics.step_quality``).
+The optimizer's own pick has its statistics apart (keys ``pick_...``): TrimTuner's Fig. 1-3
+define theirs on each compared optimizer's own recommendation (TrimTuner's and FABOLAS' are
+model picks at s = 1 from sub-sampled runs), so their reproductions read those
+(``farm.report.papers``), labelled "own pick".
 """
 
 from __future__ import annotations
@@ -30,13 +36,14 @@ import numpy as np
 import pyarrow as pa
 
 from farm.report.papers import FIG4_STAT, PAPER_NUMBERS, PaperNumber
-from farm.run.loop import STATISTICS_COLUMNS
+from farm.run.loop import PICK_COLUMNS, STATISTICS_COLUMNS
 from farm.run.metrics import (
     QUANTILE_METHOD,
     REACH_TARGETS,
     after_warmup,
     final_quality,
     first_reach,
+    pick_quality,
     quantile,
     step_quality,
     worse_quantile,
@@ -121,7 +128,8 @@ def analyse(trace: pa.Table, summaries: Sequence[Mapping]) -> dict[str, DatasetA
     missing = [c for c in STATISTICS_COLUMNS if c not in trace.column_names]
     if missing:
         raise ValueError(f"trace table lacks column {missing[0]!r}")
-    by_run = _split_runs(trace.select(list(STATISTICS_COLUMNS)))
+    by_run = _split_runs(trace.select([c for c in STATISTICS_COLUMNS + PICK_COLUMNS
+                                       if c in trace.column_names]))
     labels = variant_labels(summaries)
     problems: dict[str, set[str]] = {}
     for s in summaries:
@@ -162,7 +170,7 @@ def _split_runs(trace: pa.Table) -> dict[str, dict[str, np.ndarray]]:
 
 
 def _empty_run() -> dict[str, np.ndarray]:
-    return {c: np.empty(0) for c in STATISTICS_COLUMNS[1:]}
+    return {c: np.empty(0) for c in STATISTICS_COLUMNS[1:] + PICK_COLUMNS}
 
 
 def _analyse_dataset(dataset: str, groups: dict[str, Group]) -> DatasetAnalysis:
@@ -189,8 +197,11 @@ def _analyse_dataset(dataset: str, groups: dict[str, Group]) -> DatasetAnalysis:
             curves[label] = {"mean": values.mean(axis=0), "mean_by_time": by_time.mean(axis=0)}
         reached = {target: np.array([_first_reach(t, metric, thr, optimum) for t in g.traces])
                    for target, thr in REACH_TARGETS[metric].items()}
+        picked = {target: np.array([_first_reach(t, metric, thr, optimum, pick=True)
+                                    for t in g.traces])
+                  for target, thr in REACH_TARGETS[metric].items()}
         reach[label] = {target: r[:, 0] for target, r in reached.items()}
-        stats[label] = group_stats(g, metric, reached)
+        stats[label] = group_stats(g, metric, reached, picked)
         if metric == "cno":
             stats[label][FIG4_STAT] = cost_where_curve_reaches(
                 curves[label]["fig4_cost"], curves[label]["fig4_cno"], 1.0)
@@ -250,18 +261,25 @@ def _on_grid(cum: np.ndarray, values: np.ndarray, grid: np.ndarray, before: floa
 
 
 def _first_reach(run: Mapping[str, np.ndarray], metric: str, threshold: float,
-                 optimum: float) -> tuple[float, float]:
-    """(cumulative exploration cost, time) at the first step whose incumbent meets the
-    target (``farm.run.metrics.first_reach``); (inf, inf) when never reached."""
-    i = first_reach(step_quality(run, metric), metric, threshold, optimum)
+                 optimum: float, pick: bool = False) -> tuple[float, float]:
+    """(cumulative exploration cost, time) at the first step whose credited incumbent (with
+    ``pick``: the optimizer's own pick, where the trace has it) meets the target
+    (``farm.run.metrics.first_reach``); (inf, inf) when never reached."""
+    own = pick and "pick_feasible" in run
+    i = first_reach((pick_quality if own else step_quality)(run, metric), metric, threshold,
+                    optimum)
     if i is None:
         return math.inf, math.inf
     return float(run["cum_exploration_cost"][i]), float(run["cum_exploration_time"][i])
 
 
-def group_stats(g: Group, metric: str, reached: Mapping[str, np.ndarray]) -> dict[str, Any]:
-    """The statistics tables and paper comparisons use (keys named in ``paper_numbers``)."""
+def group_stats(g: Group, metric: str, reached: Mapping[str, np.ndarray],
+                picked: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """The statistics tables and paper comparisons use (keys named in ``paper_numbers``):
+    those of the credited incumbent, and ``pick_...`` those of the optimizer's own pick
+    (``reached``, ``picked``: per target, per seed (cost, time) to reach it)."""
     final = np.array([final_quality(s) for s in g.summaries])
+    own = np.array([final_quality(s, pick=True) for s in g.summaries])
     latency = np.concatenate([after_warmup(t["recommendation_latency_s"]) for t in g.traces])
     fit = np.concatenate([after_warmup(t["model_fit_s"]) for t in g.traces])
     stats: dict[str, Any] = {
@@ -272,6 +290,8 @@ def group_stats(g: Group, metric: str, reached: Mapping[str, np.ndarray]) -> dic
         "final_p50": worse_quantile(final, 0.5, metric),
         "final_p90": worse_quantile(final, 0.9, metric),
         "final_mean": float(final.mean()),
+        "pick_final_p50": worse_quantile(own, 0.5, metric),
+        "pick_final_mean": float(own.mean()),
         "latency_median_s": float(np.median(latency)) if len(latency) else math.nan,
         "latency_p90_s": quantile(latency, 0.9),
         "latency_mean_s": float(latency.mean()) if len(latency) else math.nan,
@@ -279,14 +299,17 @@ def group_stats(g: Group, metric: str, reached: Mapping[str, np.ndarray]) -> dic
     }
     if metric == "cno":
         stats["dopt_median"] = stats["final_p50"] - 1.0
-    for target, r in reached.items():
-        stats[f"reach_frac:{target}"] = float(np.isfinite(r[:, 0]).mean())
-        for q in (50, 90):
-            stats[f"reach_p{q}:{target}"] = quantile(r[:, 0], q / 100)
-            stats[f"reach_time_p{q}:{target}"] = quantile(r[:, 1], q / 100)
-        # TrimTuner's figures average over runs (inf when a run never reached the target)
-        stats[f"reach_mean:{target}"] = float(np.mean(r[:, 0])) if len(r) else math.nan
-        stats[f"reach_time_mean:{target}"] = float(np.mean(r[:, 1])) if len(r) else math.nan
+    for prefix, by_target in (("", reached), ("pick_", picked)):
+        for target, r in by_target.items():
+            stats[f"{prefix}reach_frac:{target}"] = float(np.isfinite(r[:, 0]).mean())
+            for q in (50, 90):
+                stats[f"{prefix}reach_p{q}:{target}"] = quantile(r[:, 0], q / 100)
+                stats[f"{prefix}reach_time_p{q}:{target}"] = quantile(r[:, 1], q / 100)
+            # TrimTuner's figures average over runs (inf when a run never reached the target)
+            stats[f"{prefix}reach_mean:{target}"] = (float(np.mean(r[:, 0])) if len(r)
+                                                     else math.nan)
+            stats[f"{prefix}reach_time_mean:{target}"] = (float(np.mean(r[:, 1])) if len(r)
+                                                          else math.nan)
     jobs = [s["recurring_job"] for s in g.summaries if s.get("recurring_job")]
     for key in GUINDANI_METRICS:
         values = [j[key] for j in jobs if j.get(key) is not None]
@@ -328,13 +351,16 @@ def paper_rows(analyses: Mapping[str, DatasetAnalysis],
 # -- the paper's optimizers against the peers --------------------------------------------------
 # The papers' statistics, all lower-is-better: (stat key, what it is, the key of the fraction of
 # runs that reached the target, if it is a reach cost). Lynceus: p90 cost to CNO <= 1.1;
-# TrimTuner: mean cost to 90% of the optimum's Accuracy_C; Guindani et al. (Table 1, a section
+# TrimTuner: mean cost to 90% of the optimum's Accuracy_C, of the credited configuration and
+# (the paper's statistic) of each optimizer's own pick; Guindani et al. (Table 1, a section
 # where guindani ran): unfeasible executions, mean feasible cost per execution, and the final
 # recommendation's CNO.
 PEER_STATS = {
     "cno": (("reach_p90:cno<=1.1", "p90 cost to CNO <= 1.1", "reach_frac:cno<=1.1"),),
     "accuracy_c": (("reach_mean:acc_c>=0.9opt", "mean cost to 90% of the optimum's Accuracy_C",
-                    "reach_frac:acc_c>=0.9opt"),),
+                    "reach_frac:acc_c>=0.9opt"),
+                   ("pick_reach_mean:acc_c>=0.9opt", "the same, own pick (TrimTuner Fig. 1-2)",
+                    "pick_reach_frac:acc_c>=0.9opt")),
     "guindani": (("unfeasible_executions_mean", "mean unfeasible executions", None),
                  ("mean_feasible_cost_mean", "mean feasible cost per execution", None),
                  ("final_mean", "mean final CNO", None)),

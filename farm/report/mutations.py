@@ -148,6 +148,13 @@ def _no_ml_correction(original):
     return lambda log_eic, t_hat, variant, k, t_max: original(log_eic, t_hat, "a", k, t_max)
 
 
+def _feasibility_flipped(self):
+    """The accuracy (quality) constraint modelled on the wrong side: P(a <= A_min) instead of
+    P(a >= A_min)."""
+    if self._quality is not None:
+        self._sign, self._acc_min = -self._sign, -self._acc_min
+
+
 def _new_rng_stream(original):
     def __init__(self, space, problem, seed=0, *a, **k):
         original(self, space, problem, seed, *a, **k)
@@ -197,6 +204,16 @@ GP_FAMILY = ("eic", "eic-usd-gp", "bo-ei", "trimtuner", "fabolas", "fabulinus", 
 
 def _param(name: str, test: Callable[[Any], bool]) -> Callable[[RunSpec], bool]:
     return lambda run: test(run.params.get(name))
+
+
+def _quality_constrained(run: RunSpec) -> bool:
+    """Whether the run's problem constrains a metric besides time and cost (Lynceus' second
+    ensemble, its probability of feasibility)."""
+    from oracle.registry import load
+
+    constraints = (run.constraints if run.constraints is not None
+                   else [str(c) for c in load(run.dataset).meta.problem.constraints])
+    return any(not c.startswith(("time", "cost")) for c in constraints)
 
 
 def _repeated_measurements(run: RunSpec) -> bool:
@@ -280,6 +297,25 @@ MUTATIONS: tuple[Mutation, ...] = (
                              _after_init(_set_config("stop_threshold", 0.01, 0.10))),
              probe={**_SYN, "optimizer": "lynceus", "iterations": 25},
              when=_param("stop_threshold", 0.01.__eq__)),
+    Mutation("lynceus-reward-not-per-cost", "regression", ("lynceus", "obol", "nephele",
+                                                          "eic-usd"),
+             "the next configuration chosen by its path's reward R instead of reward per cost "
+             "R/C [Lynceus Alg. 1 l. 28]",
+             lambda: patched("optimizers.lynceus:Lynceus.select_by", lambda original: "reward"),
+             probe={**_SYN, "optimizer": "lynceus"}),
+    Mutation("lynceus-feasibility-flipped", "regression", LYNCEUS,
+             "the accuracy constraint's probability of feasibility taken on the wrong side, "
+             "P(a <= A_min) [Lynceus Sec. IV-A]",
+             lambda: patched("optimizers.lynceus:Lynceus.__init__",
+                             _after_init(_feasibility_flipped)),
+             probe={**_SYN, "optimizer": "lynceus"}, when=_quality_constrained,
+             exercised_by="a problem with an accuracy constraint (synthetic, Nephele's part)"),
+    Mutation("trees-ensemble-of-one", "regression", LYNCEUS,
+             "the bagging ensemble cut to one tree: no spread between trees, sigma at its "
+             "floor [Lynceus Sec. IV-A]",
+             lambda: patched("optimizers.lynceus:Lynceus.__init__",
+                             _after_init(_force_config("n_trees", 1))),
+             probe={**_SYN, "optimizer": "eic-usd"}),
     Mutation("oracle-mean", "regression", ("*",),
              "the oracle's noise draw replaced by the mean of the repeated measurements",
              lambda: patched("oracle.oracle:Oracle.__init__",
@@ -374,7 +410,8 @@ class MutationResult:
 
 def mutation_table(runs: Sequence, baseline: dict, mutations: Sequence[Mutation],
                    workers: int = 2, alpha: float = 0.05, tolerance: float = 0.10,
-                   min_effect: float = 0.64, store: Path | None = None,
+                   min_effect: float = 0.64, consistent_tolerance: float = 0.05,
+                   store: Path | None = None,
                    progress: Callable[[str], None] | None = None) -> list[MutationResult]:
     """For each mutation: rerun the ``runs`` it affects under it and run the gate against
     ``baseline``, the other runs keeping the baseline's values (what unmutated code
@@ -384,7 +421,13 @@ def mutation_table(runs: Sequence, baseline: dict, mutations: Sequence[Mutation]
     reruns its new seeds, and a new statistic or a gate on a subset of the runs (the short CI
     gate on the nightly's results) reruns nothing."""
     from farm.report.analysis import variant_labels
-    from farm.report.regress import compare, quality_values, read_baseline, write_baseline
+    from farm.report.regress import (
+        compare,
+        quality_values,
+        read_baseline,
+        same,
+        write_baseline,
+    )
 
     labels = variant_labels([{"run_key": r.run_key, "optimizer": r.optimizer,
                               "params": r.resolved().params} for r in runs])
@@ -407,11 +450,12 @@ def mutation_table(runs: Sequence, baseline: dict, mutations: Sequence[Mutation]
         mutated, reused = _restrict(kept, affected, key), len(affected) - len(missing)
         wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
         rows = compare(base, {**base, **mutated}, alpha=alpha, tolerance=tolerance,
-                       min_effect=min_effect)
+                       min_effect=min_effect, consistent_tolerance=consistent_tolerance)
         touched = [r for r in rows if r.key in mutated and r.verdict != "not run"]
         strongest = min(touched, key=lambda r: (r.p_holm, r.p_worse, -r.effect), default=None)
-        changed = sum(v != base[k]["seeds"][s] for k, e in mutated.items()
-                      for s, v in e["seeds"].items())
+        changed = sum(not all(same(v[q], base[k]["seeds"][s][q]) for q in v)
+                      for k, e in mutated.items() for s, v in e["seeds"].items()
+                      if s in base.get(k, {}).get("seeds", ()))
         out.append(MutationResult(m, len(affected), changed, wall, cpu, reused,
                                   [r for r in rows if r.verdict == "REGRESSION"],
                                   [r for r in rows if r.verdict == "improved"], strongest))

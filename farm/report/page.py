@@ -8,7 +8,7 @@ import base64
 import html
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,28 +16,32 @@ import numpy as np
 
 from farm.report import plots
 from farm.report.analysis import DatasetAnalysis
-from farm.report.sections import SECTIONS
+from farm.report.sections import SECTIONS, Section
 from farm.run.metrics import REACH_TARGETS
 
 __all__ = ["MAX_CURVES", "chosen_variants", "write_report"]
 
 
 def write_report(analyses: Mapping[str, DatasetAnalysis], out_dir: Path,
-                 title: str = "optfarm report") -> list[Path]:
+                 title: str = "optfarm report", sections: Sequence[Section] = SECTIONS,
+                 per_dataset: bool = True, intro: str | None = None) -> list[Path]:
     """Write the PNG figures, ``stats.json`` and ``report.html`` into ``out_dir``; returns
-    the files written."""
+    the files written. ``sections`` are the page-wide sections (``farm leaderboard`` gives its
+    own, and its ``intro`` text instead of the definitions of the curves), after a table and
+    figures per dataset unless ``per_dataset`` is false."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
-    body = [f"<h1>{html.escape(title)}</h1>", _DEFINITIONS]
-    for name, a in analyses.items():
+    body = [f"<h1>{html.escape(title)}</h1>",
+            _DEFINITIONS if intro is None else f"<p>{html.escape(intro)}</p>"]
+    for name, a in analyses.items() if per_dataset else ():
         body.append(f"<h2>{html.escape(name)} ({'CNO' if a.metric == 'cno' else 'Accuracy_C'},"
                     f" {sum(s['runs'] for s in a.stats.values())} runs)</h2>")
         body.append(_table(_summary_rows(a)))
         figs = _figures(name, a, out_dir)
         files += figs
         body += [_img(f) for f in figs]
-    for section in SECTIONS:
+    for section in sections:
         rows = section.rows(analyses)
         if rows or section.empty is not None:
             body += [f"<h2>{html.escape(section.title)}</h2>",
@@ -125,6 +129,7 @@ def _summary_rows(a: DatasetAnalysis) -> list[dict[str, Any]]:
                                                   f"{_fmt(s[f'reach_p90:{target}'])}")
             if a.metric != "cno":
                 row[f"cost to {target} mean"] = s[f"reach_mean:{target}"]
+                row[f"own pick: cost to {target} mean"] = s[f"pick_reach_mean:{target}"]
             row[f"time to {target} p50 (s)"] = s[f"reach_time_p50:{target}"]
             row[f"reached {target}"] = f"{s[f'reach_frac:{target}']:.0%}"
         rows.append(row)

@@ -28,17 +28,32 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import bootstrap, friedmanchisquare, rankdata, studentized_range, wilcoxon
+from scipy.stats import (
+    bootstrap,
+    friedmanchisquare,
+    rankdata,
+    studentized_range,
+    wilcoxon,
+)
 
 from farm.report.regress import holm_tarone, paired_differences
 from farm.run.metrics import quantile
 
-__all__ = ["average_ranks", "censored_share", "cliques", "friedman", "nemenyi_cd", "rank_intervals",
-           "table_ranks", "table_scores", "win_tie_loss", "wilcoxon_holm"]
+__all__ = [
+    "average_ranks",
+    "censored_share",
+    "cliques",
+    "friedman",
+    "nemenyi_cd",
+    "rank_intervals",
+    "table_ranks",
+    "table_scores",
+    "wilcoxon_holm",
+    "win_tie_loss",
+]
 
 
 def table_scores(tidy: pd.DataFrame) -> pd.DataFrame:
@@ -61,7 +76,10 @@ def average_ranks(scores: pd.DataFrame) -> pd.Series:
 
 def friedman(scores: pd.DataFrame) -> tuple[float, float]:
     """Friedman's chi-square statistic and p-value over the tables (blocks) for the optimizers
-    (k >= 3 columns, N >= 2 rows), tie-corrected; ``inf`` scores rank last."""
+    (k >= 3 columns, N >= 2 rows), tie-corrected; ``inf`` scores rank last. Every table a
+    complete tie: (0, 1)."""
+    if (scores.nunique(axis=1) == 1).all():
+        return 0.0, 1.0
     stat, p = friedmanchisquare(*(scores[c].to_numpy() for c in scores.columns))
     return float(stat), float(p)
 
@@ -129,7 +147,7 @@ def win_tie_loss(tidy: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
         both = wide[[a, b]].dropna()
         x, y = both[a].to_numpy(), both[b].to_numpy()
         with np.errstate(invalid="ignore"):
-            win, tie = int(np.sum(x < y)), int(np.sum((x == y)))
+            win, tie = int(np.sum(x < y)), int(np.sum(x == y))
         rows.append({"a": a, "b": b, "win": win, "tie": tie, "loss": len(x) - win - tie,
                      "p": _signed_rank_p(paired_differences(x, y))})
     pairs = _holm(pd.DataFrame(rows, columns=["a", "b", "win", "tie", "loss", "p"]), alpha)

@@ -2,6 +2,10 @@
 loop, the sweep's summary table, the store's index, MLflow, ``farm report``, ``farm regress``
 and ``farm bench`` all compute their numbers here.
 
+- Which recommendation: the configuration the farm credits, the best tested feasible one by
+  the run's own observations (``farm.run.recommendation``), in every statistic
+  (``step_quality``, ``final_quality``, the reach costs, ``quality_auc``); the optimizer's own
+  pick is kept apart (``pick_quality``, the summary's ``pick``).
 - Quality of a recommendation: CNO (Lynceus Sec. VI), the true cost of the recommendation over
   the cheapest truly feasible configuration's, is inf without a recommendation or when the
   recommendation is truly infeasible (the raw cost ratio is kept as ``cno_raw``); Accuracy_C
@@ -27,14 +31,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from farm.run.recommendation import constraint_checks, true_values
+from farm.run.recommendation import TestedIncumbent, constraint_checks, true_values
 from farm.run.recurring_job import recurring_job_metrics
 from oracle.oracle import Oracle
 
 __all__ = ["AUC_CNO_CAP", "QUANTILE_METHOD", "REACH_TARGETS", "TARGET_LABELS", "accuracy_c",
-           "after_warmup", "cno", "final_quality", "first_reach", "latency_stats", "quality_auc",
-           "quantile", "recommendation_quality", "step_quality", "summarize", "target_check",
-           "true_quality", "worse_quantile"]
+           "after_warmup", "cno", "final_quality", "first_reach", "latency_stats", "pick_quality",
+           "quality_auc", "quantile", "recommendation_quality", "step_quality", "summarize",
+           "target_check", "true_quality", "worse_quantile"]
 
 # metric -> {label: threshold}: CNO thresholds of Lynceus Fig. 4-5 (1: the optimum itself), and
 # Accuracy_C as a fraction of the feasible optimum's (TrimTuner Fig. 1).
@@ -108,12 +112,24 @@ def recommendation_quality(oracle: Oracle, config_id: int | None,
 
 
 def step_quality(run: Mapping[str, np.ndarray], metric: str) -> np.ndarray:
-    """Per-step incumbent quality from trace columns: CNO (inf unless truly feasible: traces
-    stored before ``incumbent_cno_raw`` existed hold the raw ratio) or Accuracy_C."""
+    """Per-step quality of the credited incumbent (the best tested feasible configuration,
+    ``farm.run.recommendation``) from trace columns: CNO (inf unless truly feasible: traces
+    stored before ``incumbent_cno_raw`` existed hold the raw ratio) or Accuracy_C. The one
+    place every statistic reads a step's credited quality."""
+    return _quality(run, metric, "incumbent")
+
+
+def pick_quality(run: Mapping[str, np.ndarray], metric: str) -> np.ndarray:
+    """Per-step quality of the optimizer's own pick (``pick_*`` trace columns), read only
+    where a paper's statistic is defined on every compared optimizer's own pick."""
+    return _quality(run, metric, "pick")
+
+
+def _quality(run: Mapping[str, np.ndarray], metric: str, prefix: str) -> np.ndarray:
     if metric == "cno":
-        return np.where(np.asarray(run["incumbent_feasible"]).astype(bool),
-                        np.asarray(run["incumbent_cno"], dtype=float), math.inf)
-    return np.nan_to_num(np.asarray(run["incumbent_accuracy_c"], dtype=float), nan=0.0)
+        return np.where(np.asarray(run[f"{prefix}_feasible"]).astype(bool),
+                        np.asarray(run[f"{prefix}_cno"], dtype=float), math.inf)
+    return np.nan_to_num(np.asarray(run[f"{prefix}_accuracy_c"], dtype=float), nan=0.0)
 
 
 def first_reach(quality: np.ndarray, metric: str, threshold: float,
@@ -145,10 +161,13 @@ def target_check(oracle: Oracle, label: str) -> Callable[[Mapping[str, Any]], bo
     return reached
 
 
-def final_quality(summary: Mapping) -> float:
-    """The final recommendation's quality from a run summary: CNO (inf unless truly feasible;
-    also for summaries stored when ``cno`` held the raw ratio) or Accuracy_C (0 without one)."""
-    rec, metric = summary.get("recommendation"), summary["metric"]
+def final_quality(summary: Mapping, pick: bool = False) -> float:
+    """The final credited recommendation's quality from a run summary (with ``pick``: the
+    optimizer's own pick's; summaries stored before the pick was kept apart hold it as the
+    recommendation): CNO (inf unless truly feasible; also for summaries stored when ``cno``
+    held the raw ratio) or Accuracy_C (0 without one)."""
+    metric = summary["metric"]
+    rec = summary.get("pick" if pick and "pick" in summary else "recommendation")
     if metric == "cno":
         return float(rec["cno"]) if rec and rec["feasible"] else math.inf
     return float(rec["accuracy_c"]) if rec else 0.0
@@ -210,31 +229,39 @@ def quality_auc(quality: np.ndarray, cum_cost: np.ndarray, oracle: Oracle) -> fl
     return float(np.sum(values * np.diff(np.maximum.accumulate(edges))) / (hi - lo))
 
 
-def summarize(spec, oracle: Oracle, trace: pa.Table, recommendation: tuple[int | None, float],
-              stop_reason: str, warmup_s: float | None) -> dict[str, Any]:
-    """The run summary ``farm run --json`` prints and the store keeps. ``recommendation`` is
-    the final (config_id, fidelity)."""
+def summarize(spec, oracle: Oracle, trace: pa.Table, credited: TestedIncumbent,
+              pick: tuple[int | None, float], stop_reason: str,
+              warmup_s: float | None) -> dict[str, Any]:
+    """The run summary ``farm run --json`` prints and the store keeps: ``recommendation`` is
+    the configuration the farm credits (``credited.best()``), ``pick`` the optimizer's own
+    final (config_id, fidelity) with its own reach costs and ``quality_auc``; ``tested`` says
+    whether the run evaluated the pick."""
     metric = oracle.problem.metric
     best = oracle.optimum()
     optimum_value = true_quality(oracle, best) if best is not None else math.nan
-    cid, fid = recommendation
-    rec = None
-    if cid is not None:
-        rec = {"config_id": cid, "config": oracle.space.config(cid),
-               "fidelity": fid,
-               **recommendation_quality(oracle, cid, fid)}
     n = trace.num_rows
     cum = trace.column("cum_exploration_cost").to_numpy()
-    quality = step_quality({c: trace.column(c).to_numpy(zero_copy_only=False) for c in
-                            ("incumbent_cno", "incumbent_accuracy_c", "incumbent_feasible")},
-                           metric)
-    reach = {}
-    for label, threshold in REACH_TARGETS[metric].items():
-        i = first_reach(quality, metric, threshold, optimum_value)
-        reach[label] = None if i is None else float(cum[i])
-    if rec is not None:
-        rec.update(true_values(oracle, cid, fid))
-        rec["constraints"] = constraint_checks(oracle, cid, trace, fid)
+    columns = {c: trace.column(c).to_numpy(zero_copy_only=False) for c in trace.column_names}
+
+    def described(cid: int | None, fid: float) -> dict[str, Any] | None:
+        if cid is None:
+            return None
+        return {"config_id": cid, "config": oracle.space.config(cid), "fidelity": fid,
+                **recommendation_quality(oracle, cid, fid), **true_values(oracle, cid, fid),
+                "constraints": constraint_checks(oracle, cid, trace, fid)}
+
+    def reach(quality: np.ndarray) -> dict[str, float | None]:
+        out = {}
+        for label, threshold in REACH_TARGETS[metric].items():
+            i = first_reach(quality, metric, threshold, optimum_value)
+            out[label] = None if i is None else float(cum[i])
+        return out
+
+    quality = step_quality(columns, metric)
+    picked = pick_quality(columns, metric)
+    pick_rec = described(*pick)
+    if pick_rec is not None:
+        pick_rec["tested"] = credited.tested(*pick)
     summary = {
         "run_key": spec.run_key,
         "dataset": spec.dataset,
@@ -248,15 +275,18 @@ def summarize(spec, oracle: Oracle, trace: pa.Table, recommendation: tuple[int |
         "exploration_cost": float(trace.column("cost").to_numpy().sum()) if n else 0.0,
         "exploration_time": float(trace.column("time").to_numpy().sum()) if n else 0.0,
         "stop_reason": stop_reason,
-        "recommendation": rec,
+        "recommendation": described(*credited.best()),
         "optimum": None if best is None else {"config_id": best, metric: optimum_value,
                                               "config": oracle.space.config(best),
                                               **true_values(oracle, best)},
         "units": {"cost": oracle.dataset.meta.cost_unit, "time": "s"},
         # the unit of Lynceus' pooled cost CDFs over jobs (Sec. VI: Scout, CherryPick)
         "mean_config_cost": float(np.nanmean(oracle.true_cost[:, -1])),
-        "exploration_cost_to_reach": reach,
+        "exploration_cost_to_reach": reach(quality),
         "quality_auc": quality_auc(quality, cum, oracle),
+        "pick": pick_rec,
+        "pick_exploration_cost_to_reach": reach(picked),
+        "pick_quality_auc": quality_auc(picked, cum, oracle),
         "recommendation_latency_s": {
             **latency_stats(trace.column("recommendation_latency_s").to_numpy()),
             "warmup": warmup_s},

@@ -49,7 +49,7 @@ from oracle.problem import Constraint, Objective
 from oracle.spelling import did_you_mean
 
 __all__ = ["DEFAULT_MAX_RUNS", "SpecError", "SweepSpec", "expand", "expand_keyed", "inline_spec",
-           "load_spec", "parse_spec"]
+           "load_spec", "parse_spec", "read_yaml"]
 
 Scalar = bool | int | float | str
 DEFAULT_MAX_RUNS = 200_000   # a sweep larger than this needs --max-runs
@@ -250,6 +250,12 @@ def _is_branch(part) -> bool:
 
 def load_spec(path: str | Path) -> SweepSpec:
     """Read and validate a YAML sweep spec."""
+    return parse_spec(read_yaml(path), str(path))
+
+
+def read_yaml(path: str | Path) -> Any:
+    """The YAML document of a spec file; SpecError (one line) for a missing or unreadable file,
+    invalid YAML or a key given twice."""
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"{path}: no such sweep spec")
@@ -261,7 +267,7 @@ def load_spec(path: str | Path) -> SweepSpec:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
         raise SpecError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
-    return parse_spec(data, str(path))
+    return data
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

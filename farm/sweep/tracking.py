@@ -55,7 +55,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from farm.run.loop import STATISTICS_COLUMNS
+from farm.run.loop import PICK_COLUMNS, STATISTICS_COLUMNS
 from farm.sweep import variants
 from farm.sweep.store import FolderLock, Store, fault_point
 
@@ -649,7 +649,7 @@ class Tracker:
 
 
 # the trace columns the report's aggregation reads (``farm.report.analysis.analyse``)
-_AGGREGATED_COLUMNS = list(STATISTICS_COLUMNS)
+_AGGREGATED_COLUMNS = list(STATISTICS_COLUMNS + PICK_COLUMNS)
 
 
 def _span_ms(record: dict) -> tuple[int, int]:

@@ -3,7 +3,7 @@ CMA-ES and random samplers; SMAC3's HPO facade), wrapped as farm optimizers over
 table. They need the optional extra ``pip install 'optfarm[peers]'`` and import their library
 only when built."""
 
-from .optuna_samplers import OptunaCmaEs, OptunaGP, OptunaRandom, OptunaTPE
+from .optuna_peers import OptunaCmaEs, OptunaGP, OptunaRandom, OptunaTPE
 from .smac_facade import SmacHPO
 
 __all__ = ["OptunaTPE", "OptunaGP", "OptunaCmaEs", "OptunaRandom", "SmacHPO"]

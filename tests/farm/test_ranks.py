@@ -111,3 +111,8 @@ def test_bootstrap_intervals_hold_the_mean_rank():
     # A's ranks (1, 1.5, 2, 1) bound any resampled mean
     assert iv.loc["A", "low"] >= 1.0 and iv.loc["A", "high"] <= 2.0
     assert np.isfinite(iv[["low", "high"]].to_numpy()).all()
+
+
+def test_friedman_of_complete_ties_is_no_evidence():
+    tied = {t: {"A": [1.0], "B": [1.0], "C": [1.0]} for t in ("t1", "t2")}
+    assert friedman(table_scores(tidy(tied))) == (0.0, 1.0)

@@ -16,7 +16,8 @@ import yaml
 from farm.cli import main
 from farm.run.loop import run_one
 from farm.run.spec import RunSpec
-from farm.sweep.spec import SpecError, expand, load_spec, parse_spec
+from farm.sweep.board_spec import parse_board_spec
+from farm.sweep.spec import SpecError, expand, load_spec, parse_spec, read_yaml
 from farm.sweep.store import Store, signature, spec_from_dict
 from optimizers.base import Suggestion
 from optimizers.random_search import RandomSearch
@@ -145,7 +146,8 @@ def test_shipped_specs_validate():
             "obol", "nephele", "trimtuner-comparison", "peers-lynceus-tf",
             "peers-scout-cherrypick", "peers-trimtuner", "peers-guindani"} <= names
     for path in paths:
-        spec = load_spec(path)
+        data = read_yaml(path)   # a leaderboard spec is a sweep spec with a board section
+        spec = parse_board_spec(data, str(path))[0] if "board" in data else load_spec(path)
         if all(o.name in available() and not missing_extra(o.name)
                for o in spec.optimizer_entries()):
             assert expand(spec), path  # names and parameters known to the registry

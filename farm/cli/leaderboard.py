@@ -1,0 +1,203 @@
+"""``farm leaderboard``: which optimizer for my job, across every table (added to the parser
+of ``farm.cli``).
+
+``farm leaderboard SPEC`` runs the runs of a leaderboard spec (``farm.sweep.board_spec``) its
+output folder lacks, as ``farm sweep`` does, then writes the board (``farm.report.leaderboard``)
+into ``OUT/leaderboard/`` and logs it on the sweep's MLflow parent run, as ``farm report``
+does; ``farm leaderboard SWEEP_DIR`` reads a finished sweep; ``--datasets A,B`` puts the user's
+own tables (``farm datasets import``) on the board of SPEC (default the shipped first look).
+
+Exit codes: 0 the board is written; 1 some runs failed (the board of the runs that finished
+is still written) or the folder could not be written; 2 bad input, one line on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_json, print_table
+from .report import log_report_files
+from .sweep import _signals_interrupt as signals_interrupt
+
+__all__ = ["add_leaderboard_command"]
+
+FIRST_LOOK = Path(__file__).resolve().parents[2] / "sweeps" / "leaderboard-first-look.yaml"
+SETTINGS_FILE = "board.json"   # the board's budgets, beside the sweep's own files
+
+
+def _error(message: str) -> int:
+    print(f"farm: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _numbers(text: str | None, kind, flag: str) -> list | None:
+    if text is None:
+        return None
+    try:
+        values = [kind(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v <= 0 for v in values):
+        raise ValueError(f"{flag} {text!r}: give positive numbers separated by commas")
+    return sorted(values)
+
+
+def cmd_leaderboard(args) -> int:
+    from farm.sweep.spec import SpecError
+
+    try:
+        budgets = _numbers(args.budgets, float, "--budgets")
+        evaluations = _numbers(args.evaluations, int, "--evaluations")
+    except ValueError as e:
+        return _error(str(e))
+    target = Path(args.target) if args.target else None
+    if target is not None and target.is_dir():
+        if args.datasets:
+            return _error("--datasets runs a spec; give a SPEC (or none), not a sweep folder")
+        return _board(target, budgets, evaluations, args, failed=0)
+    if target is None and not args.datasets:
+        return _error("give a leaderboard SPEC, a sweep folder, or --datasets")
+    spec_path = target or FIRST_LOOK
+    datasets = [d.strip() for d in (args.datasets or "").split(",") if d.strip()] or None
+    try:
+        from farm.sweep.board_spec import load_board_spec
+
+        resolved = load_board_spec(spec_path, datasets)
+    except SpecError as e:
+        return _error(str(e))
+    spec = resolved.sweep
+    if args.seeds:
+        spec = spec.model_copy(update={"seeds": args.seeds})
+    name = spec.name if not datasets else f"leaderboard-{'+'.join(datasets)}"[:80]
+    out = Path(args.out or Path("sweeps-out") / name)
+    for note in resolved.notes:
+        print(f"left out: {note}", file=sys.stderr)
+    failed = _run(spec, str(spec_path), out, args)
+    if failed is None:
+        return EXIT_FAILED
+    from farm.sweep.store import atomic_write_json
+
+    atomic_write_json(out / SETTINGS_FILE, {**resolved.settings.model_dump(),
+                                            "left_out": resolved.notes})
+    return _board(out, budgets, evaluations, args, failed)
+
+
+def _run(spec, source: str, out: Path, args) -> int | None:
+    """Run what the folder lacks; the number of failed runs (None: the sweep could not run,
+    said on stderr)."""
+    from farm.sweep.capacity import ClusterLost
+    from farm.sweep.runner import run_sweep
+    from farm.sweep.store import DamagedFile, FolderBusy, StoreError
+
+    try:
+        with signals_interrupt():   # SIGTERM / SIGHUP end it as Ctrl-C does, runs kept
+            report = run_sweep(spec, out, source=source,
+                               backend="serial" if args.serial else None,
+                               max_in_flight=args.max_in_flight,
+                               tracking=False if args.no_tracking else None,
+                               tracking_uri=args.tracking_uri, progress=not args.no_progress)
+    except (FolderBusy, DamagedFile, ClusterLost, StoreError) as e:
+        print(f"farm: error: {e}", file=sys.stderr)
+        return None
+    for f in report.failures[:10]:
+        s = f["spec"]
+        print(f"failed: {s['optimizer']} on {s['dataset']} seed {s['seed']}: {f['error']}",
+              file=sys.stderr)
+    if not args.json:
+        print(f"sweep {spec.name}: {len(report.runs)} runs, {report.skipped} already done, "
+              f"{report.done} run now, {report.failed} failed ({report.wall_s:.1f} s) -> {out}")
+    return report.failed
+
+
+def _board(sweep_dir: Path, budgets, evaluations, args, failed: int) -> int:
+    from farm.report.analysis import analyse
+    from farm.report.leaderboard import (
+        BOARD_TITLES,
+        DEFAULT_BUDGETS,
+        INTRO,
+        Budget,
+        best_by_family,
+        build_boards,
+        sections,
+        standings_rows,
+    )
+    from farm.report.page import write_report
+    from farm.sweep.results import load_sweep
+
+    settings_path = sweep_dir / SETTINGS_FILE
+    settings = json.loads(settings_path.read_text()) if settings_path.is_file() else {}
+    budgets = sorted(budgets or settings.get("budgets") or [
+        b.amount for b in DEFAULT_BUDGETS if b.axis == "cost"])
+    evaluations = sorted(evaluations or settings.get("evaluations") or [
+        b.amount for b in DEFAULT_BUDGETS if b.axis == "evaluations"])
+    try:
+        trace, summaries = load_sweep(sweep_dir)
+        analyses = analyse(trace, summaries)
+    except ValueError as e:
+        return _error(str(e))
+    boards = build_boards(analyses, [*(Budget("cost", float(b)) for b in budgets),
+                                     *(Budget("evaluations", int(n)) for n in evaluations)])
+    out = Path(args.report) if args.report else sweep_dir / "leaderboard"
+    files = write_report(analyses, out, f"optfarm leaderboard: {sweep_dir.resolve().name}",
+                         sections=sections(boards), per_dataset=False, intro=INTRO)
+    result = {metric: {
+        "title": BOARD_TITLES[metric], "budget": b.headline.budget.label,
+        "tables": len(b.tables), "seeds": int(b.tidy["seed"].nunique()),
+        "friedman": b.headline.friedman, "nemenyi_cd": b.headline.cd,
+        "cliques": b.headline.cliques, "standings": standings_rows(b),
+        "best_by_family": {f: {"optimizers": o, "mean_rank": r}
+                           for f, (o, r) in best_by_family(b).items()},
+        "left_out": b.left_out} for metric, b in boards.items()}
+    board_json = out / "leaderboard.json"
+    board_json.write_text(json.dumps(result, indent=1, default=str))
+    files.append(board_json)
+    logged = None if args.no_tracking else log_report_files(
+        sweep_dir, files, args.tracking_uri, folder="leaderboard", quiet=args.json)
+    if args.json:
+        print_json({"runs": len(summaries), "failed": failed, "report": str(out / "report.html"),
+                    "files": [str(f) for f in files], "mlflow_logged": logged,
+                    "boards": result, "left_out": settings.get("left_out", [])})
+    else:
+        for metric, r in result.items():
+            _print_board(r, boards[metric])
+        print(f"\nleaderboard of {len(summaries)} runs: {out / 'report.html'}")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _print_board(r: dict, board) -> None:
+    rank_key = f"mean rank at {r['budget']}"
+    print(f"\n{r['title']}: {r['tables']} tables, {r['seeds']} seeds, at {r['budget']}")
+    print_table(r["standings"], ["place", "optimizer", rank_key,
+                                 "90% interval (bootstrap over tables)",
+                                 "no feasible recommendation (runs)", "best in"])
+    if r["friedman"]:
+        chi2, p = r["friedman"]
+        print(f"Friedman chi2 = {chi2:.3g} (p = {p:.3g}); Nemenyi CD = {r['nemenyi_cd']:.3g}; "
+              f"not separated by Wilcoxon-Holm: "
+              + ("; ".join(", ".join(c) for c in r["cliques"]) or "-"))
+
+
+def add_leaderboard_command(sub) -> None:
+    b = sub.add_parser("leaderboard", help="rank every optimizer across every table at equal "
+                       "budgets (runs what a spec's folder lacks, or reads a sweep folder)")
+    b.add_argument("target", nargs="?", metavar="SPEC|SWEEP_DIR",
+                   help="a leaderboard spec (sweeps/leaderboard*.yaml) or a sweep folder")
+    b.add_argument("--datasets", help="your tables (comma list): the board of SPEC (default "
+                   "sweeps/leaderboard-first-look.yaml) on these tables")
+    b.add_argument("--seeds", type=int, help="seeds 0..N-1 instead of the spec's")
+    b.add_argument("--budgets", help="cost budgets read, in multiples of each table's mean "
+                   "configuration cost (default the spec's, e.g. 5,10,25,50)")
+    b.add_argument("--evaluations", help="evaluation budgets read (default the spec's, e.g. "
+                   "5,10,20,40)")
+    b.add_argument("--out", help="the sweep's output folder (default sweeps-out/NAME)")
+    b.add_argument("--report", help="where the board goes (default OUT/leaderboard)")
+    b.add_argument("--serial", action="store_true", help="run in this process, without Ray")
+    b.add_argument("--max-in-flight", type=int, help="runs at once (default: cluster CPUs)")
+    b.add_argument("--tracking-uri", help="MLflow tracking URI (default $MLFLOW_TRACKING_URI, "
+                   "else sqlite:///OUT/mlflow.db)")
+    b.add_argument("--no-tracking", action="store_true", help="no MLflow")
+    b.add_argument("--no-progress", action="store_true", help="no progress bar")
+    b.add_argument("--json", action="store_true", help="print one JSON object (the boards)")
+    b.set_defaults(func=cmd_leaderboard)

@@ -1,0 +1,123 @@
+"""The leaderboard's figures (matplotlib, Agg backend), from ``farm.report.leaderboard``:
+
+- ``plot_cd``: the critical-difference diagram (Demšar 2006, Fig. 1): the average ranks on an
+  axis, best on the left, thick bars joining the optimizers no pairwise test separates, and
+  Nemenyi's critical difference as a scale bar;
+- ``plot_rank_budget``: average rank against budget (anytime), one panel per budget axis;
+- ``plot_heatmap``: the table x optimizer matrix of median CNO (or Accuracy_C / optimum).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.colors import LogNorm
+from matplotlib.ticker import FuncFormatter, NullFormatter
+
+__all__ = ["plot_cd", "plot_heatmap", "plot_rank_budget"]
+
+
+def plot_cd(path: Path, mean_ranks: pd.Series, cliques: Sequence[Sequence[str]], cd: float,
+            title: str) -> Path:
+    """The critical-difference diagram of ``mean_ranks`` (best first)."""
+    k = len(mean_ranks)
+    names, values = list(mean_ranks.index), mean_ranks.to_numpy(dtype=float)
+    half = (k + 1) // 2
+    height = 1.4 + 0.28 * max(half, k - half) + 0.18 * len(cliques)
+    fig, ax = plt.subplots(figsize=(8.5, height))
+    lo, hi = 1, max(k, 2)
+    ax.set_xlim(lo - 0.6, hi + 0.6)
+    top = 0.0
+    ax.set_ylim(-(0.35 + 0.28 * max(half, k - half) + 0.18 * len(cliques)), 0.9)
+    ax.hlines(top, lo, hi, color="k", lw=1)
+    for r in range(lo, hi + 1):
+        ax.vlines(r, top, top + 0.08, color="k", lw=1)
+        ax.text(r, top + 0.13, str(r), ha="center", va="bottom", fontsize=9)
+    if math.isfinite(cd) and cd < hi - lo + 1:
+        ax.hlines(top + 0.55, lo, lo + cd, color="k", lw=1.5)
+        ax.vlines([lo, lo + cd], top + 0.5, top + 0.6, color="k", lw=1.5)
+        ax.text(lo + cd / 2, top + 0.62, f"Nemenyi CD = {cd:.2f}", ha="center", va="bottom",
+                fontsize=8)
+    bars = 0.18 * len(cliques)
+    for i, (name, value) in enumerate(zip(names, values)):
+        left = i < half
+        row = i if left else k - 1 - i
+        y = -(0.3 + bars + 0.28 * row)
+        ax.vlines(value, y, top, color="0.3", lw=0.8)
+        x_end = lo - 0.5 if left else hi + 0.5
+        ax.hlines(y, min(value, x_end), max(value, x_end), color="0.3", lw=0.8)
+        ax.text(x_end + (-0.05 if left else 0.05), y, f"{name} ({value:.2f})",
+                ha="right" if left else "left", va="center", fontsize=8)
+    for j, clique in enumerate(cliques):
+        xs = [float(mean_ranks[n]) for n in clique]
+        ax.hlines(-(0.12 + 0.18 * j), min(xs) - 0.03, max(xs) + 0.03, color="k", lw=3)
+    ax.axis("off")
+    fig.subplots_adjust(left=0.22, right=0.78)
+    return _save(fig, path, title)
+
+
+def plot_rank_budget(path: Path, curves: Mapping[str, Mapping[str, pd.Series]],
+                     title: str) -> Path:
+    """Average rank (y, 1 on top) against budget (x), one panel per axis: ``curves`` is
+    axis name -> budget label -> mean ranks per optimizer."""
+    fig, axes = plt.subplots(1, len(curves), figsize=(6.2 * len(curves), 4.6), squeeze=False)
+    names = sorted({n for by in curves.values() for s in by.values() for n in s.index})
+    cmap = plt.get_cmap("tab10")
+    for ax, (axis, by_budget) in zip(axes[0], curves.items()):
+        labels = list(by_budget)
+        x = np.arange(len(labels))
+        for i, name in enumerate(names):
+            y = [by_budget[b].get(name, np.nan) for b in labels]
+            ax.plot(x, y, marker="o", ms=3, lw=1.3, color=cmap(i % 10), label=name,
+                    ls=("-", "--", ":")[i // 10 % 3])
+        ax.set_xticks(x, labels)
+        ax.set_xlabel(axis)
+        ax.set_ylabel("average rank over tables (1: best)")
+        ax.set_ylim(len(names) + 0.2, 0.8)
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return _save(fig, path, title)
+
+
+def plot_heatmap(path: Path, values: pd.DataFrame, metric: str, title: str) -> Path:
+    """Tables (rows) x optimizers (columns, best first), each cell the median CNO (log
+    colour scale) or Accuracy_C / optimum; a censored cell (NaN) is drawn black and
+    marked "-"."""
+    n_rows, n_cols = values.shape
+    fig, ax = plt.subplots(figsize=(1.5 + 0.62 * n_cols, 1.4 + 0.3 * n_rows))
+    data = np.ma.masked_invalid(values.to_numpy(dtype=float))
+    cmap = plt.get_cmap("viridis_r" if metric == "cno" else "viridis").with_extremes(
+        bad="black")
+    if metric == "cno":
+        hi = float(np.nanmax(data.filled(np.nan))) if data.count() else 2.0
+        norm = LogNorm(vmin=1.0, vmax=max(hi, 1.01))
+        image = ax.imshow(data, cmap=cmap, norm=norm, aspect="auto")
+    else:
+        image = ax.imshow(data, cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
+    for (r, c), v in np.ndenumerate(values.to_numpy(dtype=float)):
+        text = "-" if np.isnan(v) else (f"{v:.2f}" if v < 10 else f"{v:.0f}")
+        ax.text(c, r, text, ha="center", va="center", fontsize=6,
+                color="white" if np.isnan(v) or (metric != "cno" and v < 0.5) else "black")
+    ax.set_xticks(range(n_cols), values.columns, rotation=60, ha="right", fontsize=7)
+    ax.set_yticks(range(n_rows), values.index, fontsize=7)
+    bar = fig.colorbar(image, ax=ax, fraction=0.03,
+                       label="median CNO" if metric == "cno" else "median Accuracy_C / optimum's")
+    bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    bar.ax.yaxis.set_minor_formatter(NullFormatter())
+    return _save(fig, path, title)
+
+
+def _save(fig, path: Path, title: str) -> Path:
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path

@@ -1,0 +1,189 @@
+"""farm.report.leaderboard and ``farm leaderboard``: runs read at equal budgets (the last
+paid step, censored before any), the board's ranks and families on hand-made runs, and the
+whole command on a user's own imported table (real runs, real Parquet, the report page)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from farm.cli import main
+from farm.report.analysis import analyse
+from farm.report.leaderboard import (
+    Budget,
+    best_by_family,
+    build_boards,
+    failure_rows,
+    family,
+    tidy_scores,
+)
+from tests.farm.test_report import make_run, sweep
+
+MEAN = {"mean_config_cost": 2.0}
+
+
+def test_a_run_is_read_at_the_last_step_it_paid_for_within_each_budget():
+    # costs 1, 3, 4 (cumulative 1, 4, 8), CNO 4, 2, 1; the mean configuration cost is 2
+    trace, summaries = sweep([make_run("a", "lynceus-cnn", "opt", 0, [1, 3, 4],
+                                       [4.0, 2.0, 1.0], [True, True, True], extra=MEAN)])
+    budgets = [Budget("cost", 0.25), Budget("cost", 2), Budget("cost", 3.9),
+               Budget("cost", 50), Budget("evaluations", 1), Budget("evaluations", 40)]
+    tidy = tidy_scores(analyse(trace, summaries), budgets).set_index("budget")["score"]
+    assert tidy["0.25x"] == math.inf          # $0.5: not even the first run paid for
+    assert tidy["2x"] == 1.0                  # $4: two runs, CNO 2 = one doubling
+    assert tidy["3.9x"] == 1.0                # $7.8 < $8: the third run is not paid for
+    assert tidy["50x"] == 0.0                 # the run stopped: its last recommendation holds
+    assert tidy["1 evals"] == 2.0 and tidy["40 evals"] == 0.0
+
+
+def test_an_infeasible_recommendation_is_censored():
+    trace, summaries = sweep([make_run("a", "scout-x", "opt", 0, [1, 1], [1.0, 1.0],
+                                       [False, True], extra=MEAN)])
+    tidy = tidy_scores(analyse(trace, summaries), [Budget("evaluations", 1),
+                                                   Budget("evaluations", 2)])
+    assert tidy["score"].tolist() == [math.inf, 0.0]
+
+
+# the 3 x 4 example of tests/farm/test_ranks.py as runs: final CNO = 2^score
+EXAMPLE = {"lynceus-cnn": {"A": 1.0, "B": 2.0, "C": 4.0},
+           "lynceus-rnn": {"A": 1.0, "B": 1.0, "C": 2.0},
+           "scout-join": {"A": 2.0, "B": math.inf, "C": 2 ** 0.5},
+           "cherrypick-tpch": {"A": 2 ** 0.5, "B": math.inf, "C": math.inf}}
+
+
+def example_board():
+    runs = []
+    for table, by in EXAMPLE.items():
+        for optimizer, cno in by.items():
+            for seed in range(3):
+                feasible = math.isfinite(cno)
+                runs.append(make_run(f"{table}-{optimizer}-{seed}", table, optimizer, seed,
+                                     [1.0, 1.0], [8.0, cno if feasible else 1.0],
+                                     [True, feasible], extra=MEAN))
+    return build_boards(analyse(*sweep(runs)), [Budget("cost", 0.5), Budget("cost", 1)])["cno"]
+
+
+def test_the_board_ranks_the_tables_as_computed_by_hand():
+    board = example_board()
+    h = board.headline
+    assert h.budget.label == "1x"
+    assert h.mean_ranks.to_dict() == {"A": 1.375, "B": 2.25, "C": 2.375}
+    assert h.friedman[0] == pytest.approx(19 / 7)
+    # at 0.5x ($1) every run has paid for one run, CNO 8: all tied
+    assert board.at["0.5x"].mean_ranks.to_dict() == {"A": 2.0, "B": 2.0, "C": 2.0}
+    assert h.cliques == [["A", "B", "C"]]
+
+
+def test_best_per_family_and_where_each_optimizer_fails():
+    board = example_board()
+    best = best_by_family(board)
+    assert best["Lynceus TF"] == (["A"], 1.25)
+    assert best["Scout"] == (["C"], 1.0)
+    assert best["CherryPick"] == (["A"], 1.0)
+    fails = {r["optimizer"]: r for r in failure_rows(board)}
+    assert fails["B"]["no feasible recommendation (most seeds)"] == (
+        "cherrypick-tpch (3/3), scout-join (3/3)")
+    assert fails["C"]["last alone on"] == "lynceus-cnn, lynceus-rnn"
+    assert fails["A"]["worst family"] == "Scout"
+
+
+def test_families_by_table_name():
+    assert [family(n) for n in ("lynceus-rnn", "scout-lr_huge_spark", "cherrypick-tpch",
+                                "guindani-kmeans", "synthetic", "trimtuner-cnn", "myjob")] == [
+        "Lynceus TF", "Scout", "CherryPick", "Guindani", "synthetic", "TrimTuner",
+        "your tables"]
+
+
+# -- the command on a user's own table ------------------------------------------------------
+TABLE = """n_vm,tier,time_s,usd_per_h
+1,hdd,900,0.10
+2,hdd,520,0.20
+4,hdd,300,0.40
+8,hdd,210,0.80
+1,ssd,700,0.14
+2,ssd,380,0.28
+4,ssd,200,0.56
+8,ssd,150,1.12
+1,nvme,650,0.20
+2,nvme,330,0.40
+4,nvme,190,0.80
+8,nvme,120,1.60
+"""
+DESCRIPTION = """optfarm: table/1
+name: myjob
+dimensions:
+  - {name: n_vm, kind: ordinal, log: true}
+  - {name: tier, kind: categorical, values: [hdd, ssd, nvme]}
+columns:
+  time: time_s
+price:
+  column: usd_per_h
+units: {time: s, cost: USD}
+objective: min cost
+constraints: ["time<=400"]
+"""
+SPEC = """name: my-board
+datasets: [synthetic]
+optimizers: [random, guindani, eic-usd]
+seeds: 2
+tracking: {enabled: false}
+board: {budgets: [2, 8], evaluations: [2, 4]}
+"""
+
+
+@pytest.fixture
+def imported(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPTFARM_DATA", str(tmp_path / "cache"))
+    (tmp_path / "job.csv").write_text(TABLE)
+    (tmp_path / "job.optfarm.yaml").write_text(DESCRIPTION)
+    assert main(["datasets", "import", "csv", "--from", str(tmp_path / "job.csv")]) == 0
+    (tmp_path / "board.yaml").write_text(SPEC)
+    return tmp_path
+
+
+def test_leaderboard_on_an_imported_table(imported, capsys):
+    out = imported / "out"
+    capsys.readouterr()
+    code = main(["leaderboard", str(imported / "board.yaml"), "--datasets", "myjob",
+                 "--seeds", "3", "--serial", "--no-progress", "--no-tracking",
+                 "--out", str(out), "--json"])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    board = result["boards"]["cno"]
+    assert board["tables"] == 1 and board["seeds"] == 3 and board["budget"] == "8x"
+    assert {r["optimizer"] for r in board["standings"]} == {"random", "guindani", "eic-usd"}
+    assert list(board["best_by_family"]) == ["your tables"]
+    # one table: its seeds are the blocks, so Friedman has 3 of them
+    assert board["friedman"] is not None and len(board["friedman"]) == 2
+    files = {Path(f).name for f in result["files"]}
+    assert {"leaderboard_cd_cost.png", "leaderboard_rank_budget_cost.png",
+            "leaderboard_heatmap_cost.png", "report.html", "leaderboard.json"} <= files
+    page = (out / "leaderboard" / "report.html").read_text()
+    assert "Leaderboard, cost-minimisation tables" in page and "data:image/png" in page
+    # read back from the folder: the same board, nothing run again
+    assert main(["leaderboard", str(out), "--no-tracking", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["boards"]["cno"]["standings"] == board["standings"]
+
+
+def test_leaderboard_bad_input_is_one_line(imported, capsys):
+    assert main(["leaderboard", str(imported / "board.yaml"), "--datasets", "nosuchjob",
+                 "--serial", "--no-tracking", "--out", str(imported / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nosuchjob" in err[0]
+    assert main(["leaderboard", "--budgets", "5,-1", "--datasets", "myjob"]) == 2
+    assert "--budgets" in capsys.readouterr().err
+    assert not (imported / "o").exists()
+
+
+def test_a_partial_sweep_ranks_the_tables_every_optimizer_finished():
+    runs = [make_run(f"{t}-{o}", t, o, 0, [1.0], [1.0 + i], [True], extra=MEAN)
+            for t in ("lynceus-cnn", "lynceus-rnn", "scout-join")
+            for i, o in enumerate("ABC") if (t, o) != ("scout-join", "C")]
+    board = build_boards(analyse(*sweep(runs)), [Budget("cost", 1)])["cno"]
+    assert board.tables == ["lynceus-cnn", "lynceus-rnn"]
+    assert board.left_out == ["scout-join: not every optimizer's runs are there"]
+    assert board.headline.mean_ranks.to_dict() == {"A": 1.0, "B": 2.0, "C": 3.0}
