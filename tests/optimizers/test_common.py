@@ -124,13 +124,13 @@ def test_never_repeats_a_configuration(oracle, name):
 @pytest.mark.parametrize("name", optimizer_names(lambda cls: cls.repeats))
 def test_an_optimizer_that_repeats_says_so(oracle, name):
     # an optimizer that declares ``repeats`` is seen running a configuration again (Guindani's
-    # recurring job re-runs its incumbent once the search has stopped); the others are held
-    # to never doing it by test_never_repeats_a_configuration
-    opt, trace, _ = _drive(oracle, name, seed=4, steps=60)
+    # taboo queue releases a configuration after q runs, and its recurring job re-runs the
+    # incumbent once the search has stopped); the others are held to never doing it by
+    # test_never_repeats_a_configuration
+    _, trace, _ = _drive(oracle, name, seed=4, steps=60)
     runs = [(cid, s) for cid, s, _, _ in trace]
     repeated = [k for k, run in enumerate(runs) if run in runs[:k]]
     assert repeated, f"{name} declares repeats but ran {len(runs)} distinct configurations"
-    assert {trace[k][2] for k in repeated} == {"exploit"}, trace
 
 
 @pytest.mark.parametrize("name", optimizer_names())
