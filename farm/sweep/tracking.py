@@ -57,7 +57,8 @@ from typing import Any
 
 from farm.run.loop import PICK_COLUMNS, STATISTICS_COLUMNS
 from farm.sweep import variants
-from farm.sweep.store import FolderLock, Store, fault_point
+from farm.sweep.location import Location
+from farm.sweep.store import Store, fault_point
 
 __all__ = ["Tracker", "resolve_uri", "sweep_uri", "sync"]
 
@@ -83,7 +84,7 @@ _STEP_COLUMNS = {"cum_exploration_cost": "exploration_cost",
 
 def resolve_uri(out: str | Path, uri: str | None = None) -> str:
     return uri or os.environ.get("MLFLOW_TRACKING_URI") or \
-        f"sqlite:///{Path(out).resolve() / 'mlflow.db'}"
+        f"sqlite:///{Location.of(out).local_dir / 'mlflow.db'}"
 
 
 def sweep_uri(out: str | Path, uri: str | None = None) -> str:
@@ -149,7 +150,7 @@ class Tracker:
                  artifacts: bool = False):
         self.store = Store(out)
         self.uri = resolve_uri(out, uri)
-        self.sweep_name = sweep_name or Path(out).resolve().name
+        self.sweep_name = sweep_name or self.store.location.local_dir.name
         self.sweep_id = sweep_id or (self.store.read_sweep() or {}).get("sweep_id") or \
             self.sweep_name
         self.experiment = experiment or self.sweep_name
@@ -177,7 +178,7 @@ class Tracker:
         if not self.offline:
             print(f"farm: warning: MLflow tracking at {self.uri} unavailable ({what}: "
                   f"{_first_line(e)}); results are stored, upload them later with `farm sync "
-                  f"{self.store.root}`", file=sys.stderr)
+                  f"{self.store.location.uri}`", file=sys.stderr)
         self.offline = True
 
     def _connect(self) -> bool:
@@ -195,7 +196,7 @@ class Tracker:
             self._open()
         except Exception as e:  # any failure of the tracking backend
             db = _sqlite_path(self.uri)
-            own = db is not None and db.resolve().parent == self.store.root.resolve()
+            own = db is not None and db.resolve().parent == self.store.location.local_dir
             if not (own and "already exists" in str(e)):
                 self._store_unusable(e)
                 return False
@@ -251,7 +252,7 @@ class Tracker:
         else:
             fix = f"move {db} aside to start it afresh"
         print(f"farm: warning: MLflow tracking store {db} cannot be opened ({text}); results "
-              f"are stored: {fix}, then `farm sync {self.store.root}`", file=sys.stderr)
+              f"are stored: {fix}, then `farm sync {self.store.location.uri}`", file=sys.stderr)
         self.offline = True
 
     # -- the sweep -------------------------------------------------------------------------------
@@ -306,12 +307,12 @@ class Tracker:
             self._experiment_id, run_name=self.sweep_name,
             start_time=now if start_ms is None else min(now, start_ms),
             tags={"optfarm.sweep": self.sweep_name, "optfarm.sweep_id": self.sweep_id,
-                  "optfarm.kind": "sweep", "optfarm.out": str(self.store.root.resolve())})
+                  "optfarm.kind": "sweep", "optfarm.out": self.store.location.absolute()})
         self._client.log_batch(run.info.run_id,
                                params=[Param(k, str(v)) for k, v in sorted(params.items())])
-        spec = self.store.root / "sweep.json"
-        if spec.exists() and self.artifacts:
-            self._client.log_artifact(run.info.run_id, str(spec))
+        if self.artifacts and self.store.read_sweep() is not None:
+            with self.store.local_copy(self.store.root / "sweep.json") as spec:
+                self._client.log_artifact(run.info.run_id, str(spec))
         return run.info.run_id
 
     def _start_variants(self, searched: bool, records: dict[str, dict]) -> None:
@@ -388,7 +389,7 @@ class Tracker:
         return out
 
     def _read_cache(self) -> dict[str, tuple[str, str]]:
-        path = self.store.root / CACHE
+        path = self.store.location.local_dir / CACHE
         out: dict[str, tuple[str, str]] = {}
         if not path.exists():
             return out
@@ -414,7 +415,7 @@ class Tracker:
             lines.append(json.dumps({"parent": self.parent, "key": key, "run": run_id,
                                      "status": status, "logged_at": now}) + "\n")
         try:
-            with open(self.store.root / CACHE, "a") as f:
+            with open(self.store.location.local_dir / CACHE, "a") as f:
                 f.write("".join(lines))
         except OSError:
             pass  # a cache: the server is searched when it is incomplete
@@ -573,7 +574,7 @@ class Tracker:
             if self.artifacts:
                 for run, key in new:
                     if run.status == "FINISHED":
-                        self._client.log_artifact(run.run_id, str(self.store.trace_path(key)))
+                        self._log_trace(run.run_id, key)
             self._remember([(key, run.run_id, run.status) for run, key in new])
 
     def _content(self, record: dict, trace):
@@ -599,7 +600,7 @@ class Tracker:
             self._traces[key] = trace.select([c for c in _AGGREGATED_COLUMNS
                                               if c in trace.column_names])
             metrics = _metrics(record, trace, end_ms)
-            tags["optfarm.trace"] = str(self.store.trace_path(key).resolve())
+            tags["optfarm.trace"] = self.store.location.absolute(self.store.trace_path(key))
         else:
             metrics = []
             tags["optfarm.error"] = str(record.get("error"))[:5000]
@@ -633,9 +634,13 @@ class Tracker:
             params = [p for p in params if p.key not in have]
         self._log_batch(run_id, params, run.metrics, tags)
         if self.artifacts and run.status == "FINISHED":
-            self._client.log_artifact(run_id, str(self.store.trace_path(key)))
+            self._log_trace(run_id, key)
         self._client.set_terminated(run_id, run.status, end_time=run.end_ms)
         self._remember([(key, run_id, run.status)])
+
+    def _log_trace(self, run_id: str, key: str) -> None:
+        with self.store.local_copy(self.store.trace_path(key)) as trace:
+            self._client.log_artifact(run_id, str(trace))
 
     def _log_batch(self, run_id: str, params: list, metrics: list, tags: list) -> None:
         """As few ``log_batch`` calls as MLflow's limits allow (one for a run of ordinary
@@ -701,7 +706,7 @@ def sync(out: str | Path, uri: str | None = None, experiment: str | None = None,
     one the sweep ran with). Holds the folder's lock; refuses a store with damaged files
     (``DamagedFile``). Returns (runs uploaded now, runs not uploaded because tracking failed)."""
     store = Store(out)
-    with FolderLock(out):
+    with store.lock():
         sweep = store.read_sweep() or {}
         records = list(store.verified().records.values())
         tracking = sweep.get("tracking") or {}
