@@ -70,6 +70,7 @@ def cmd_sweep(args) -> int:
 def _run(spec, source, out, args) -> int:
     if args.address:  # before Ray is imported (see farm.sweep.ray_runtime)
         os.environ["RAY_ADDRESS"] = args.address
+    from farm.report.tracked import STATISTICS
     from farm.sweep.capacity import ClusterLost
     from farm.sweep.runner import run_sweep, summary_rows
     from farm.sweep.spec import DEFAULT_MAX_RUNS
@@ -92,7 +93,8 @@ def _run(spec, source, out, args) -> int:
                                tracking_uri=args.tracking_uri,
                                artifacts=True if args.artifacts else None,
                                max_runs=args.max_runs or DEFAULT_MAX_RUNS,
-                               progress=not args.no_progress, verify=args.verify)
+                               progress=not args.no_progress, verify=args.verify,
+                               statistics=STATISTICS)
     except (FolderBusy, DamagedFile, LocationError) as e:
         print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -199,6 +201,7 @@ def _resume_command(args, out) -> str:
 
 
 def cmd_sync(args) -> int:
+    from farm.report.tracked import STATISTICS
     from farm.sweep.store import (
         DamagedFile,
         FolderBusy,
@@ -214,7 +217,7 @@ def cmd_sync(args) -> int:
                   file=sys.stderr)
             return EXIT_BAD_INPUT
         uploaded, missing = sync(args.dir, args.tracking_uri, args.experiment,
-                                 True if args.artifacts else None)
+                                 True if args.artifacts else None, STATISTICS)
     except (FolderBusy, DamagedFile, LocationError) as e:
         print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

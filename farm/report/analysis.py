@@ -51,6 +51,7 @@ from farm.run.metrics import (
 
 __all__ = [
     "GUINDANI_METRICS",
+    "TRACE_COLUMNS",
     "peer_rows",
     "peer_statistics",
     "DatasetAnalysis",
@@ -128,7 +129,7 @@ def analyse(trace: pa.Table, summaries: Sequence[Mapping]) -> dict[str, DatasetA
     missing = [c for c in STATISTICS_COLUMNS if c not in trace.column_names]
     if missing:
         raise ValueError(f"trace table lacks column {missing[0]!r}")
-    by_run = _split_runs(trace.select([c for c in STATISTICS_COLUMNS + PICK_COLUMNS
+    by_run = _split_runs(trace.select([c for c in TRACE_COLUMNS
                                        if c in trace.column_names]))
     labels = variant_labels(summaries)
     problems: dict[str, set[str]] = {}
@@ -149,6 +150,10 @@ def analyse(trace: pa.Table, summaries: Sequence[Mapping]) -> dict[str, DatasetA
         g.traces.append(by_run.get(s["run_key"], _empty_run()))
     return {section: _analyse_dataset(dataset, groups)
             for (section, dataset), groups in sections.items()}
+
+
+# what ``analyse`` reads (the pick columns where a trace has them)
+TRACE_COLUMNS = STATISTICS_COLUMNS + PICK_COLUMNS
 
 
 def _problem_text(summary: Mapping) -> str:

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,6 +26,9 @@ from farm.run.metrics import final_quality, worse_quantile
 from farm.run.spec import RunSpec
 from farm.sweep.spec import DEFAULT_MAX_RUNS, SweepSpec, expand_keyed
 from farm.sweep.store import Store, StoreError, spec_to_dict
+
+if TYPE_CHECKING:
+    from farm.sweep.tracking import Statistics
 
 __all__ = ["SweepReport", "run_sweep", "summary_rows"]
 
@@ -55,9 +59,11 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
               max_in_flight: int | None = None, tracking: bool | None = None,
               tracking_uri: str | None = None, artifacts: bool | None = None,
               max_runs: int = DEFAULT_MAX_RUNS, progress: bool = True, verify: bool = False,
-              on_submit: Callable[[RunSpec, dict], None] | None = None) -> SweepReport:
+              on_submit: Callable[[RunSpec, dict], None] | None = None,
+              statistics: Statistics | None = None) -> SweepReport:
     """Run (or resume) ``spec`` into the output folder ``out``; arguments override the spec's
-    ``runtime`` and ``tracking`` sections (a tracking URI given is kept in ``sweep.json``).
+    ``runtime`` and ``tracking`` sections (a tracking URI given is kept in ``sweep.json``);
+    ``statistics``: what the MLflow variant and sweep runs carry (``farm.sweep.tracking``).
     Stored files unchanged since they were written or verified are not hashed again unless
     ``verify`` (``farm.sweep.store.VerifiedFiles`` says what that keeps).
     Raises FolderBusy when another driver holds ``out``, DamagedFile when its ``sweep.json``
@@ -90,7 +96,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
             from farm.sweep.tracking import Tracker
 
             tracker = Tracker(out, stored["tracking"]["uri"], spec.tracking.experiment,
-                              spec.name, sweep_id, stored["tracking"]["artifacts"])
+                              spec.name, sweep_id, stored["tracking"]["artifacts"], statistics)
             report.tracking_uri = tracker.uri
             if tracker.start({k: spec_to_dict(r) for k, r in keyed.items()},
                              {"sweep": spec.name, "runs": len(runs)}, report.records):
