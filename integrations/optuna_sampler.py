@@ -30,8 +30,8 @@ Contract:
   ``best_params`` are the best feasible trial;
 - when the optimizer stops, right after the trial it was last told, the sampler ends the
   study (``Study.stop``): no job runs after that. Outside ``optimize`` (``study.ask()``), a
-  trial asked after the stop gets the recommendation
-  (``suggestion(trial).info["recommendation"]``), which is not told to the optimizer.
+  trial asked after the stop gets the recommendation (``recommended(trial)`` is then
+  true), which is not told to the optimizer.
 The farm optimizers choose one job at a time: run the study with ``n_jobs=1``.
 """
 
@@ -44,9 +44,9 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.study._constrained_optimization import _CONSTRAINTS_KEY
 from optuna.trial import FrozenTrial, TrialState
 
-from optimizers.base import Suggestion
 from optimizers.peers.grid import constraint_values
 from optimizers.registry import make_optimizer
+from oracle.contract import Suggestion
 from oracle.problem import Problem
 from oracle.space import SearchSpace
 
@@ -67,11 +67,16 @@ class OptfarmSampler(optuna.samplers.BaseSampler):
         self._suggestions: dict[int, Suggestion] = {}   # trial number -> what it runs
         self._next: Suggestion | None = None   # asked after the last trial: the next one's
         self._stopped = False                  # the optimizer stopped (suggest gave None)
+        self._recommended: set[int] = set()   # trials that run the recommendation (not told)
 
     def suggestion(self, trial: optuna.Trial | FrozenTrial) -> Suggestion:
         """The farm suggestion a trial runs: ``config_id``, ``fidelity`` (dataset size),
         ``time_cap`` (None: no cap)."""
         return self._suggestions[trial.number]
+
+    def recommended(self, trial: optuna.Trial | FrozenTrial) -> bool:
+        """The trial runs the optimizer's recommendation (it had stopped): not told to it."""
+        return trial.number in self._recommended
 
     def recommendation(self) -> dict[str, Any] | None:
         """The configuration the optimizer would deploy now."""
@@ -87,10 +92,11 @@ class OptfarmSampler(optuna.samplers.BaseSampler):
             if rec is None:
                 raise RuntimeError(f"OptfarmSampler: {self.optimizer.name} stopped before "
                                    "any configuration met the constraints")
-            s = Suggestion(rec.config_id, rec.fidelity, info={"recommendation": True})
+            s = Suggestion(rec.config_id, rec.fidelity)
+            self._recommended.add(trial.number)
             try:
                 study.stop()
-            except RuntimeError:   # study.ask() outside optimize(): the caller reads info
+            except RuntimeError:   # study.ask() outside optimize(): see recommended()
                 pass
         self._suggestions[trial.number] = s
 
@@ -118,7 +124,7 @@ class OptfarmSampler(optuna.samplers.BaseSampler):
     def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState,
                     values) -> None:
         s = self._suggestions.get(trial.number)
-        if s is None or s.info.get("recommendation") or state == TrialState.FAIL:
+        if s is None or trial.number in self._recommended or state == TrialState.FAIL:
             return
         metrics = dict(trial.user_attrs)
         if state == TrialState.COMPLETE:
@@ -126,8 +132,7 @@ class OptfarmSampler(optuna.samplers.BaseSampler):
         where = (f"OptfarmSampler: trial {trial.number}"
                  + (" (pruned)" if state == TrialState.PRUNED else ""))
         observation = observation_from(
-            metrics, timed_out=state == TrialState.PRUNED, where=where + " user attribute",
-            named=[c.metric for c in self.problem.constraints])
+            metrics, timed_out=state == TrialState.PRUNED, where=where + " user attribute")
         self.optimizer.observe(s, observation)
         if self.problem.constraints:   # as Optuna's samplers store a constraints_func's
             study._storage.set_trial_system_attr(

@@ -23,7 +23,7 @@ Algorithm 2 of the paper, over the finite space:
 3. After the stop, the recurring job runs the best configuration found (``recommend``: the
    lowest mean observed cost among configurations whose mean observed run is feasible,
    re-evaluated after each run) until ``n0 + N`` executions in all. Those runs are suggested
-   here (phase ``exploit``, ``info={"exploit": True}``) and count in the metrics
+   here (phase ``exploit``) and count in the metrics
    (``farm.run.recurring_job``).
 
 *Robust rules beside the paper's* (defaults that leave the paper's datasets' runs as they
@@ -176,8 +176,7 @@ class Guindani(Optimizer):
             if n < len(self._initial):
                 return Suggestion(self._initial[n], phase="init")
         if self.stopped_at is not None:
-            return Suggestion(self.recommend().config_id, phase="exploit",
-                              info={"exploit": True})
+            return Suggestion(self.recommend().config_id, phase="exploit")
         return self._next_configuration()
 
     def _next_configuration(self) -> Suggestion:
@@ -268,7 +267,7 @@ class Guindani(Optimizer):
     # -- tell -----------------------------------------------------------------------------
     def _observe(self, suggestion: Suggestion, observation) -> None:
         """Algorithm 2, steps 8-10: taboo queue, then the stopping band on the observed time."""
-        if suggestion.info.get("exploit"):
+        if suggestion.phase == "exploit":
             return
         self.taboo.push(suggestion.config_id)
         load = float(self._load(np.array([observation.value(self.limit.metric)]))[0])

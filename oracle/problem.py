@@ -12,19 +12,20 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Mapping
 
+from .contract import METRICS
 from .spelling import did_you_mean
 
 __all__ = ["Objective", "Constraint", "Problem", "ProblemError", "METRICS", "TIME_UNITS",
            "parse_constraint", "to_seconds"]
 
-METRICS = ("time", "cost", "accuracy")  # measured by every job (accuracy: by ML jobs)
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "min": 60.0, "h": 3600.0}  # -> seconds
 _METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class ProblemError(ValueError):
     """A problem a dataset or an optimizer cannot take (a metric the dataset does not measure,
-    an objective the optimizer does not optimise): bad input, reported on one line."""
+    an objective the optimizer does not optimise, e.g. Lynceus without 'min cost'): bad input,
+    the command line exits 2 with this one-line message."""
 
 
 def _check_metric(what: str, metric: str) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 optuna = pytest.importorskip("optuna", reason="the Optuna adapter needs optfarm[peers]")
 
+from farm.run.metrics import cno  # noqa: E402
 from integrations.optuna_sampler import OptfarmSampler  # noqa: E402
 
 from .synthetic_job import (  # noqa: E402
@@ -42,7 +43,7 @@ def _study(sampler, n_trials):
 
     def score(study, trial):
         rec = sampler.optimizer.recommend()
-        cnos.append(oracle().cno(rec.config_id) if rec is not None else float("nan"))
+        cnos.append(cno(oracle(), rec.config_id) if rec is not None else float("nan"))
         feasible.append(rec is not None and oracle().is_feasible(rec.config_id))
 
     study.optimize(objective, n_trials=n_trials, callbacks=[score])
@@ -79,10 +80,10 @@ def test_the_sampler_stops_the_study_when_the_optimizer_stops():
     study, _, _ = _study(sampler, 200)
     assert len(study.trials) < 200
     assert len(sampler.optimizer.history) == len(study.trials)
-    assert not any(sampler.suggestion(t).info.get("recommendation") for t in study.trials)
+    assert not any(sampler.recommended(t) for t in study.trials)
     # asked outside optimize(), a trial after the stop gets the recommendation
     trial = study.ask()
-    assert sampler.suggestion(trial).info.get("recommendation")
+    assert sampler.recommended(trial)
     assert sampler.suggestion(trial).config_id == sampler.optimizer.recommend().config_id
 
 
