@@ -22,9 +22,10 @@ SWEEP = ["sweep", "--datasets", "synthetic", "--optimizers", "random", "--iterat
          "--serial", "--no-tracking", "--no-progress"]
 
 
-def one_line_error(capsys, *words: str) -> str:
-    """stderr of a command that failed on bad input: one line holding ``words``."""
-    err = capsys.readouterr().err.strip()
+def one_line_error(capture, *words: str) -> str:
+    """stderr (``capsys`` or ``capfd``) of a command that failed on bad input: one line
+    holding ``words``."""
+    err = capture.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith("farm"), err
     for w in words:
         assert w in err, err
@@ -208,12 +209,13 @@ def test_a_rerun_without_tracking_uri_uses_the_one_the_sweep_started_with(tmp_pa
      ["'banana'", "does not measure"]),
 ])
 def test_bad_specs_exit_2_before_ray_starts_or_anything_is_stored(spec, words, tmp_path,
-                                                                  capsys):
+                                                                  capfd):
     path = tmp_path / "spec.yaml"
     path.write_text(spec)
     out = tmp_path / "out"
+    # a Ray sweep's driver runs in a watched child (farm.sweep.driver): its stderr is ours
     assert main(["sweep", str(path), "--out", str(out), "--no-progress"]) == 2
-    one_line_error(capsys, *words)
+    one_line_error(capfd, *words)
     assert not out.exists()
 
 
