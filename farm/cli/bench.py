@@ -37,6 +37,31 @@ def cmd_bench_farm(args) -> int:
               "runs: resume < 10 s")
         return EXIT_OK
 
+    if args.joined:
+        import tempfile
+
+        from farm.bench.joined import joined_cost
+        from farm.cluster.local import LocalCluster
+
+        sizes = [int(n) for n in args.joined.split(",")]
+        with tempfile.TemporaryDirectory(prefix="of-bench-", dir="/tmp") as root:
+            cluster = LocalCluster.up(root, nodes=1, cpus=args.workers)
+            try:
+                rows = joined_cost(cluster.address, sizes, args.dataset, args.optimizer,
+                                   args.iterations or 5, args.workers)
+            finally:
+                cluster.down()
+        print(f"a sweep on a joined loopback cluster (one node of {args.workers} CPUs): "
+              f"{args.optimizer} on {args.dataset}, {args.iterations or 5} evaluations per "
+              f"run, tracking off (load average {os.getloadavg()[1]:.1f})")
+        print_table(rows, ["runs", "max_in_flight", "wall_s", "runs_per_s", "request_left"])
+        for n in sizes:
+            without, with_ = (r for r in rows if r["runs"] == n)
+            print(f"{n} runs: runs/s with --max-in-flight / without "
+                  f"{with_['runs_per_s'] / without['runs_per_s']:.2f}x (target <= 1.2x); "
+                  f"autoscaler request left {without['request_left']} (target 0)")
+        return EXIT_OK
+
     if args.tracking:
         return _tracking_cost(args)
 
@@ -127,4 +152,7 @@ def add_bench_commands(sub) -> None:
     b.add_argument("--tracking-uri", help="with --tracking: also track to this server")
     b.add_argument("--resume", metavar="SIZES", help="instead: the resume time of finished "
                    "sweeps of these sizes, e.g. 2000,20000 (--iterations default 5)")
+    b.add_argument("--joined", metavar="SIZES", help="instead: sweeps of these sizes on a "
+                   "joined loopback cluster without --max-in-flight against with it "
+                   "(farm.bench.joined; --iterations default 5)")
     b.set_defaults(func=cmd_bench_farm)
