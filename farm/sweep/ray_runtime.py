@@ -65,7 +65,6 @@ __all__ = [
     "share_dataset",
 ]
 
-_META_KEY = b"optfarm"
 _joined_cluster = False  # init_ray joined an existing cluster (it may have an autoscaler)
 # what a sweep that lost its head held of Ray (object refs, actor handles): dropping one makes
 # Ray release it in the object store, which is gone with the head, and Ray then ends this
@@ -126,16 +125,13 @@ def share_dataset(name: str) -> ray.ObjectRef:
     """Put dataset ``name``'s table (metadata in its schema) into the object store once."""
     from oracle.registry import load
 
-    dataset = load(name)
-    meta = dict(dataset.table.schema.metadata or {})
-    meta[_META_KEY] = dataset.meta.to_json().encode()
-    return ray.put(dataset.table.replace_schema_metadata(meta))
+    return ray.put(load(name).to_table())
 
 
 def _dataset_from_table(table: pa.Table):
-    from oracle.dataset import Dataset, DatasetMeta
+    from oracle.dataset import Dataset
 
-    return Dataset(table, DatasetMeta.from_json(table.schema.metadata[_META_KEY]))
+    return Dataset.from_table(table)
 
 
 def _shared_spans() -> list[tuple[int, int, int, str]]:
