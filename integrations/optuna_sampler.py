@@ -25,8 +25,8 @@ Contract:
   ``optuna.TrialPruned``: the optimizer is told a timed-out run (Optuna's pruning as the stop);
 - a failed trial is not told (the optimizer may choose that configuration again);
 - when the optimizer stops, the sampler ends the study (``Study.stop``) and gives the trial
-  under way the recommendation (``suggestion(trial).info["recommendation"]``), which is not
-  told to the optimizer either.
+  under way the recommendation (``recommended(trial)`` is then true), which is not told to
+  the optimizer either.
 The farm optimizers choose one job at a time: run the study with ``n_jobs=1``.
 """
 
@@ -38,8 +38,8 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from optimizers.base import Suggestion
 from optimizers.registry import make_optimizer
+from oracle.contract import Suggestion
 from oracle.problem import Problem
 from oracle.space import SearchSpace
 
@@ -58,11 +58,16 @@ class OptfarmSampler(optuna.samplers.BaseSampler):
         self.problem = problem
         self.optimizer = make_optimizer(optimizer, space, problem, seed, **params)
         self._suggestions: dict[int, Suggestion] = {}   # trial number -> what it runs
+        self._recommended: set[int] = set()   # trials that run the recommendation (not told)
 
     def suggestion(self, trial: optuna.Trial | FrozenTrial) -> Suggestion:
         """The farm suggestion a trial runs: ``config_id``, ``fidelity`` (dataset size),
         ``time_cap`` (None: no cap)."""
         return self._suggestions[trial.number]
+
+    def recommended(self, trial: optuna.Trial | FrozenTrial) -> bool:
+        """The trial runs the optimizer's recommendation (it had stopped): not told to it."""
+        return trial.number in self._recommended
 
     def recommendation(self) -> dict[str, Any] | None:
         """The configuration the optimizer would deploy now."""
@@ -77,10 +82,11 @@ class OptfarmSampler(optuna.samplers.BaseSampler):
             if rec is None:
                 raise RuntimeError(f"OptfarmSampler: {self.optimizer.name} stopped before "
                                    "any configuration met the constraints")
-            s = Suggestion(rec.config_id, rec.fidelity, info={"recommendation": True})
+            s = Suggestion(rec.config_id, rec.fidelity)
+            self._recommended.add(trial.number)
             try:
                 study.stop()
-            except RuntimeError:   # study.ask() outside optimize(): the caller reads info
+            except RuntimeError:   # study.ask() outside optimize(): see recommended()
                 pass
         self._suggestions[trial.number] = s
 
@@ -108,7 +114,7 @@ class OptfarmSampler(optuna.samplers.BaseSampler):
     def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState,
                     values) -> None:
         s = self._suggestions.get(trial.number)
-        if s is None or s.info.get("recommendation") or state == TrialState.FAIL:
+        if s is None or trial.number in self._recommended or state == TrialState.FAIL:
             return
         metrics = dict(trial.user_attrs)
         if state == TrialState.COMPLETE:

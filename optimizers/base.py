@@ -1,4 +1,5 @@
-"""The ask/tell optimizer interface shared by every algorithm.
+"""The ask/tell optimizer interface shared by every algorithm (its data types, ``Suggestion``,
+``Observation`` and ``Recommendation``, are the contract's: ``oracle.contract``).
 
     opt = make_optimizer("lynceus", space, problem, seed=0, la=2)
     while (s := opt.suggest()) is not None:
@@ -14,19 +15,21 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Literal, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
-from oracle.oracle import Observation
+from oracle.contract import Observation, Recommendation, Suggestion
 from oracle.problem import Problem
 from oracle.space import SearchSpace
 from oracle.spelling import did_you_mean
 
 from .executor import Executor, SerialExecutor
 
-__all__ = ["Param", "Suggestion", "Recommendation", "Optimizer", "ParameterError",
+# Suggestion, Recommendation (and Observation) are the contract's, ``oracle.contract``
+__all__ = ["INIT_SHARE", "init_share", "Param", "Suggestion", "Recommendation", "Optimizer",
+           "ParameterError",
            "MissingExtra", "derive", "fixed", "decision_margin"]
 
 
@@ -83,6 +86,18 @@ class Param:
         return type(self.default).__name__
 
 
+# the largest share of a run's evaluation budget an initial design takes by default
+INIT_SHARE = 0.25
+
+
+def init_share() -> "Param":
+    """The ``init_share`` parameter of every optimizer with an initial design
+    (``Optimizer.initial_design``)."""
+    return Param("init_share", INIT_SHARE, "largest share of the run's evaluation budget "
+                 "(--iterations) its initial design takes; 1: no cap (the papers' sizes, which "
+                 "their specs pin)", low=0.0, high=1.0)
+
+
 def fixed(value: Any) -> dict[str, Any]:
     """The change that pins a parameter to ``value`` (for ``derive``)."""
     return {"default": value, "fixed": True}
@@ -116,36 +131,6 @@ def _parse_scalar(text: str, kind: type, optimizer: str, name: str):
                              f"got {text!r}") from None
 
 
-@dataclass(frozen=True)
-class Suggestion:
-    """What to run next: a configuration at a dataset size, an optional time cap (timeout
-    policies), the phase (``init``: bootstrap design, ``search``: model-guided, ``exploit``:
-    a recurring job re-running its best configuration), and why (acquisition values and the
-    like, in ``info``: for reading, never acted upon by the loop).
-
-    Two requests the benchmark loop (``farm.run.loop.execute``) grants in simulation:
-
-    - ``snapshots``: smaller dataset sizes the same training run also measures on its way
-      (TrimTuner's bootstrap); they are not charged and come back in
-      ``observation.extra["snapshots"]`` as {s: Observation};
-    - ``reveal_full_cost`` (Lynceus' IDEAL timeout policy): if the time cap stops the run, it
-      is charged as capped and ``observation.extra["full_cost"]`` tells what the full run
-      would have cost.
-
-    ``margin`` says how clearly an argmax over acquisition values won (``decision_margin``);
-    inf when the choice was not such an argmax (bootstrap, random draws) or is not reported.
-    """
-
-    config_id: int
-    fidelity: float = 1.0
-    time_cap: float | None = None
-    phase: Literal["init", "search", "exploit"] = "search"
-    info: Mapping[str, Any] = field(default_factory=dict)
-    snapshots: tuple[float, ...] = ()
-    reveal_full_cost: bool = False
-    margin: float = math.inf
-
-
 def decision_margin(values) -> float:
     """How clearly the largest of ``values`` won: (top - runner-up) / |top|, 0 for an exact
     tie, inf without a runner-up. A margin of ~1e-12 is a decision that bit-level differences
@@ -155,15 +140,6 @@ def decision_margin(values) -> float:
         return math.inf
     gap = float(v[-1] - v[-2])
     return gap / abs(float(v[-1])) if gap > 0 else 0.0
-
-
-@dataclass(frozen=True)
-class Recommendation:
-    """The configuration an optimizer would deploy now, at the dataset size it would run it
-    (1.0 but for optimizers over dataset sizes such as Nephele); the run loop scores it."""
-
-    config_id: int
-    fidelity: float = 1.0
 
 
 class Optimizer(ABC):
@@ -186,14 +162,22 @@ class Optimizer(ABC):
     version: ClassVar[int] = 1  # in every run key: bump only when results change on purpose
 
     def __init__(self, space: SearchSpace, problem: Problem, seed: int = 0,
-                 executor: Executor | None = None, **params: Any):
+                 executor: Executor | None = None, evaluations: int | None = None,
+                 **params: Any):
         self.space = space
         self.problem = problem
         self.seed = int(seed)
+        # the run's evaluation budget when it has one (the loop's --iterations), which the
+        # initial design takes at most ``init_share`` of
+        self.evaluations = evaluations
         self.rng = np.random.default_rng(self.seed)
         self.executor = executor or SerialExecutor()
         self.config = self.resolve_params(params)
         self.history: list[tuple[Suggestion, Observation]] = []
+        # why suggest() returned None, the run's ``stop_reason``: "converged" (its own
+        # stopping rule), "budget" (its exploration budget), "exhausted" (nothing left to
+        # run), "gave up: N repeats" (a peer whose library kept proposing what it had run)
+        self.stop_reason = "converged"
 
     @classmethod
     def resolve_params(cls, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -225,6 +209,20 @@ class Optimizer(ABC):
                              "is not finite (NaN if not measured)")
         self.history.append((suggestion, observation))
         self._observe(suggestion, observation)
+
+    def initial_design(self, n: int, least: int = 1) -> int:
+        """The size of an initial design of ``n`` runs in this run: at most ``init_share`` of
+        the evaluation budget (at least ``least``), ``n`` without a budget or a share."""
+        declared = any(p.name == "init_share" for p in self.params)
+        share = self.config["init_share"] if declared else None
+        if self.evaluations is None or share is None:
+            return n
+        return min(n, max(least, math.floor(share * self.evaluations)))
+
+    def stopped(self, reason: str) -> None:
+        """``suggest``'s None, with why the optimizer stops (``stop_reason``)."""
+        self.stop_reason = reason
+        return None
 
     def _observe(self, suggestion: Suggestion, observation: Observation) -> None:
         """Hook for subclasses that update models as observations arrive."""

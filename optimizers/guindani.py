@@ -23,7 +23,7 @@ Algorithm 2 of the paper, over the finite space:
 3. After the stop, the recurring job runs the best configuration found (``recommend``: the
    lowest mean observed cost among configurations whose mean observed run is feasible,
    re-evaluated after each run) until ``n0 + N`` executions in all. Those runs are suggested
-   here (phase ``exploit``, ``info={"exploit": True}``) and count in the metrics
+   here (phase ``exploit``) and count in the metrics
    (``farm.run.recurring_job``).
 
 *Robust rules beside the paper's* (defaults that leave the paper's datasets' runs as they
@@ -72,12 +72,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from oracle.problem import ProblemError
+
 from .acquisition.analytic import (
     incumbent_for_eic,
     log_expected_improvement,
     log_probability_of_feasibility,
 )
-from .base import Optimizer, Param, Recommendation, Suggestion
+from .base import Optimizer, Param, Recommendation, Suggestion, init_share
 from .models.gp import GaussianProcess
 from .models.ridge import RidgeModel, reciprocal_features
 from .taboo import TabooQueue
@@ -110,7 +112,9 @@ class Guindani(Optimizer):
     params = (
         Param("variant", "d", "a: EIc; b: EIc exp(-k T_hat); c: EIc 1[T_hat <= T_max]; "
               "d: b and c", choices=("a", "b", "c", "d")),
-        Param("n0", 3, "initial configurations (Latin hypercube)", low=1),
+        Param("n0", 3, "initial configurations (Latin hypercube; at most init_share of the "
+              "run's evaluations)", low=1),
+        init_share(),
         Param("n_iter", 30, "N: executions after the initial ones (the job runs n0 + N times)",
               low=0),
         Param("q", 8, "length of the FIFO taboo queue of visited configurations", low=0),
@@ -138,12 +142,12 @@ class Guindani(Optimizer):
         limit = problem.constraint_on("time") or next(iter(problem.constraints), None)
         if limit is None or limit.threshold == 0 or (limit.metric == "time"
                                                      and limit.op != "<="):
-            raise ValueError(f"{self.name}: the problem needs a constraint 'time <= T_max' "
-                             "or one on another metric with a non-zero threshold, got "
-                             f"{[str(c) for c in problem.constraints]}")
+            raise ProblemError(f"{self.name}: the problem needs a constraint 'time <= T_max' "
+                               "or one on another metric with a non-zero threshold, got "
+                               f"{[str(c) for c in problem.constraints]}")
         if problem.objective.metric != "cost" or problem.objective.direction != "min":
-            raise ValueError(f"{self.name}: the objective must be 'min cost', got "
-                             f"{problem.objective}")
+            raise ProblemError(f"{self.name}: the objective must be 'min cost', got "
+                               f"{problem.objective}")
         self.limit = limit                  # the ML-corrected constraint
         self.t_max = abs(float(limit.threshold))   # its load limit (T_max for time)
         self.k = self.config["k_rate"] / self.t_max
@@ -162,16 +166,17 @@ class Guindani(Optimizer):
     # -- ask ------------------------------------------------------------------------------
     def suggest(self) -> Suggestion | None:
         n = len(self.history)
-        if n >= self.config["n0"] + self.config["n_iter"] or self.spent >= self.problem.budget:
-            return None
+        if n >= self.config["n0"] + self.config["n_iter"]:
+            return self.stopped("iterations")   # the recurring job's n0 + N runs
+        if self.spent >= self.problem.budget:
+            return self.stopped("budget")
         if n < self.config["n0"]:
             if self._initial is None:
-                self._initial = self.lhs_configs(self.config["n0"])
+                self._initial = self.lhs_configs(self.initial_design(self.config["n0"]))
             if n < len(self._initial):
                 return Suggestion(self._initial[n], phase="init")
         if self.stopped_at is not None:
-            return Suggestion(self.recommend().config_id, phase="exploit",
-                              info={"exploit": True})
+            return Suggestion(self.recommend().config_id, phase="exploit")
         return self._next_configuration()
 
     def _next_configuration(self) -> Suggestion:
@@ -262,7 +267,7 @@ class Guindani(Optimizer):
     # -- tell -----------------------------------------------------------------------------
     def _observe(self, suggestion: Suggestion, observation) -> None:
         """Algorithm 2, steps 8-10: taboo queue, then the stopping band on the observed time."""
-        if suggestion.info.get("exploit"):
+        if suggestion.phase == "exploit":
             return
         self.taboo.push(suggestion.config_id)
         load = float(self._load(np.array([observation.value(self.limit.metric)]))[0])

@@ -12,12 +12,18 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Mapping
 
-__all__ = ["Objective", "Constraint", "Problem", "METRICS", "TIME_UNITS", "parse_constraint",
-           "to_seconds"]
+from .contract import METRICS
 
-METRICS = ("time", "cost", "accuracy")  # measured by every job (accuracy: by ML jobs)
+__all__ = ["Objective", "Constraint", "Problem", "ProblemError", "METRICS", "TIME_UNITS",
+           "parse_constraint", "to_seconds"]
+
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "min": 60.0, "h": 3600.0}  # -> seconds
 _METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class ProblemError(ValueError):
+    """A problem an optimizer cannot pose (e.g. Lynceus without 'min cost'): bad input, the
+    command line exits 2 with this one-line message."""
 
 
 def _check_metric(what: str, metric: str) -> None:

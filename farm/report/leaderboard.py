@@ -37,6 +37,7 @@ from farm.run.metrics import step_quality
 __all__ = [
     "BOARD_TITLES",
     "DEFAULT_BUDGETS",
+    "INTRO",
     "Board",
     "Budget",
     "best_by_family",

@@ -132,6 +132,7 @@ def _summary_rows(a: DatasetAnalysis) -> list[dict[str, Any]]:
                 row[f"own pick: cost to {target} mean"] = s[f"pick_reach_mean:{target}"]
             row[f"time to {target} p50 (s)"] = s[f"reach_time_p50:{target}"]
             row[f"reached {target}"] = f"{s[f'reach_frac:{target}']:.0%}"
+            row[f"never {target}: why"] = s[f"never:{target}"]
         rows.append(row)
     return rows
 

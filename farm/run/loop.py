@@ -26,14 +26,15 @@ import pyarrow as pa
 from farm.run.metrics import recommendation_quality, summarize, target_check
 from farm.run.recommendation import TestedIncumbent
 from farm.run.spec import RunSpec
-from optimizers.base import Optimizer, Suggestion
+from optimizers.base import Optimizer
 from optimizers.executor import Executor
 from optimizers.registry import make_optimizer
-from oracle.oracle import Observation, Oracle
+from oracle.contract import Observation, Suggestion
+from oracle.oracle import Oracle
 from oracle.registry import load
 
-__all__ = ["RunResult", "Step", "Stepper", "TIMING_COLUMNS", "TRACE_SCHEMA", "execute",
-           "incumbent", "run_one"]
+__all__ = ["PICK_COLUMNS", "RunResult", "STATISTICS_COLUMNS", "Step", "Stepper",
+           "TIMING_COLUMNS", "TRACE_SCHEMA", "execute", "incumbent", "run_one"]
 
 TRACE_SCHEMA = pa.schema([
     ("run_key", pa.string()), ("dataset", pa.string()), ("optimizer", pa.string()),
@@ -56,6 +57,13 @@ TRACE_SCHEMA = pa.schema([
 ])
 # the columns that are measured, not computed: they differ between two runs of one spec
 TIMING_COLUMNS = ("recommendation_latency_s", "model_fit_s", "warmup_s")
+# the columns the statistics of a report read (``farm.report.analysis.analyse``), run_key first
+STATISTICS_COLUMNS = ("run_key", "cum_exploration_cost", "cum_exploration_time",
+                      "incumbent_cno", "incumbent_accuracy_c", "incumbent_feasible",
+                      "recommendation_latency_s", "model_fit_s")
+# the optimizer's own pick's, which the statistics read when present (absent from traces stored
+# before the farm credited only tested configurations: their incumbent columns hold the pick)
+PICK_COLUMNS = ("pick_cno", "pick_accuracy_c", "pick_feasible")
 
 
 @dataclass(frozen=True)
@@ -69,11 +77,11 @@ def execute(oracle: Oracle, suggestion: Suggestion, rng: np.random.Generator) ->
     time cap, granting its ``snapshots`` and ``reveal_full_cost`` requests (``Suggestion``)."""
     obs = oracle.run(suggestion.config_id, suggestion.fidelity, rng, suggestion.time_cap)
     if suggestion.snapshots:
-        snapshots = {f: oracle.run(suggestion.config_id, f, rng) for f in suggestion.snapshots}
-        obs = replace(obs, extra={**obs.extra, "snapshots": snapshots})
+        obs = replace(obs, snapshots={f: oracle.run(suggestion.config_id, f, rng)
+                                      for f in suggestion.snapshots})
     if obs.timed_out and suggestion.reveal_full_cost:
-        obs = replace(obs, extra={**obs.extra, "full_cost": oracle.true_value(
-            suggestion.config_id, suggestion.fidelity, "cost")})
+        obs = replace(obs, full_cost=oracle.true_value(suggestion.config_id,
+                                                       suggestion.fidelity, "cost"))
     return obs
 
 
@@ -159,7 +167,7 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
         oracle = Oracle(dataset, spec.problem(dataset), aggregate=spec.aggregate)
     space = oracle.space
     opt = make_optimizer(spec.optimizer, space, oracle.problem, spec.seed, executor,
-                         **spec.params)
+                         evaluations=spec.iterations, **spec.params)
     stepper = Stepper(opt, oracle, spec.seed)
     credited = TestedIncumbent(oracle.problem, any_fidelity=opt.recommends_fidelity)
     reached = None if spec.until is None else target_check(oracle, spec.until)
@@ -169,7 +177,7 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
     while (stop := stepper.stop_reason(spec.iterations)) is None:
         step = stepper.step()
         if step is None:
-            stop = "optimizer"
+            stop = opt.stop_reason   # converged, budget, exhausted, gave up: N repeats
             break
         s, obs = step.suggestion, step.observation
         credited.add(s.config_id, s.fidelity, obs)

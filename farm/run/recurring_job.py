@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from oracle.contract import METRICS
 from oracle.problem import Problem
 
 __all__ = ["recurring_job_metrics", "table1"]
@@ -38,7 +39,7 @@ def recurring_job_metrics(trace: pa.Table, problem: Problem) -> dict[str, Any]:
         return {"unfeasible_executions": None, "unfeasible_cost_ratio": None,
                 "mean_feasible_cost": None}
     observed = {m: trace.column(m).to_numpy(zero_copy_only=False).astype(float)
-                for m in ("time", "cost", "accuracy")}
+                for m in METRICS}
     feasible = ~trace.column("timed_out").to_numpy(zero_copy_only=False).astype(bool)
     for c in problem.constraints:
         with np.errstate(invalid="ignore"):

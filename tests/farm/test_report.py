@@ -452,7 +452,7 @@ def test_a_large_grid_draws_its_best_worst_and_default_variants_only():
     assert len(chosen) <= 3
 def test_lookahead_table_gives_quantiles_per_la_and_the_p90_ratio_to_la0():
     """Lynceus Fig. 8: one family per variant that differs only in ``la``; p90 LA0 / LA."""
-    from farm.report.lookahead import lookahead_rows
+    from farm.report.lookahead_window import lookahead_rows
 
     runs = []
     for la, first in ((0, 3), (1, 1)):

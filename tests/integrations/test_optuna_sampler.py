@@ -8,6 +8,7 @@ import pytest
 
 optuna = pytest.importorskip("optuna", reason="the Optuna adapter needs optfarm[peers]")
 
+from farm.run.metrics import cno  # noqa: E402
 from integrations.optuna_sampler import OptfarmSampler  # noqa: E402
 
 from .synthetic_job import (  # noqa: E402
@@ -42,7 +43,7 @@ def _study(sampler, n_trials):
 
     def score(study, trial):
         rec = sampler.optimizer.recommend()
-        cnos.append(oracle().cno(rec.config_id) if rec is not None else float("nan"))
+        cnos.append(cno(oracle(), rec.config_id) if rec is not None else float("nan"))
         feasible.append(rec is not None and oracle().is_feasible(rec.config_id))
 
     study.optimize(objective, n_trials=n_trials, callbacks=[score])
@@ -77,6 +78,6 @@ def test_the_sampler_stops_the_study_on_the_recommendation():
     # recommendation, which is not told to the optimizer
     sampler = OptfarmSampler("eic-usd", oracle().space, oracle().problem, seed=1)
     study, _, _ = _study(sampler, 200)
-    last = sampler.suggestion(study.trials[-1])
-    assert last.info.get("recommendation") and len(study.trials) < 200
+    assert sampler.recommended(study.trials[-1]) and len(study.trials) < 200
+    assert not any(sampler.recommended(t) for t in study.trials[:-1])
     assert len(sampler.optimizer.history) == len(study.trials) - 1
