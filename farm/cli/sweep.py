@@ -85,7 +85,7 @@ def _run(spec, source, out, args) -> int:
     if not (args.serial or spec.runtime.backend == "serial" or driver.watched()
             or _ray_running_here()):
         return driver.supervise(args.argv, lambda why: _lost_line(why, args, out),
-                                lambda: _sweep(spec, source, out, args, run=False),
+                                lambda: _settle(spec, source, out, args),
                                 args.address or os.environ.get("RAY_ADDRESS"))
     driver.end_with_parent()
     code = _run_here(spec, source, out, args)
@@ -99,7 +99,18 @@ def _ray_running_here() -> bool:
     return ray is not None and ray.is_initialized()
 
 
-def _sweep(spec, source, out, args, run: bool = True):
+def _settle(spec, source, out, args) -> None:
+    """What a driver lost with its head could not do: the index of what is stored, and the
+    sweep's MLflow runs left RUNNING ended (``farm.sweep.tracking.close_open_runs``); the
+    runs MLflow missed are logged by the resume."""
+    _sweep(spec, source, out, args, run=False, tracking=False)
+    if not (args.no_tracking or not spec.tracking.enabled):
+        from farm.sweep.tracking import close_open_runs
+
+        close_open_runs(out, args.tracking_uri)
+
+
+def _sweep(spec, source, out, args, run: bool = True, tracking: bool | None = None):
     from farm.report.tracked import STATISTICS
     from farm.sweep.runner import run_sweep
     from farm.sweep.spec import DEFAULT_MAX_RUNS
@@ -107,7 +118,7 @@ def _sweep(spec, source, out, args, run: bool = True):
     return run_sweep(spec, out, source=source, address=args.address,
                      backend="serial" if args.serial else None,
                      max_in_flight=args.max_in_flight,
-                     tracking=False if args.no_tracking else None,
+                     tracking=False if args.no_tracking else tracking,
                      tracking_uri=args.tracking_uri,
                      artifacts=True if args.artifacts else None,
                      max_runs=DEFAULT_MAX_RUNS if args.max_runs is None else args.max_runs,
