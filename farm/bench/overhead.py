@@ -4,7 +4,7 @@ throughput scales with workers.
     farm bench-farm [--runs 200] [--dataset synthetic] [--optimizer random] [--workers 2]
 
 
-    farm bench-farm --tracking 500,2000,20000 [--iterations 5]
+    farm bench-farm --tracking 500,2000,20000 [--iterations 5] [--tracking-server postgresql]
     farm bench-farm --resume 2000,20000 [--iterations 5]
 
 Cases, each over the same ``--runs`` runs (seeds 0..N-1):
@@ -31,12 +31,17 @@ is created) is logged faster than the runs arrive, and the logged tenths read th
 pace, the stored ones the sweep's), then
 a resume of the finished tracked sweep (``resume_s``: expand, verify every record and trace,
 find nothing to run or log). Targets: tracking on >= half the runs/s of tracking off at 2,000
-runs; last tenth within 10% of the first at 20,000; resume of 20,000 runs < 10 s.
+runs; last tenth within 10% of the first at 20,000; resume of 20,000 runs < 10 s. With
+``--tracking-server postgresql`` the same sweeps are also tracked to a team's server: ``mlflow
+server`` backed by its own PostgreSQL cluster on 127.0.0.1 (``farm.bench.tracking_server``;
+``--tracking-uri URI``: an existing server), the rows "postgresql" beside "sqlite".
 
 With ``--resume SIZES`` it times, for each size, a sweep with tracking off, then a resume of it
 as ``farm sweep`` runs one (``resume_s``: files unchanged since written are not hashed again,
 ``farm.sweep.store.VerifiedFiles``) and one with ``--verify`` (``verify_s``: every record and
-trace hashed), each with the driver's CPU time. Target: resume of 20,000 runs < 10 s.
+trace hashed), each with the driver's CPU time, then ``farm report`` of it (``report_s``,
+``report_cpu_s``, ``report_rss_mb``: its peak memory). Targets for 20,000 runs: resume < 10 s; report < 20 s and
+< 500 MB.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["machine_speedup", "resume_cost", "run", "tracking_cost"]
+__all__ = ["machine_speedup", "report_cost", "resume_cost", "run", "tracking_cost"]
 
 
 def _spec(dataset: str, optimizer: str, runs: int, iterations: int | None, in_flight: int):
@@ -130,8 +135,32 @@ def resume_cost(sizes: list[int], dataset: str = "synthetic", optimizer: str = "
                     row[f"{name}_cpu_s"] = time.process_time() - c0
                     if again.skipped != n:
                         raise RuntimeError(f"the resume of {n} runs ran some again")
+                row.update(report_cost(out))
             rows.append(row)
     return rows
+
+
+def report_cost(sweep_dir: str) -> dict[str, float]:
+    """``farm report`` of a finished sweep in a child process, as a user runs it: its wall
+    and CPU time (``report_s``, ``report_cpu_s``: on a loaded machine the CPU time is what it
+    needs) and peak resident memory (``report_rss_mb``), the child's own (``wait4``). Target for 20,000 runs: < 20 s and < 500 MB."""
+    import subprocess
+    import sys
+
+    with tempfile.TemporaryDirectory(prefix="optfarm-bench-report-") as report, \
+            tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        child = subprocess.Popen([sys.executable, "-m", "farm", "report", sweep_dir, "--out",
+                                  report, "--no-tracking"], stdout=subprocess.DEVNULL,
+                                 stderr=err)
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - t0
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(f"farm report failed: {err.read().decode().strip()}")
+    return {"report_s": wall, "report_cpu_s": usage.ru_utime + usage.ru_stime,
+            "report_rss_mb": usage.ru_maxrss / 1024}
 
 
 @contextmanager
@@ -156,11 +185,11 @@ def _tenths(times: list[float]) -> tuple[float, float]:
     return (times[n] - times[0]) / n, (times[-1] - times[-n - 1]) / n
 
 
-def _tracked_sweep(spec, out: str, tracking: bool) -> dict:
+def _tracked_sweep(spec, out: str, tracking: bool, uri: str | None = None) -> dict:
     from farm.sweep.runner import run_sweep
 
     t0 = time.time()
-    report = run_sweep(spec, out, tracking=tracking, progress=False)
+    report = run_sweep(spec, out, tracking=tracking, tracking_uri=uri, progress=False)
     wall = time.time() - t0
     if not report.complete or report.tracking_offline:
         raise RuntimeError(f"sweep incomplete ({report.failed} failed) or tracking offline")
@@ -170,7 +199,7 @@ def _tracked_sweep(spec, out: str, tracking: bool) -> dict:
            "first_tenth_ms": 1000 * first, "last_tenth_ms": 1000 * last}
     if tracking:
         lines = (Path(out) / "mlflow_runs.jsonl").read_text().splitlines()
-        logged = [json.loads(line)["logged_at"] for line in lines]
+        logged = [e["logged_at"] for e in map(json.loads, lines) if "key" in e]
         row["stored_first_tenth_ms"], row["stored_last_tenth_ms"] = \
             row["first_tenth_ms"], row["last_tenth_ms"]
         first, last = _tenths(logged)
@@ -180,21 +209,27 @@ def _tracked_sweep(spec, out: str, tracking: bool) -> dict:
 
 
 def tracking_cost(sizes: list[int], dataset: str = "synthetic", optimizer: str = "random",
-                  iterations: int | None = 5, workers: int = 2) -> list[dict]:
-    """One row per (size, tracking off / on) and the resume time of the tracked sweep."""
+                  iterations: int | None = 5, workers: int = 2,
+                  servers: dict[str, str] | None = None) -> list[dict]:
+    """One row per size and tracking: off, on to the folder's sqlite store ("sqlite"), and on
+    to each of ``servers`` (label -> tracking URI); with tracking, the resume time of the
+    finished sweep."""
     from farm.sweep.runner import run_sweep
 
     rows = []
+    targets = {"off": None, "sqlite": None, **(servers or {})}
     with _local_ray(workers):
         for n in sizes:
             spec = _spec(dataset, optimizer, n, iterations, workers)
-            for tracking in (False, True):
+            for label, uri in targets.items():
+                tracking = label != "off"
                 with tempfile.TemporaryDirectory(prefix="optfarm-bench-") as out:
-                    row = {"runs": n, "tracking": "on" if tracking else "off",
-                           **_tracked_sweep(spec, out, tracking)}
+                    row = {"runs": n, "tracking": label,
+                           **_tracked_sweep(spec, out, tracking, uri)}
                     if tracking:
                         t0 = time.perf_counter()
-                        again = run_sweep(spec, out, tracking=True, progress=False)
+                        again = run_sweep(spec, out, tracking=True, tracking_uri=uri,
+                                          progress=False)
                         row["resume_s"] = time.perf_counter() - t0
                         assert again.skipped == n and again.done == 0
                 rows.append(row)
