@@ -170,10 +170,9 @@ def stop_text(reason: str) -> str:
     ``target``, or the optimizer's own ``converged``, ``exhausted``, ``gave up: N repeats``;
     ``optimizer``: a run stored before the optimizers said why)."""
     if reason.startswith("gave up: "):
-        return (f"stopped itself: its library proposed only configurations already run or "
-                f"never measured, {reason.split()[2]} times in a row")
-    return {"converged": "stopped itself: its stopping rule says it has converged",
-            "exhausted": "stopped itself: every configuration has been run",
+        return f"it gave up after {reason.split()[2]} repeats"
+    return {"converged": "it stopped itself (converged)",
+            "exhausted": "it stopped itself (every configuration run)",
             "optimizer": "the optimizer stopped by itself",
             "budget": "its budget was spent", "iterations": "the iteration limit was reached",
             "target": "its incumbent met the --until target"}.get(reason, reason)
