@@ -5,8 +5,9 @@ head and two workers of one CPU each, every listener on 127.0.0.1) while nodes c
    the store and in MLflow, the re-run runs' traces equal to the serial loop's;
 2. a worker added mid-sweep runs a share of the remaining runs, its first one within seconds;
 3. the head killed: exit 1, one line naming the resume command within ``LINE_BOUND_S`` of the
-   kill (printed by ``farm sweep``, the driver's parent), the store and its index consistent, MLflow's sweep run FAILED, and the same sweep
-   with ``--serial`` completes exactly the missing runs; the workers end by themselves, their
+   kill (printed by ``farm sweep``, the driver's parent), the store and its index
+   consistent, MLflow's sweep run FAILED, and the same sweep with ``--serial`` completes
+   exactly the missing runs; the workers end by themselves, their
    agents included;
 4. the head of a one-node cluster killed 10 times in a row, at different moments of 10
    sweeps: the line every time within 15 s, the store consistent, nothing RUNNING in MLflow
