@@ -26,7 +26,7 @@ from oracle.spelling import did_you_mean
 
 from .executor import Executor, SerialExecutor
 
-__all__ = ["Param", "Suggestion", "Recommendation", "Optimizer", "ParameterError",
+__all__ = ["INIT_SHARE", "init_share", "Param", "Suggestion", "Recommendation", "Optimizer", "ParameterError",
            "MissingExtra", "derive", "fixed", "decision_margin"]
 
 
@@ -81,6 +81,18 @@ class Param:
         if self.low is not None or self.high is not None:
             return f"[{'' if self.low is None else self.low}, {'' if self.high is None else self.high}]"
         return type(self.default).__name__
+
+
+# the largest share of a run's evaluation budget an initial design takes by default
+INIT_SHARE = 0.25
+
+
+def init_share() -> "Param":
+    """The ``init_share`` parameter of every optimizer with an initial design
+    (``Optimizer.initial_design``)."""
+    return Param("init_share", INIT_SHARE, "largest share of the run's evaluation budget "
+                 "(--iterations) its initial design takes; 1: no cap (the papers' sizes, which "
+                 "their specs pin)", low=0.0, high=1.0)
 
 
 def fixed(value: Any) -> dict[str, Any]:
@@ -186,14 +198,22 @@ class Optimizer(ABC):
     version: ClassVar[int] = 1  # in every run key: bump only when results change on purpose
 
     def __init__(self, space: SearchSpace, problem: Problem, seed: int = 0,
-                 executor: Executor | None = None, **params: Any):
+                 executor: Executor | None = None, evaluations: int | None = None,
+                 **params: Any):
         self.space = space
         self.problem = problem
         self.seed = int(seed)
+        # the run's evaluation budget when it has one (the loop's --iterations), which the
+        # initial design takes at most ``init_share`` of
+        self.evaluations = evaluations
         self.rng = np.random.default_rng(self.seed)
         self.executor = executor or SerialExecutor()
         self.config = self.resolve_params(params)
         self.history: list[tuple[Suggestion, Observation]] = []
+        # why suggest() returned None, the run's ``stop_reason``: "converged" (its own
+        # stopping rule), "budget" (its exploration budget), "exhausted" (nothing left to
+        # run), "gave up: N repeats" (a peer whose library kept proposing what it had run)
+        self.stop_reason = "converged"
 
     @classmethod
     def resolve_params(cls, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -225,6 +245,19 @@ class Optimizer(ABC):
                              "is not finite (NaN if not measured)")
         self.history.append((suggestion, observation))
         self._observe(suggestion, observation)
+
+    def initial_design(self, n: int, least: int = 1) -> int:
+        """The size of an initial design of ``n`` runs in this run: at most ``init_share`` of
+        the evaluation budget (at least ``least``), ``n`` without a budget or a share."""
+        share = self.config.get("init_share")
+        if self.evaluations is None or share is None:
+            return n
+        return min(n, max(least, math.floor(share * self.evaluations)))
+
+    def stopped(self, reason: str) -> None:
+        """``suggest``'s None, with why the optimizer stops (``stop_reason``)."""
+        self.stop_reason = reason
+        return None
 
     def _observe(self, suggestion: Suggestion, observation: Observation) -> None:
         """Hook for subclasses that update models as observations arrive."""

@@ -30,7 +30,8 @@ from .acquisition.analytic import (
     incumbent_for_eic,
 )
 from .acquisition.incumbent import incumbent
-from .base import Optimizer, Param, Recommendation, Suggestion, decision_margin
+from .base import (Optimizer, Param, Recommendation, Suggestion, decision_margin,
+                   init_share)
 from .blas import single_threaded
 from .models.gp import GaussianProcess
 from .models.targets import Targets, to_model_scale
@@ -44,7 +45,9 @@ class EIc(Optimizer):
     name = "eic"
     summary = "GP + constrained EI at full data size (CherryPick), 4 LHS points"
     params = (
-        Param("n_init", 4, "initial configurations by LHS", low=1),
+        Param("n_init", 4, "initial configurations by LHS (at most init_share of the run's "
+              "evaluations)", low=1),
+        init_share(),
         Param("hyper", "mcmc", "GP hyperparameters: emcee samples or maximum likelihood",
               choices=("mcmc", "ml")),
         Param("burn_in", 100, "emcee burn-in steps (first fit)", low=0),
@@ -57,7 +60,7 @@ class EIc(Optimizer):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._init = self.lhs_configs(self.config["n_init"])
+        self._init = self.lhs_configs(self.initial_design(self.config["n_init"]))
         self._model_rng = np.random.default_rng(int(self.rng.integers(2 ** 63)))
         self._targets = Targets(self.problem, self._make_model)
 
@@ -76,15 +79,17 @@ class EIc(Optimizer):
     @single_threaded
     def suggest(self) -> Suggestion | None:
         untested = np.flatnonzero(~self.tested())
-        if len(untested) == 0 or self.spent >= self.problem.budget:
-            return None
+        if len(untested) == 0:
+            return self.stopped("exhausted")
+        if self.spent >= self.problem.budget:
+            return self.stopped("budget")
         if len(self.history) < len(self._init):
             return Suggestion(self._init[len(self.history)], 1.0, phase="init")
         acq, ei, y_star = self.acquisition(untested)
         best = int(np.argmax(acq))
         if (self.config["stop_ratio"] > 0 and len(self.history) >= 6
                 and ei[best] < self.config["stop_ratio"] * abs(y_star)):
-            return None
+            return self.stopped("converged")
         return Suggestion(int(untested[best]), 1.0, phase="search",
                           info={"acquisition": float(acq[best])}, margin=decision_margin(acq))
 

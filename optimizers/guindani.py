@@ -77,7 +77,7 @@ from .acquisition.analytic import (
     log_expected_improvement,
     log_probability_of_feasibility,
 )
-from .base import Optimizer, Param, Recommendation, Suggestion
+from .base import Optimizer, Param, Recommendation, Suggestion, init_share
 from .models.gp import GaussianProcess
 from .models.ridge import RidgeModel, reciprocal_features
 from .taboo import TabooQueue
@@ -110,7 +110,9 @@ class Guindani(Optimizer):
     params = (
         Param("variant", "d", "a: EIc; b: EIc exp(-k T_hat); c: EIc 1[T_hat <= T_max]; "
               "d: b and c", choices=("a", "b", "c", "d")),
-        Param("n0", 3, "initial configurations (Latin hypercube)", low=1),
+        Param("n0", 3, "initial configurations (Latin hypercube; at most init_share of the "
+              "run's evaluations)", low=1),
+        init_share(),
         Param("n_iter", 30, "N: executions after the initial ones (the job runs n0 + N times)",
               low=0),
         Param("q", 8, "length of the FIFO taboo queue of visited configurations", low=0),
@@ -162,11 +164,13 @@ class Guindani(Optimizer):
     # -- ask ------------------------------------------------------------------------------
     def suggest(self) -> Suggestion | None:
         n = len(self.history)
-        if n >= self.config["n0"] + self.config["n_iter"] or self.spent >= self.problem.budget:
-            return None
+        if n >= self.config["n0"] + self.config["n_iter"]:
+            return self.stopped("iterations")   # the recurring job's n0 + N runs
+        if self.spent >= self.problem.budget:
+            return self.stopped("budget")
         if n < self.config["n0"]:
             if self._initial is None:
-                self._initial = self.lhs_configs(self.config["n0"])
+                self._initial = self.lhs_configs(self.initial_design(self.config["n0"]))
             if n < len(self._initial):
                 return Suggestion(self._initial[n], phase="init")
         if self.stopped_at is not None:

@@ -63,7 +63,8 @@ from .acquisition.analytic import (
     truncated_gaussian_mean,
 )
 from .acquisition.cost_aware import timeout_cap
-from .base import Optimizer, Param, Recommendation, Suggestion, derive, fixed
+from .base import (Optimizer, Param, Recommendation, Suggestion, derive, fixed,
+                   init_share)
 from .lookahead import PathContext, Switches, explore_chunk, level_predictions
 from .models.trees import default_max_features
 
@@ -116,7 +117,8 @@ class Lynceus(Optimizer):
         Param("timeout", "tg", "timeout policy for sub-optimal runs", choices=TIMEOUT_POLICIES),
         *COMMON_PARAMS,
         Param("n_init", 0, "bootstrap size (0: max(3% of the space, d), at least 2, at "
-              "most max(d + 2, 20))", low=0),
+              "most max(d + 2, 20) and init_share of the run's evaluations)", low=0),
+        init_share(),
         Param("init", "lhs", "bootstrap design", choices=("lhs", "random")),
         Param("target_accuracy", 0.85, "accuracy the linear policy extrapolates to",
               low=0.0, high=1.0),
@@ -186,8 +188,8 @@ class Lynceus(Optimizer):
     # -- Algorithm 1 ------------------------------------------------------------------------
     def _bootstrap(self) -> list[int]:
         """N configurations by LHS (``bootstrap_size``) [Lynceus Sec. VI-B]."""
-        n = self.config["n_init"] or bootstrap_size(self.space.n_configs,
-                                                    len(self.space.dimensions))
+        n = self.config["n_init"] or self.initial_design(
+            bootstrap_size(self.space.n_configs, len(self.space.dimensions)), least=2)
         if self.config["init"] == "random":
             return [int(c) for c in self.rng.permutation(len(self._cand_config))[:n]]
         return self.lhs_configs(n)
@@ -195,7 +197,7 @@ class Lynceus(Optimizer):
     def suggest(self) -> Suggestion | None:
         remaining = self.problem.budget - self.spent
         if remaining <= 0:
-            return None
+            return self.stopped("budget")
         if self._init_queue is None:
             self._init_queue = self._bootstrap()
         while self._init_queue:
@@ -203,7 +205,7 @@ class Lynceus(Optimizer):
             if self._untested[cand]:
                 return self._suggestion(cand, phase="init")
         if not self._untested.any() or not self._cost_y:
-            return None
+            return self.stopped("exhausted")
         return self.next_config(remaining)
 
     def next_config(self, remaining: float) -> Suggestion | None:
@@ -214,12 +216,12 @@ class Lynceus(Optimizer):
         answered = self.recommend() is not None
         if len(gamma_set) == 0:
             if answered:
-                return None
+                return self.stopped("budget")   # nothing fits the remaining budget
             cand = int(np.flatnonzero(self._untested)[np.argmin(mu[self._untested])])
             return self._suggestion(cand, phase="search", info={"no_answer_yet": True})
         ystar = self._ei_reference(ctx, sd)
         if answered and eic[gamma_set].max() < self.config["stop_threshold"] * ystar:
-            return None
+            return self.stopped("converged")
         if ctx.la == 0:
             reward, cost = eic[gamma_set], mu[gamma_set]
         else:

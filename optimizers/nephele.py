@@ -70,8 +70,10 @@ class Nephele(Lynceus):
     def suggest(self) -> Suggestion | None:
         """Random untested pairs until B_init is spent, then Lynceus' NextConfig."""
         remaining = self.problem.budget - self.spent
-        if remaining <= 0 or not self._untested.any():
-            return None
+        if remaining <= 0:
+            return self.stopped("budget")
+        if not self._untested.any():
+            return self.stopped("exhausted")
         if self.spent < self.config["b_init"] or not self._cost_y or not self._acc_y:
             cand = int(self.rng.choice(np.flatnonzero(self._untested)))
             return self._suggestion(cand, phase="init")

@@ -23,8 +23,10 @@ class RandomSearch(Optimizer):
 
     def suggest(self) -> Suggestion | None:
         untested = np.flatnonzero(~self.tested())
-        if len(untested) == 0 or self.spent >= self.problem.budget:
-            return None
+        if len(untested) == 0:
+            return self.stopped("exhausted")
+        if self.spent >= self.problem.budget:
+            return self.stopped("budget")
         phase = "init" if len(self.history) < self.config["n_init"] else "search"
         return Suggestion(int(self.rng.choice(untested)), 1.0, phase=phase)
 

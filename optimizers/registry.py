@@ -64,6 +64,9 @@ def get(name: str) -> type[Optimizer]:
 
 
 def make_optimizer(name: str, space: SearchSpace, problem: Problem, seed: int = 0,
-                   executor: Executor | None = None, **params: Any) -> Optimizer:
-    """Build the optimizer ``name`` for ``space`` and ``problem`` (ask/tell API)."""
-    return get(name)(space, problem, seed=seed, executor=executor, **params)
+                   executor: Executor | None = None, evaluations: int | None = None,
+                   **params: Any) -> Optimizer:
+    """Build the optimizer ``name`` for ``space`` and ``problem`` (ask/tell API);
+    ``evaluations``: the run's evaluation budget, if it has one (``Optimizer.initial_design``)."""
+    return get(name)(space, problem, seed=seed, executor=executor, evaluations=evaluations,
+                     **params)

@@ -236,12 +236,12 @@ class TrimTuner(Optimizer):
     @single_threaded
     def suggest(self) -> Suggestion | None:
         if self.spent >= self.problem.budget:
-            return None
+            return self.stopped("budget")
         if len(self.history) < len(self._bootstrap):
             return self._bootstrap[len(self.history)]
         cids, fids = self._untested()
         if len(cids) == 0:
-            return None
+            return self.stopped("exhausted")
         ctx, scores = self._context(cids, fids)
         idx, values = select(self.config["filter"], ctx.X_cand, self.config["beta"],
                              lambda i: self._evaluate(ctx, i), self.rng, scores)

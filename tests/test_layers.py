@@ -81,20 +81,9 @@ def back_arrows(root: Path, packages=PACKAGES) -> dict[str, str]:
     return found
 
 
-# The one arrow that still runs up, until the runner hands the tracker its variant statistics
-# (issue 27, the MLflow room's part): listed so that every other import is held now. An entry
-# that is no longer needed fails the test too, so that it is removed.
-PENDING = {"farm/sweep/variants.py": "farm/sweep -> farm/report"}
-
-
 def test_no_import_runs_back_up_the_layers():
-    arrows = back_arrows(REPO)
-    pending = {w: a for w, a in arrows.items()
-               if w.split(":")[0] in PENDING and PENDING[w.split(":")[0]] in a}
-    wrong = [f"{w}: {a}" for w, a in sorted(arrows.items()) if w not in pending]
+    wrong = [f"{w}: {a}" for w, a in sorted(back_arrows(REPO).items())]
     assert not wrong, "imports against ARCHITECTURE.md's layers:\n  " + "\n  ".join(wrong)
-    stale = set(PENDING) - {w.split(":")[0] for w in pending}
-    assert not stale, f"PENDING lists arrows that are gone: remove {sorted(stale)}"
 
 
 def test_the_layers_cover_every_room_of_farm():

@@ -4,7 +4,7 @@ throughput scales with workers.
     farm bench-farm [--runs 200] [--dataset synthetic] [--optimizer random] [--workers 2]
 
 
-    farm bench-farm --tracking 500,2000,20000 [--iterations 5]
+    farm bench-farm --tracking 500,2000,20000 [--iterations 5] [--tracking-server postgresql]
     farm bench-farm --resume 2000,20000 [--iterations 5]
 
 Cases, each over the same ``--runs`` runs (seeds 0..N-1):
@@ -31,7 +31,10 @@ is created) is logged faster than the runs arrive, and the logged tenths read th
 pace, the stored ones the sweep's), then
 a resume of the finished tracked sweep (``resume_s``: expand, verify every record and trace,
 find nothing to run or log). Targets: tracking on >= half the runs/s of tracking off at 2,000
-runs; last tenth within 10% of the first at 20,000; resume of 20,000 runs < 10 s.
+runs; last tenth within 10% of the first at 20,000; resume of 20,000 runs < 10 s. With
+``--tracking-server postgresql`` the same sweeps are also tracked to a team's server: ``mlflow
+server`` backed by its own PostgreSQL cluster on 127.0.0.1 (``farm.bench.tracking_server``;
+``--tracking-uri URI``: an existing server), the rows "postgresql" beside "sqlite".
 
 With ``--resume SIZES`` it times, for each size, a sweep with tracking off, then a resume of it
 as ``farm sweep`` runs one (``resume_s``: files unchanged since written are not hashed again,
@@ -156,11 +159,11 @@ def _tenths(times: list[float]) -> tuple[float, float]:
     return (times[n] - times[0]) / n, (times[-1] - times[-n - 1]) / n
 
 
-def _tracked_sweep(spec, out: str, tracking: bool) -> dict:
+def _tracked_sweep(spec, out: str, tracking: bool, uri: str | None = None) -> dict:
     from farm.sweep.runner import run_sweep
 
     t0 = time.time()
-    report = run_sweep(spec, out, tracking=tracking, progress=False)
+    report = run_sweep(spec, out, tracking=tracking, tracking_uri=uri, progress=False)
     wall = time.time() - t0
     if not report.complete or report.tracking_offline:
         raise RuntimeError(f"sweep incomplete ({report.failed} failed) or tracking offline")
@@ -170,7 +173,7 @@ def _tracked_sweep(spec, out: str, tracking: bool) -> dict:
            "first_tenth_ms": 1000 * first, "last_tenth_ms": 1000 * last}
     if tracking:
         lines = (Path(out) / "mlflow_runs.jsonl").read_text().splitlines()
-        logged = [json.loads(line)["logged_at"] for line in lines]
+        logged = [e["logged_at"] for e in map(json.loads, lines) if "key" in e]
         row["stored_first_tenth_ms"], row["stored_last_tenth_ms"] = \
             row["first_tenth_ms"], row["last_tenth_ms"]
         first, last = _tenths(logged)
@@ -180,21 +183,27 @@ def _tracked_sweep(spec, out: str, tracking: bool) -> dict:
 
 
 def tracking_cost(sizes: list[int], dataset: str = "synthetic", optimizer: str = "random",
-                  iterations: int | None = 5, workers: int = 2) -> list[dict]:
-    """One row per (size, tracking off / on) and the resume time of the tracked sweep."""
+                  iterations: int | None = 5, workers: int = 2,
+                  servers: dict[str, str] | None = None) -> list[dict]:
+    """One row per size and tracking: off, on to the folder's sqlite store ("sqlite"), and on
+    to each of ``servers`` (label -> tracking URI); with tracking, the resume time of the
+    finished sweep."""
     from farm.sweep.runner import run_sweep
 
     rows = []
+    targets = {"off": None, "sqlite": None, **(servers or {})}
     with _local_ray(workers):
         for n in sizes:
             spec = _spec(dataset, optimizer, n, iterations, workers)
-            for tracking in (False, True):
+            for label, uri in targets.items():
+                tracking = label != "off"
                 with tempfile.TemporaryDirectory(prefix="optfarm-bench-") as out:
-                    row = {"runs": n, "tracking": "on" if tracking else "off",
-                           **_tracked_sweep(spec, out, tracking)}
+                    row = {"runs": n, "tracking": label,
+                           **_tracked_sweep(spec, out, tracking, uri)}
                     if tracking:
                         t0 = time.perf_counter()
-                        again = run_sweep(spec, out, tracking=True, progress=False)
+                        again = run_sweep(spec, out, tracking=True, tracking_uri=uri,
+                                          progress=False)
                         row["resume_s"] = time.perf_counter() - t0
                         assert again.skipped == n and again.done == 0
                 rows.append(row)

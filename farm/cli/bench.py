@@ -3,6 +3,7 @@ sweep)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from .console import EXIT_OK, print_table
@@ -20,7 +21,7 @@ def _ratio(last: float, first: float) -> str:
 
 
 def cmd_bench_farm(args) -> int:
-    from farm.bench.overhead import resume_cost, run, tracking_cost
+    from farm.bench.overhead import resume_cost, run
 
     if args.resume:
         sizes = [int(n) for n in args.resume.split(",")]
@@ -37,23 +38,7 @@ def cmd_bench_farm(args) -> int:
         return EXIT_OK
 
     if args.tracking:
-        sizes = [int(n) for n in args.tracking.split(",")]
-        rows = tracking_cost(sizes, args.dataset, args.optimizer, args.iterations or 5,
-                             args.workers)
-        print(f"MLflow tracking cost: {args.optimizer} on {args.dataset}, "
-              f"{args.iterations or 5} evaluations per run, {args.workers} Ray workers, "
-              f"sqlite store in the output folder (load average {os.getloadavg()[1]:.1f})")
-        print_table(rows, ["runs", "tracking", "wall_s", "runs_per_s", "first_tenth_ms",
-                           "last_tenth_ms", "stored_first_tenth_ms", "stored_last_tenth_ms",
-                           "drain_s", "resume_s"])
-        for n in sizes:
-            off, on = (r for r in rows if r["runs"] == n)
-            print(f"{n} runs: tracking on / off {on['runs_per_s'] / off['runs_per_s']:.2f}x "
-                  f"(target >= 0.5), last / first tenth with tracking "
-                  f"{_ratio(on['last_tenth_ms'], on['first_tenth_ms'])} logged, "
-                  f"{_ratio(on['stored_last_tenth_ms'], on['stored_first_tenth_ms'])} stored "
-                  f"(target <= 1.1), resume {on['resume_s']:.1f} s (target < 10 s)")
-        return EXIT_OK
+        return _tracking_cost(args)
 
     res = run(args.runs, args.dataset, args.optimizer, args.iterations, args.workers,
               args.repeats)
@@ -71,6 +56,37 @@ def cmd_bench_farm(args) -> int:
     print(f"throughput {res['workers']} workers / 1 worker: {res['speedup']:.2f}x"
           f"   (target >= 1.7x; this machine's own speed-up for {res['workers']} CPU-bound"
           f" processes meanwhile: {res['machine_speedup']:.2f}x)")
+    return EXIT_OK
+
+
+def _tracking_cost(args) -> int:
+    from farm.bench.overhead import tracking_cost
+    from farm.bench.tracking_server import PostgresMlflowServer
+
+    sizes = [int(n) for n in args.tracking.split(",")]
+    servers = {"server": args.tracking_uri} if args.tracking_uri else {}
+    with contextlib.ExitStack() as stack:
+        if args.tracking_server == "postgresql":
+            pg = stack.enter_context(PostgresMlflowServer(workers=args.server_workers))
+            servers["postgresql"] = pg.url
+        rows = tracking_cost(sizes, args.dataset, args.optimizer, args.iterations or 5,
+                             args.workers, servers)
+    print(f"MLflow tracking cost: {args.optimizer} on {args.dataset}, "
+          f"{args.iterations or 5} evaluations per run, {args.workers} Ray workers; tracking "
+          f"off, to the sqlite store in the output folder"
+          + "".join(f", to {label} ({uri})" for label, uri in servers.items())
+          + f" (load average {os.getloadavg()[1]:.1f})")
+    print_table(rows, ["runs", "tracking", "wall_s", "runs_per_s", "first_tenth_ms",
+                       "last_tenth_ms", "stored_first_tenth_ms", "stored_last_tenth_ms",
+                       "drain_s", "resume_s"])
+    for n in sizes:
+        off = next(r for r in rows if r["runs"] == n and r["tracking"] == "off")
+        for on in (r for r in rows if r["runs"] == n and r["tracking"] != "off"):
+            print(f"{n} runs, {on['tracking']}: tracking on / off "
+                  f"{on['runs_per_s'] / off['runs_per_s']:.2f}x (target >= 0.5), last / first "
+                  f"tenth {_ratio(on['last_tenth_ms'], on['first_tenth_ms'])} logged, "
+                  f"{_ratio(on['stored_last_tenth_ms'], on['stored_first_tenth_ms'])} stored "
+                  f"(target <= 1.1), resume {on['resume_s']:.1f} s (target < 10 s)")
     return EXIT_OK
 
 
@@ -105,6 +121,10 @@ def add_bench_commands(sub) -> None:
     b.add_argument("--tracking", metavar="SIZES", help="instead: MLflow tracking on vs off and "
                    "resume time for sweeps of these sizes, e.g. 500,2000,20000 (--iterations "
                    "default 5)")
+    b.add_argument("--tracking-server", choices=["postgresql"], help="with --tracking: also "
+                   "track to an mlflow server backed by its own PostgreSQL on 127.0.0.1")
+    b.add_argument("--server-workers", type=int, default=4, help="that server's workers")
+    b.add_argument("--tracking-uri", help="with --tracking: also track to this server")
     b.add_argument("--resume", metavar="SIZES", help="instead: the resume time of finished "
                    "sweeps of these sizes, e.g. 2000,20000 (--iterations default 5)")
     b.set_defaults(func=cmd_bench_farm)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_json, print_table
 from .report import log_report_files
+from .sweep import _signals_interrupt as signals_interrupt
 
 __all__ = ["add_leaderboard_command"]
 
@@ -91,11 +92,12 @@ def _run(spec, source: str, out: Path, args) -> int | None:
     from farm.sweep.store import DamagedFile, FolderBusy, StoreError
 
     try:
-        report = run_sweep(spec, out, source=source,
-                           backend="serial" if args.serial else None,
-                           max_in_flight=args.max_in_flight,
-                           tracking=False if args.no_tracking else None,
-                           tracking_uri=args.tracking_uri, progress=not args.no_progress)
+        with signals_interrupt():   # SIGTERM / SIGHUP end it as Ctrl-C does, runs kept
+            report = run_sweep(spec, out, source=source,
+                               backend="serial" if args.serial else None,
+                               max_in_flight=args.max_in_flight,
+                               tracking=False if args.no_tracking else None,
+                               tracking_uri=args.tracking_uri, progress=not args.no_progress)
     except (FolderBusy, DamagedFile, ClusterLost, StoreError) as e:
         print(f"farm: error: {e}", file=sys.stderr)
         return None
@@ -114,6 +116,7 @@ def _board(sweep_dir: Path, budgets, evaluations, args, failed: int) -> int:
     from farm.report.leaderboard import (
         BOARD_TITLES,
         DEFAULT_BUDGETS,
+        INTRO,
         Budget,
         best_by_family,
         build_boards,
@@ -138,7 +141,7 @@ def _board(sweep_dir: Path, budgets, evaluations, args, failed: int) -> int:
                                      *(Budget("evaluations", int(n)) for n in evaluations)])
     out = Path(args.report) if args.report else sweep_dir / "leaderboard"
     files = write_report(analyses, out, f"optfarm leaderboard: {sweep_dir.resolve().name}",
-                         sections=sections(boards), per_dataset=False)
+                         sections=sections(boards), per_dataset=False, intro=INTRO)
     result = {metric: {
         "title": BOARD_TITLES[metric], "budget": b.headline.budget.label,
         "tables": len(b.tables), "seeds": int(b.tidy["seed"].nunique()),

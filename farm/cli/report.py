@@ -7,12 +7,13 @@ Exit codes: ``report`` 0 written, 2 bad input (not a sweep folder, no finished r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
 import tempfile
 from dataclasses import asdict
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_json
 
@@ -31,30 +32,37 @@ def _error(message: str) -> int:
 def cmd_report(args) -> int:
     from farm.report.analysis import analyse
     from farm.report.page import write_report
+    from farm.sweep.location import Location
     from farm.sweep.results import load_sweep
 
-    sweep_dir = Path(args.sweep_dir)
+    sweep_dir = args.sweep_dir  # a path, or a URI (s3://...)
     try:
+        sweep = Location.of(sweep_dir)
+        out = Location.of(args.out) if args.out else sweep / "report"
         trace, summaries = load_sweep(sweep_dir, current=args.current)
         analyses = analyse(trace, summaries)
     except ValueError as e:
         return _error(str(e))
-    out = Path(args.out) if args.out else sweep_dir / "report"
-    files = write_report(analyses, out, title=f"optfarm report: {sweep_dir.resolve().name}")
-    logged = None if args.no_tracking else log_report_files(sweep_dir, files, args.tracking_uri,
-                                                            quiet=args.json)
+    with out.staged() as folder:  # on an object store: written here, then uploaded
+        files = write_report(analyses, folder,
+                             title=f"optfarm report: {PurePosixPath(sweep.absolute()).name}")
+        logged = None if args.no_tracking else log_report_files(sweep_dir, files,
+                                                                args.tracking_uri,
+                                                                quiet=args.json)
+        shown = [out.show(out.root / f.relative_to(folder).as_posix()) for f in files]
+    page = out.show(out.root / "report.html")
     if args.json:
-        print_json({"runs": len(summaries), "report": str(out / "report.html"),
-                    "files": [str(f) for f in files], "mlflow_logged": logged})
+        print_json({"runs": len(summaries), "report": page, "files": shown,
+                    "mlflow_logged": logged})
         return EXIT_OK
-    print(f"report of {len(summaries)} runs: {out / 'report.html'}")
-    for f in files:
-        if f.suffix == ".png":
+    print(f"report of {len(summaries)} runs: {page}")
+    for f in shown:
+        if f.endswith(".png"):
             print(f"  {f}")
     return EXIT_OK
 
 
-def log_report_files(sweep_dir: Path, files: list[Path], uri: str | None,
+def log_report_files(sweep_dir: str | Path, files: list[Path], uri: str | None,
                      folder: str = "report", quiet: bool = False) -> bool:
     """The report files become artifacts (in ``folder``) of the sweep's parent run; whether
     they were logged."""
@@ -85,6 +93,7 @@ def cmd_regress(args) -> int:
         read_baseline,
         write_baseline,
     )
+    from farm.sweep.location import Location, LocationError
     from farm.sweep.spec import SpecError, load_spec
 
     try:
@@ -102,11 +111,11 @@ def cmd_regress(args) -> int:
         baseline = None if args.update_baseline else read_baseline(args.baseline)
         if args.mutations:
             return _mutations(specs, baseline, args)
-        out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="farm-regress-"))
-        if args.out and out.exists() and any(out.iterdir()):
-            raise BaselineError(f"--out {out} is not empty (a regression runs every run "
+        out = Location.of(args.out or tempfile.mkdtemp(prefix="farm-regress-"))
+        if args.out and not out.empty():
+            raise BaselineError(f"--out {out.uri} is not empty (a regression runs every run "
                                 "afresh)")
-    except (SpecError, BaselineError) as e:
+    except (SpecError, BaselineError, LocationError) as e:
         return _error(str(e))
     try:
         summaries, failed, guided = _run_specs(specs, args, out)
@@ -114,7 +123,7 @@ def cmd_regress(args) -> int:
         return _error(str(e))
     finally:
         if not args.out:
-            shutil.rmtree(out, ignore_errors=True)
+            shutil.rmtree(out.root, ignore_errors=True)
     try:
         current = quality_values(summaries)
         if args.update_baseline:
@@ -190,6 +199,7 @@ def _previous_baseline(path: Path) -> tuple[dict, list[str]]:
 def _mutations(specs, baseline, args) -> int:
     """``farm regress --mutations``: the gate's detection and false-alarm rates."""
     from farm.report.mutations import MUTATIONS, format_mutation_table, mutation_table
+    from farm.sweep.location import Location
     from farm.sweep.spec import expand
 
     known = {m.name: m for m in MUTATIONS}
@@ -200,12 +210,13 @@ def _mutations(specs, baseline, args) -> int:
     runs = [r for spec in specs for r in expand(spec)]
     print(f"{len(names)} mutation(s) against {args.baseline} ({len(runs)} runs in the gate; "
           "each mutation reruns those it can change)", flush=True)
-    results = mutation_table(runs, baseline, [known[n] for n in names], workers=args.workers,
-                             alpha=args.alpha, tolerance=args.tolerance,
-                             min_effect=args.min_effect,
-                             consistent_tolerance=args.consistent_tolerance,
-                             store=Path(args.out) if args.out else None,
-                             progress=lambda line: print(line, flush=True))
+    with contextlib.ExitStack() as stack:  # an --out URI: its files mirrored here meanwhile
+        store = stack.enter_context(Location.of(args.out).mirrored()) if args.out else None
+        results = mutation_table(runs, baseline, [known[n] for n in names],
+                                 workers=args.workers, alpha=args.alpha,
+                                 tolerance=args.tolerance, min_effect=args.min_effect,
+                                 consistent_tolerance=args.consistent_tolerance,
+                                 store=store, progress=lambda line: print(line, flush=True))
     print()
     print(format_mutation_table(results))
     missed = [r for r in results if r.mutation.kind == "regression" and r.n_runs and not r.caught]
@@ -213,10 +224,10 @@ def _mutations(specs, baseline, args) -> int:
     return EXIT_FAILED if missed or alarms else EXIT_OK
 
 
-def _run_specs(specs, args, out: Path) -> tuple[list[dict], int, dict]:
-    """Run each spec afresh into ``out/<spec name>``; the finished runs' summaries, the
-    number of failed runs (each reported on stderr), and each spec's share of model-guided
-    steps per optimizer (``model_guided_share``)."""
+def _run_specs(specs, args, out) -> tuple[list[dict], int, dict]:
+    """Run each spec afresh into ``out/<spec name>`` (a ``Location``); the finished runs'
+    summaries, the number of failed runs (each reported on stderr), and each spec's share of
+    model-guided steps per optimizer (``model_guided_share``)."""
     from farm.report.regress import model_guided_share
     from farm.sweep.results import load_sweep
     from farm.sweep.runner import run_sweep
@@ -240,8 +251,8 @@ def _run_specs(specs, args, out: Path) -> tuple[list[dict], int, dict]:
 
 def add_report_commands(sub) -> None:
     r = sub.add_parser("report", help="plots and one HTML page, in the papers' form, of a sweep")
-    r.add_argument("sweep_dir", help="the sweep's output folder")
-    r.add_argument("--out", help="output folder (default SWEEP_DIR/report)")
+    r.add_argument("sweep_dir", help="the sweep's output folder (a path, or a URI: s3://...)")
+    r.add_argument("--out", help="output folder, a path or a URI (default SWEEP_DIR/report)")
     r.add_argument("--current", action="store_true",
                    help="only the runs the sweep's spec expands to now (leave out runs stored "
                    "under an older optimizer version)")
@@ -282,7 +293,8 @@ def add_report_commands(sub) -> None:
                    "regression or a false alarm)")
     g.add_argument("--workers", type=int, default=2,
                    help="processes for --mutations (default 2)")
-    g.add_argument("--out", help="keep the sweeps in this (new or empty) folder, one "
+    g.add_argument("--out", help="keep the sweeps in this (new or empty) folder, a path or a "
+                   "URI (s3://...), one "
                    "subfolder per spec name, e.g. for `farm report`; default a temporary folder. "
                    "With --mutations: keep each mutation's per-seed values there and rerun "
                    "only the runs they lack (delete them after changing the code)")

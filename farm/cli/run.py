@@ -132,16 +132,27 @@ def _given_params(optimizer: str, params: dict) -> str:
     return " ".join(given) or "(defaults)"
 
 
+def stop_text(reason: str) -> str:
+    """Why a run stopped, in words (``stop_reason``: the loop's ``iterations``, ``budget`` and
+    ``target``, or the optimizer's own ``converged``, ``exhausted``, ``gave up: N repeats``;
+    ``optimizer``: a run stored before the optimizers said why)."""
+    if reason.startswith("gave up: "):
+        return (f"stopped itself: its library proposed only configurations already run or "
+                f"never measured, {reason.split()[2]} times in a row")
+    return {"converged": "stopped itself: its stopping rule says it has converged",
+            "exhausted": "stopped itself: every configuration has been run",
+            "optimizer": "the optimizer stopped by itself",
+            "budget": "its budget was spent", "iterations": "the iteration limit was reached",
+            "target": "its incumbent met the --until target"}.get(reason, reason)
+
+
 def describe(s: dict, wall_s: float, first_run: bool = False) -> list[str]:
     """The human summary of a run (``s``: the --json summary), lines of at most 100 columns."""
     unit = s["units"]["cost"]
     problem, rec, best, metric = s["problem"], s["recommendation"], s["optimum"], s["metric"]
     objective = problem["objective"].replace("min ", "minimise ").replace("max ", "maximise ")
     constraints = " and ".join(_constraint_text(c, unit) for c in problem["constraints"]) or "nothing"
-    stop = {"optimizer": "the optimizer stopped by itself", "budget": "its budget was spent",
-            "iterations": "the iteration limit was reached",
-            "target": "its incumbent met the --until target"}.get(s["stop_reason"],
-                                                                s["stop_reason"])
+    stop = stop_text(s["stop_reason"])
     rows = [("goal", f"{objective} ({unit}) subject to {constraints}"
              + (f", exploration budget {problem['budget']:g} {unit}" if problem["budget"]
                 else "")),

@@ -19,7 +19,14 @@ import textwrap
 from contextlib import contextmanager
 from pathlib import Path
 
-from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, WIDTH, print_json, table_blocks
+from .console import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_OK,
+    WIDTH,
+    print_json,
+    table_blocks,
+)
 
 __all__ = ["add_sweep_commands"]
 
@@ -53,7 +60,7 @@ def cmd_sweep(args) -> int:
                                name=args.name or "inline", iterations=args.iterations,
                                budget=args.budget, params=_param_overrides(args.param))
             source = "inline sweep"
-        out = Path(args.out or Path("sweeps-out") / spec.name)
+        out = args.out or str(Path("sweeps-out") / spec.name)  # a path, or a URI (s3://...)
         return _run(spec, source, out, args)
     except SpecError as e:
         print(f"farm: error: {e}", file=sys.stderr)
@@ -63,12 +70,21 @@ def cmd_sweep(args) -> int:
 def _run(spec, source, out, args) -> int:
     if args.address:  # before Ray is imported (see farm.sweep.ray_runtime)
         os.environ["RAY_ADDRESS"] = args.address
+    from farm.report.tracked import STATISTICS
     from farm.sweep.capacity import ClusterLost
     from farm.sweep.runner import run_sweep, summary_rows
     from farm.sweep.spec import DEFAULT_MAX_RUNS
-    from farm.sweep.store import DamagedFile, FolderBusy, Store, StoreError
+    from farm.sweep.store import (
+        DamagedFile,
+        FolderBusy,
+        LocationError,
+        Store,
+        StoreError,
+    )
 
     try:
+        if not (args.no_tracking or not spec.tracking.enabled):
+            _say_where_tracking_goes(out, args.tracking_uri or spec.tracking.uri)
         with _signals_interrupt():
             report = run_sweep(spec, out, source=source, address=args.address,
                                backend="serial" if args.serial else None,
@@ -77,8 +93,9 @@ def _run(spec, source, out, args) -> int:
                                tracking_uri=args.tracking_uri,
                                artifacts=True if args.artifacts else None,
                                max_runs=args.max_runs or DEFAULT_MAX_RUNS,
-                               progress=not args.no_progress, verify=args.verify)
-    except (FolderBusy, DamagedFile) as e:
+                               progress=not args.no_progress, verify=args.verify,
+                               statistics=STATISTICS)
+    except (FolderBusy, DamagedFile, LocationError) as e:
         print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except ClusterLost as e:  # what finished is stored, the index written, MLflow's run FAILED
@@ -154,6 +171,20 @@ def _signals_interrupt():
             signal.signal(sig, handler)
 
 
+def _say_where_tracking_goes(out: str, uri: str | None) -> None:
+    """One line when the output is not a path and MLflow's runs go to a sqlite file of this
+    machine (an object store cannot hold one): a sweep resumed elsewhere logs elsewhere."""
+    from farm.sweep.location import Location
+    from farm.sweep.tracking import sweep_uri
+
+    location = Location.of(out)
+    uri = sweep_uri(location, uri)
+    if not location.local and uri.startswith("sqlite:"):
+        print(f"farm: MLflow tracking goes to {uri} on this machine ({location.uri} cannot hold"
+              " mlflow.db); give --tracking-uri http://SERVER to keep one MLflow history "
+              "wherever the sweep resumes", file=sys.stderr)
+
+
 def _resume_command(args, out) -> str:
     """The command that finishes the sweep's missing runs (the same sweep, the same --out)."""
     if args.spec:
@@ -170,7 +201,14 @@ def _resume_command(args, out) -> str:
 
 
 def cmd_sync(args) -> int:
-    from farm.sweep.store import DamagedFile, FolderBusy, Store, StoreError
+    from farm.report.tracked import STATISTICS
+    from farm.sweep.store import (
+        DamagedFile,
+        FolderBusy,
+        LocationError,
+        Store,
+        StoreError,
+    )
     from farm.sweep.tracking import sweep_uri, sync
 
     try:
@@ -179,8 +217,8 @@ def cmd_sync(args) -> int:
                   file=sys.stderr)
             return EXIT_BAD_INPUT
         uploaded, missing = sync(args.dir, args.tracking_uri, args.experiment,
-                                 True if args.artifacts else None)
-    except (FolderBusy, DamagedFile) as e:
+                                 True if args.artifacts else None, STATISTICS)
+    except (FolderBusy, DamagedFile, LocationError) as e:
         print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except StoreError as e:
@@ -205,7 +243,8 @@ def add_sweep_commands(sub) -> None:
     s.add_argument("--param", action="append", metavar="OPT.KEY=VALUE",
                    help="inline sweep: optimizer parameter (repeatable)")
     s.add_argument("--name", help="inline sweep: its name (default 'inline')")
-    s.add_argument("--out", help="output folder (default sweeps-out/NAME)")
+    s.add_argument("--out", help="output folder: a path, or a pyarrow.fs URI such as "
+                   "s3://BUCKET/PATH (default sweeps-out/NAME)")
     s.add_argument("--address", help="Ray cluster to join, or 'auto' for the one started on "
                    "this machine by `ray start` (default $RAY_ADDRESS, else a local Ray)")
     s.add_argument("--max-in-flight", type=int, help="runs at once (default: cluster CPUs)")
@@ -226,7 +265,7 @@ def add_sweep_commands(sub) -> None:
     s.set_defaults(func=cmd_sweep)
 
     y = sub.add_parser("sync", help="upload a sweep's stored runs to MLflow (those not there)")
-    y.add_argument("dir", help="the sweep's output folder")
+    y.add_argument("dir", help="the sweep's output folder (a path or a URI)")
     y.add_argument("--tracking-uri", help="default the one the sweep ran with (kept in "
                    "sweep.json), else $MLFLOW_TRACKING_URI, else the folder's sqlite")
     y.add_argument("--experiment", help="default the sweep's")

@@ -49,6 +49,7 @@ from farm.run.metrics import (
 
 __all__ = [
     "GUINDANI_METRICS",
+    "TRACE_COLUMNS",
     "peer_rows",
     "peer_statistics",
     "DatasetAnalysis",
@@ -155,6 +156,7 @@ _COLUMNS = ("run_key", "cum_exploration_cost", "cum_exploration_time", "incumben
 # absent from traces stored before the farm credited only tested configurations (their
 # incumbent columns hold the optimizer's pick)
 _PICK_COLUMNS = ("pick_cno", "pick_accuracy_c", "pick_feasible")
+TRACE_COLUMNS = _COLUMNS + _PICK_COLUMNS  # what ``analyse`` reads (the pick ones if there)
 
 
 def _problem_text(summary: Mapping) -> str:
@@ -305,6 +307,8 @@ def group_stats(g: Group, metric: str, reached: Mapping[str, np.ndarray],
     }
     if metric == "cno":
         stats["dopt_median"] = stats["final_p50"] - 1.0
+    for target, r in reached.items():
+        stats[f"never:{target}"] = never_text(g.summaries, r[:, 0])
     for prefix, by_target in (("", reached), ("pick_", picked)):
         for target, r in by_target.items():
             stats[f"{prefix}reach_frac:{target}"] = float(np.isfinite(r[:, 0]).mean())
@@ -322,6 +326,33 @@ def group_stats(g: Group, metric: str, reached: Mapping[str, np.ndarray],
         if values:
             stats[f"{key}_mean"] = float(np.mean(values))
     return stats
+
+
+# the loop's limits: a run that ended there was stopped, not stopping by itself
+LIMITS = ("budget", "iterations", "target")
+
+
+def never_text(summaries: Sequence[Mapping], reach_cost: np.ndarray) -> str:
+    """Why the runs that never reached a target did not: "3 not within 400 runs" (they ran
+    into the run's limits: iterations or budget) and "2 stopped themselves at $2.3-3.2
+    (gave up: 100 repeats)" (the optimizer's own stop: converged, exhausted, gave up: N
+    repeats); "" when every run reached it."""
+    limited, own = [], []
+    for s, cost in zip(summaries, reach_cost):
+        if math.isfinite(cost):
+            continue
+        (limited if s.get("stop_reason") in LIMITS else own).append(s)
+    parts = []
+    if limited:
+        n = max(s["n_evaluations"] for s in limited)
+        parts.append(f"{len(limited)} not within {n} runs")
+    if own:
+        costs = sorted(s["exploration_cost"] for s in own)
+        span = f"{costs[0]:.3g}" if costs[0] == costs[-1] else f"{costs[0]:.3g}-{costs[-1]:.3g}"
+        reasons = ", ".join(sorted({str(s.get("stop_reason")) for s in own}))
+        parts.append(f"{len(own)} stopped {'itself' if len(own) == 1 else 'themselves'} at "
+                     f"{span} ({reasons})")
+    return "; ".join(parts)
 
 
 def _after_warmup(latency: np.ndarray) -> np.ndarray:
@@ -412,6 +443,8 @@ def peer_rows(analyses: Mapping[str, DatasetAnalysis]) -> list[dict[str, Any]]:
                     "kind": kinds[label], "runs": a.stats[label]["runs"],
                     "evaluations p50": a.stats[label]["nex_median"],
                     "reached": a.stats[label][reached] if reached else None,
+                    "never": a.stats[label].get(f"never:{reached.split(':', 1)[1]}", "")
+                    if reached and not key.startswith("pick_") else "",
                     "value": value, "best peer": best["peer"],
                     "ratio to the best peer": _ratio(value, values[best["peer"]]),
                     "ratio to the best paper optimizer": None if best["paper"] is None

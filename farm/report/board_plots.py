@@ -41,10 +41,12 @@ def plot_cd(path: Path, mean_ranks: pd.Series, cliques: Sequence[Sequence[str]],
     for r in range(lo, hi + 1):
         ax.vlines(r, top, top + 0.08, color="k", lw=1)
         ax.text(r, top + 0.13, str(r), ha="center", va="bottom", fontsize=9)
-    if math.isfinite(cd) and cd < hi - lo + 1:
-        ax.hlines(top + 0.55, lo, lo + cd, color="k", lw=1.5)
-        ax.vlines([lo, lo + cd], top + 0.5, top + 0.6, color="k", lw=1.5)
-        ax.text(lo + cd / 2, top + 0.62, f"Nemenyi CD = {cd:.2f}", ha="center", va="bottom",
+    if math.isfinite(cd):   # a CD wider than the axis is drawn across it, its value said
+        width = min(cd, hi - lo)
+        ax.hlines(top + 0.55, lo, lo + width, color="k", lw=1.5)
+        ax.vlines([lo, lo + width], top + 0.5, top + 0.6, color="k", lw=1.5)
+        ax.text(lo + width / 2, top + 0.62, f"Nemenyi CD = {cd:.2f}"
+                + (" (wider than the axis)" if cd > width else ""), ha="center", va="bottom",
                 fontsize=8)
     bars = 0.18 * len(cliques)
     for i, (name, value) in enumerate(zip(names, values)):
@@ -97,18 +99,22 @@ def plot_heatmap(path: Path, values: pd.DataFrame, metric: str, title: str) -> P
     cmap = plt.get_cmap("viridis_r" if metric == "cno" else "viridis").with_extremes(
         bad="black")
     if metric == "cno":
-        hi = float(np.nanmax(data.filled(np.nan))) if data.count() else 2.0
-        norm = LogNorm(vmin=1.0, vmax=max(hi, 1.01))
+        hi = max(float(np.nanmax(data.filled(np.nan))) if data.count() else 2.0, 1.01)
+        norm = LogNorm(vmin=1.0, vmax=hi)
         image = ax.imshow(data, cmap=cmap, norm=norm, aspect="auto")
+        ticks = [t for t in (1, 1.1, 1.25, 1.5, 2, 3, 5, 10, 30, 100, 1000) if t <= hi]
     else:
-        image = ax.imshow(data, cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
+        norm = plt.Normalize(0.0, 1.0)
+        image = ax.imshow(data, cmap=cmap, norm=norm, aspect="auto")
+        ticks = None
     for (r, c), v in np.ndenumerate(values.to_numpy(dtype=float)):
         text = "-" if np.isnan(v) else (f"{v:.2f}" if v < 10 else f"{v:.0f}")
+        dark = np.isnan(v) or (norm(v) > 0.6 if metric == "cno" else norm(v) < 0.4)
         ax.text(c, r, text, ha="center", va="center", fontsize=6,
-                color="white" if np.isnan(v) or (metric != "cno" and v < 0.5) else "black")
+                color="white" if dark else "black")
     ax.set_xticks(range(n_cols), values.columns, rotation=60, ha="right", fontsize=7)
     ax.set_yticks(range(n_rows), values.index, fontsize=7)
-    bar = fig.colorbar(image, ax=ax, fraction=0.03,
+    bar = fig.colorbar(image, ax=ax, fraction=0.03, ticks=ticks,
                        label="median CNO" if metric == "cno" else "median Accuracy_C / optimum's")
     bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     bar.ax.yaxis.set_minor_formatter(NullFormatter())

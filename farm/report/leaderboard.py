@@ -37,6 +37,7 @@ from farm.run.metrics import step_quality
 __all__ = [
     "BOARD_TITLES",
     "DEFAULT_BUDGETS",
+    "INTRO",
     "Board",
     "Budget",
     "best_by_family",
@@ -57,6 +58,18 @@ __all__ = [
 FAMILIES = (("lynceus-", "Lynceus TF"), ("cherrypick-", "CherryPick"), ("scout-", "Scout"),
             ("guindani-", "Guindani"), ("synthetic", "synthetic"), ("trimtuner-", "TrimTuner"))
 OWN_TABLES = "your tables"
+INTRO = ("Every optimizer on every table of the sweep at equal budgets: in multiples of each "
+         "table's mean configuration cost (the runs' exploration budget is the last) and in "
+         "evaluations (within that cost cap). At a budget a run is credited with the "
+         "configuration the farm credits after the last step it paid for (the same rule for "
+         "every optimizer); without a truly feasible one it is censored and ranks last. "
+         "Score: log2 CNO (0: the optimum) or 1 - Accuracy_C / the optimum's; a table's value "
+         "is the median over seeds; ranks within each table (ties share their places), "
+         "averaged over tables. Friedman's test (tie-corrected) says whether the ranks differ; "
+         "the bars of the critical-difference diagram join the optimizers that pairwise "
+         "Wilcoxon signed-rank tests over the tables, Holm-corrected at alpha 0.05, do not "
+         "separate (Benavoli et al. 2016); Nemenyi's critical difference is drawn for scale. "
+         "Intervals: 90% percentile bootstrap over tables.")
 BOARD_TITLES = {"cno": "cost-minimisation tables (score log2 CNO)",
                 "accuracy_c": "accuracy-maximisation tables (score 1 - Accuracy_C / optimum)"}
 
@@ -153,7 +166,7 @@ class Board:
     budgets: list[Budget]
     at: dict[str, AtBudget]
     win_tie_loss: pd.DataFrame    # over (table, seed) at the headline budget
-    left_out: list[str] = field(default_factory=list)   # optimizers not on every table
+    left_out: list[str] = field(default_factory=list)   # optimizers and tables, why
 
     @property
     def headline(self) -> AtBudget:
@@ -182,16 +195,35 @@ def build_boards(analyses: Mapping[str, DatasetAnalysis],
     tidy = tidy_scores(analyses, budgets)
     boards = {}
     for metric, part in tidy.groupby("metric", sort=False):
-        on = part.groupby("optimizer")["table"].nunique()
-        everywhere = sorted(on.index[on == part["table"].nunique()])
-        left_out = sorted(set(on.index) - set(everywhere))
-        part = part[part["optimizer"].isin(everywhere)]
+        part, left_out = _complete(part)
         at = {b.label: _at_budget(b, part[part["budget"] == b.label], alpha, confidence)
               for b in budgets}
         headline = [b for b in budgets if b.axis == "cost"] or list(budgets)
         wtl = ranks.win_tie_loss(part[part["budget"] == headline[-1].label], alpha)
         boards[metric] = Board(metric, part, list(budgets), at, wtl, left_out)
     return boards
+
+
+def _complete(tidy: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The complete part of a board (Friedman's blocks must be), for a sweep still running or
+    an optimizer run on some tables only: the table or optimizer with the largest share of
+    missing (table, optimizer) cells goes, the table on a tie (the board is about the
+    optimizers), until none is missing; what went, as notes."""
+    ran = pd.crosstab(tidy["table"], tidy["optimizer"]) > 0
+    notes = []
+    while not ran.to_numpy().all():
+        by_table = 1.0 - ran.mean(axis=1)
+        by_optimizer = 1.0 - ran.mean(axis=0)
+        if by_table.max() >= by_optimizer.max():
+            table = by_table.idxmax()
+            notes.append(f"{table}: not every optimizer's runs are there")
+            ran = ran.drop(index=table)
+        else:
+            name = by_optimizer.idxmax()
+            notes.append(f"{name}: not run on every table")
+            ran = ran.drop(columns=name)
+    return (tidy[tidy["table"].isin(ran.index) & tidy["optimizer"].isin(ran.columns)],
+            sorted(notes))
 
 
 def _at_budget(budget: Budget, tidy: pd.DataFrame, alpha: float,
@@ -342,8 +374,9 @@ def sections(boards: Mapping[str, Board]) -> list[Section]:
                     "signed-rank with Holm's correction", lambda _, b=board: pair_rows(b))]
         if board.left_out:
             out.append(Section(f"Left out of the board ({what})",
-                               lambda _, b=board: [{"optimizer": n, "why": "not run on every "
-                                                    "table of the board"} for n in b.left_out]))
+                               lambda _, b=board: [dict(zip(("left out", "why"),
+                                                            n.split(": ", 1)))
+                                                   for n in b.left_out]))
     return out
 
 

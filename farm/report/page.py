@@ -24,14 +24,16 @@ __all__ = ["MAX_CURVES", "chosen_variants", "write_report"]
 
 def write_report(analyses: Mapping[str, DatasetAnalysis], out_dir: Path,
                  title: str = "optfarm report", sections: Sequence[Section] = SECTIONS,
-                 per_dataset: bool = True) -> list[Path]:
+                 per_dataset: bool = True, intro: str | None = None) -> list[Path]:
     """Write the PNG figures, ``stats.json`` and ``report.html`` into ``out_dir``; returns
     the files written. ``sections`` are the page-wide sections (``farm leaderboard`` gives its
-    own), after a table and figures per dataset unless ``per_dataset`` is false."""
+    own, and its ``intro`` text instead of the definitions of the curves), after a table and
+    figures per dataset unless ``per_dataset`` is false."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
-    body = [f"<h1>{html.escape(title)}</h1>", _DEFINITIONS]
+    body = [f"<h1>{html.escape(title)}</h1>",
+            _DEFINITIONS if intro is None else f"<p>{html.escape(intro)}</p>"]
     for name, a in analyses.items() if per_dataset else ():
         body.append(f"<h2>{html.escape(name)} ({'CNO' if a.metric == 'cno' else 'Accuracy_C'},"
                     f" {sum(s['runs'] for s in a.stats.values())} runs)</h2>")
@@ -130,6 +132,7 @@ def _summary_rows(a: DatasetAnalysis) -> list[dict[str, Any]]:
                 row[f"own pick: cost to {target} mean"] = s[f"pick_reach_mean:{target}"]
             row[f"time to {target} p50 (s)"] = s[f"reach_time_p50:{target}"]
             row[f"reached {target}"] = f"{s[f'reach_frac:{target}']:.0%}"
+            row[f"never {target}: why"] = s[f"never:{target}"]
         rows.append(row)
     return rows
 

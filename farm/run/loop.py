@@ -159,7 +159,7 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
         oracle = Oracle(dataset, spec.problem(dataset), aggregate=spec.aggregate)
     space = oracle.space
     opt = make_optimizer(spec.optimizer, space, oracle.problem, spec.seed, executor,
-                         **spec.params)
+                         evaluations=spec.iterations, **spec.params)
     stepper = Stepper(opt, oracle, spec.seed)
     credited = TestedIncumbent(oracle.problem, any_fidelity=opt.recommends_fidelity)
     reached = None if spec.until is None else target_check(oracle, spec.until)
@@ -169,7 +169,7 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
     while (stop := stepper.stop_reason(spec.iterations)) is None:
         step = stepper.step()
         if step is None:
-            stop = "optimizer"
+            stop = opt.stop_reason   # converged, budget, exhausted, gave up: N repeats
             break
         s, obs = step.suggestion, step.observation
         credited.add(s.config_id, s.fidelity, obs)

@@ -21,28 +21,13 @@ Only runs that do not exist yet are written here (the caller found them absent b
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
-__all__ = ["MLFLOW_VERSION", "NewRun", "bulk_store", "write_runs"]
+from farm.sweep.mlflow_mapping import NewRun
+
+__all__ = ["MLFLOW_VERSION", "bulk_store", "write_runs"]
 
 MLFLOW_VERSION = "3.17."   # the MLflow release whose sqlite schema this module writes
-
-
-@dataclass
-class NewRun:
-    """One run to create: its name, times (ms), terminal status (or RUNNING, end None), tags,
-    parameters and metrics (``mlflow.entities`` Param/Metric/RunTag objects)."""
-
-    name: str
-    start_ms: int
-    end_ms: int | None
-    status: str
-    tags: list = field(default_factory=list)
-    params: list = field(default_factory=list)
-    metrics: list = field(default_factory=list)
-    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
 def bulk_store(client):
@@ -73,7 +58,10 @@ def write_runs(store, experiment_id: str, artifact_location: str,
     )
     from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME, MLFLOW_USER
     from mlflow.utils.uri import append_to_uri_path
-    from mlflow.utils.validation import _validate_batch_log_data, _validate_param_keys_unique
+    from mlflow.utils.validation import (
+        _validate_batch_log_data,
+        _validate_param_keys_unique,
+    )
 
     if not runs:
         return

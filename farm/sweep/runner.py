@@ -4,7 +4,7 @@
 The store is the source of truth: an interrupted sweep started again runs only the runs
 without an intact ``done`` record (failed and damaged ones included: a damaged record or trace
 is quarantined and its run redone, one line each), and MLflow logging is exactly once per run
-key, so nothing is run or logged twice. One driver per output folder (``FolderLock``). Each
+key, so nothing is run or logged twice. One driver per output folder (``Store.lock``). Each
 record is read once and each run key computed once per invocation.
 """
 
@@ -18,13 +18,17 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from farm.run.metrics import final_quality, worse_quantile
 from farm.run.spec import RunSpec
 from farm.sweep.spec import DEFAULT_MAX_RUNS, SweepSpec, expand_keyed
-from farm.sweep.store import FolderLock, Store, StoreError, spec_to_dict
+from farm.sweep.store import Store, StoreError, spec_to_dict
+
+if TYPE_CHECKING:
+    from farm.sweep.tracking import Statistics
 
 __all__ = ["SweepReport", "run_sweep", "summary_rows"]
 
@@ -55,9 +59,11 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
               max_in_flight: int | None = None, tracking: bool | None = None,
               tracking_uri: str | None = None, artifacts: bool | None = None,
               max_runs: int = DEFAULT_MAX_RUNS, progress: bool = True, verify: bool = False,
-              on_submit: Callable[[RunSpec, dict], None] | None = None) -> SweepReport:
+              on_submit: Callable[[RunSpec, dict], None] | None = None,
+              statistics: Statistics | None = None) -> SweepReport:
     """Run (or resume) ``spec`` into the output folder ``out``; arguments override the spec's
-    ``runtime`` and ``tracking`` sections (a tracking URI given is kept in ``sweep.json``).
+    ``runtime`` and ``tracking`` sections (a tracking URI given is kept in ``sweep.json``);
+    ``statistics``: what the MLflow variant and sweep runs carry (``farm.sweep.tracking``).
     Stored files unchanged since they were written or verified are not hashed again unless
     ``verify`` (``farm.sweep.store.VerifiedFiles`` says what that keeps).
     Raises FolderBusy when another driver holds ``out``, DamagedFile when its ``sweep.json``
@@ -70,7 +76,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
     for name in sorted({r.dataset for r in runs}):
         load(name)  # a missing dataset is bad input, reported before anything runs
     store = Store(out)
-    with FolderLock(out):
+    with store.lock():
         previous = store.read_sweep() or {}
         sweep_id = previous.get("sweep_id") or uuid.uuid4().hex
         stored = spec.model_dump(mode="json")
@@ -90,7 +96,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
             from farm.sweep.tracking import Tracker
 
             tracker = Tracker(out, stored["tracking"]["uri"], spec.tracking.experiment,
-                              spec.name, sweep_id, stored["tracking"]["artifacts"])
+                              spec.name, sweep_id, stored["tracking"]["artifacts"], statistics)
             report.tracking_uri = tracker.uri
             if tracker.start({k: spec_to_dict(r) for k, r in keyed.items()},
                              {"sweep": spec.name, "runs": len(runs)}, report.records):
@@ -107,9 +113,9 @@ def _intact_records(store: Store, report: SweepReport, verify: bool) -> dict[str
     """The store's intact records; each damaged run's files quarantined, one line each."""
     scan = store.scan(trust_unchanged=not verify)
     for damage in scan.damaged:
-        store.quarantine(damage)
-        print(f"farm: {damage}; moved to {store.root / 'quarantine'}, run {damage.run_key} is "
-              "run again", file=sys.stderr)
+        folder = store.quarantine(damage)
+        print(f"farm: {damage}; moved to {folder}, run {damage.run_key} is run again",
+              file=sys.stderr)
     report.redone = len(scan.damaged)
     return scan.records
 
@@ -143,7 +149,7 @@ def _run_todo(todo, spec, store, tracker, report, backend, address, max_in_fligh
         quiet = contextlib.suppress(StoreError) if sys.exc_info()[1] else contextlib.nullcontext()
         with quiet:
             store.refresh_index(report.records.values())
-            store.verified_files.save(store.root)
+            store.save_verified()
         if tracker is not None:
             # interrupted or lost: what is not logged yet is stored, and `farm sync` logs it
             tracker.close(failed=not report.complete, drain=sys.exc_info()[1] is not None,

@@ -1,10 +1,15 @@
 """The results store of a sweep: the source of truth for what ran.
 
-Layout of the output folder::
+The output folder (``--out``) is a path on this machine (a local disk or a mounted shared
+file system) or a ``pyarrow.fs`` URI (``s3://bucket/path``, ``gs://bucket/path``): every file
+of the store is read and written through one ``pyarrow.fs.FileSystem`` (``Location``). Its
+layout::
 
     sweep.json                  the validated sweep spec (what ``farm sync`` and reports read),
                                 with the sweep's id (``sweep_id``: it names the sweep in MLflow)
-    lock                        who runs the sweep now (pid, host); ``flock``-ed while they do
+    lock                        who runs the sweep now (pid, host): ``flock``-ed while they do
+                                (``FolderLock``), or a lease renewed while they do on an object
+                                store (``farm.sweep.locks``)
     runs/<run_key>.parquet      the trace of a finished run (``farm.run.loop.TRACE_SCHEMA``)
     runs/<run_key>.json         the run's record: spec, status (done|failed), summary or error,
                                 attempts, node, wall and CPU time of the run, the trace's
@@ -16,41 +21,54 @@ Layout of the output folder::
     mlflow.db                   default MLflow tracking store (see ``farm.sweep.tracking``)
     mlflow_runs.jsonl           cache of the MLflow runs logged (append-only; never the truth)
 
-Every file is written atomically (a temporary name in the same folder, then ``os.replace``),
-and a record is written only after its trace, so a crash leaves either a finished run or no
-trace of it. A run counts as finished when its record says ``done`` and both the record and the
-trace match their checksums (``scan``); a rerun quarantines what does not match and runs it
-again. One driver at a time: ``FolderLock`` holds an exclusive lock on the folder.
+The last two live in ``Location.local_dir``: the folder itself when it is a path, a folder of
+this machine's cache for a URI (an object store holds no sqlite database and cannot append).
+
+Every file is written atomically (``write_atomically``): on a file system, under a temporary
+name in the same folder, then renamed (``rename`` is atomic there); on an object store, by one
+upload, which is atomic per object (the object appears whole when its upload completes, or not
+at all), so a crash leaves no partial object and no temporary name. A record is written only
+after its trace, so a crash leaves either a finished run or no trace of it. A run counts as
+finished when its record says ``done`` and both the record and the trace match their checksums
+(``scan``); a rerun quarantines what does not match and runs it again. One driver at a time:
+``Store.lock`` (``farm.sweep.locks``).
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
+import contextlib
 import hashlib
 import json
 import math
 import os
 import signal
-import socket
-import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from farm.run.loop import RunResult
 from farm.run.metrics import final_quality
 from farm.run.spec import RunSpec
+from farm.sweep.location import (
+    Location,
+    LocationError,
+    StoreError,
+    first_line,
+    write_atomically,
+)
+from farm.sweep.locks import FolderBusy, FolderLock, ObjectLease, lock_for
 
-__all__ = ["DamagedFile", "FolderBusy", "FolderLock", "Scan", "Store", "StoreError",
-           "VerifiedFiles", "atomic_write_bytes", "atomic_write_json", "fault_point",
-           "read_json", "signature"]
+# the errors a Store raises, whichever module defines them, are importable from here
+__all__ = ["DamagedFile", "FolderBusy", "LocationError", "Scan", "Store", "StoreError",
+           "VerifiedFiles", "atomic_write_json", "fault_point"]
 INDEX_SCHEMA = pa.schema([
     ("run_key", pa.string()), ("dataset", pa.string()), ("optimizer", pa.string()),
     ("params", pa.string()), ("seed", pa.int64()), ("status", pa.string()),
@@ -64,26 +82,13 @@ INDEX_SCHEMA = pa.schema([
 ])
 
 
-class StoreError(OSError):
-    """A file of the store cannot be written or read (disk full, read-only folder, ...); the
-    message is one line naming the path."""
-
-    def __init__(self, code: int | None, message: str):
-        super().__init__(message)
-        self.errno = code
-
-
 class DamagedFile(ValueError):
     """A stored file does not match what was written (truncated, bit-flipped, missing); the
     message is one line naming the file."""
 
-    def __init__(self, path: Path, why: str, run_key: str | None = None):
+    def __init__(self, path: str | PurePath, why: str, run_key: str | None = None):
         super().__init__(f"{path}: {why}")
         self.path, self.why, self.run_key = path, why, run_key
-
-
-class FolderBusy(RuntimeError):
-    """Another driver holds the output folder's lock; the message names it."""
 
 
 _FAULT_COUNTS: dict[str, int] = {}
@@ -100,34 +105,10 @@ def fault_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException as e:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        if isinstance(e, OSError) and not isinstance(e, StoreError):
-            raise StoreError(e.errno, f"cannot write {path}: {e.strerror or e}") from None
-        raise
-
-
 def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, json.dumps(obj, indent=1, sort_keys=True, default=_jsonable).encode())
-
-
-def read_json(path: Path) -> Any:
-    """The JSON in ``path``; a file that is not valid JSON raises DamagedFile, an OS error
-    StoreError, each naming the path."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise StoreError(e.errno, f"cannot read {path}: {e.strerror or e}") from None
-    return _parse_json(path, data)
+    """Write ``obj`` as JSON to the file ``path`` of this machine, atomically."""
+    write_atomically(pafs.LocalFileSystem(), Path(path),
+                     json.dumps(obj, indent=1, sort_keys=True, default=_jsonable).encode())
 
 
 def _parse_json(path: str | Path, data: bytes) -> Any:
@@ -135,7 +116,7 @@ def _parse_json(path: str | Path, data: bytes) -> Any:
         return json.loads(data)
     except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
         how = "empty" if not data else f"not valid JSON, truncated? ({e})"
-        raise DamagedFile(Path(path), how) from None
+        raise DamagedFile(path, how) from None
 
 
 def _canonical(record: dict) -> bytes:
@@ -182,10 +163,15 @@ class Scan:
         return {k for k, r in self.records.items() if r["status"] == "done"}
 
 
-def signature(st: os.stat_result) -> list[int]:
-    """What changes whenever a file is changed through the file system: its size, modification
-    and change times and inode (the change time cannot be set back by a user)."""
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+def signature(location: Location, info: pafs.FileInfo) -> list[int]:
+    """What changes whenever a file is changed through its file system: its size and
+    modification time, and on this machine's file system also its change time and inode (the
+    change time cannot be set back by a user); on an object store the modification time is the
+    server's upload time, which no user can set."""
+    if location.local:
+        st = os.stat(info.path)
+        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+    return [info.size, info.mtime_ns]
 
 
 class VerifiedFiles:
@@ -196,22 +182,26 @@ class VerifiedFiles:
     The guarantee kept: any change made to a record or trace through the file system after it
     was written or verified (a byte overwritten, a truncation, a replacement, the folder
     copied or moved to another file system, its modification time set back: the change time
-    moves anyway) changes its signature, so the file is hashed and, if damaged, quarantined
-    and its run redone. What a resume does not see: damage below the file system that leaves
-    the inode as it was (a disk's bit rot, unflushed data lost in a power cut after the
-    signature was kept); ``farm sweep --verify`` hashes every file, and ``farm report`` and
-    ``farm sync`` always do. A damaged or foreign ``verified.json`` is ignored (everything is
-    hashed)."""
+    moves anyway; on an object store any upload over it) changes its signature, so the file
+    is hashed and, if damaged, quarantined and its run redone. What a resume does not see:
+    damage below the file system that leaves the inode as it was (a disk's bit rot, unflushed
+    data lost in a power cut after the signature was kept), and on an object store an object
+    of the same size uploaded over it within the second it was written (its modification
+    time has whole seconds); ``farm sweep --verify`` hashes every file, and ``farm report``
+    and ``farm sync`` always do. A damaged or foreign ``verified.json`` is ignored
+    (everything is hashed)."""
 
     NAME = "verified.json"
 
-    def __init__(self):
+    def __init__(self, location: Location):
+        self.location = location
         self.files: dict[str, list] = {}   # run_key -> [record signature, trace signature]
         self._saved: dict[str, list] | None = None
 
-    def load(self, root: Path) -> dict[str, list]:
+    def load(self) -> dict[str, list]:
         try:
-            data = json.loads((root / self.NAME).read_bytes())
+            with self.location.fs.open_input_stream(str(self.location.root / self.NAME)) as f:
+                data = json.loads(f.read())
             files = data["files"] if data.get("version") == 1 else {}
             self._saved = {k: v for k, v in files.items()
                            if isinstance(v, list) and len(v) == 2}
@@ -225,31 +215,81 @@ class VerifiedFiles:
     def drop(self, key: str) -> None:
         self.files.pop(key, None)
 
-    def save(self, root: Path) -> None:
+    def save(self) -> None:
         """Write what this store wrote or verified (if it differs from what was loaded)."""
         if self.files != self._saved:
-            atomic_write_bytes(root / self.NAME, json.dumps(
-                {"version": 1, "files": self.files}, separators=(",", ":")).encode())
+            path = self.location.root / self.NAME
+            write_atomically(self.location.fs, path, json.dumps(
+                {"version": 1, "files": self.files}, separators=(",", ":")).encode(),
+                self.location.show(path))
             self._saved = dict(self.files)
 
 
 class Store:
-    """Read and write a sweep's output folder (see the module docstring)."""
+    """Read and write a sweep's output folder, a path or a URI (see the module docstring)."""
 
-    def __init__(self, root: str | Path):
-        self.root = Path(root)
+    def __init__(self, out: str | Path | Location):
+        self.location = Location.of(out)
+        self.fs = self.location.fs
+        self.root = self.location.root
         self.runs = self.root / "runs"
-        self.verified_files = VerifiedFiles()
+        self.verified_files = VerifiedFiles(self.location)
+        self._lock: FolderLock | None = None
 
-    def trace_path(self, run_key: str) -> Path:
+    def trace_path(self, run_key: str) -> PurePath:
         return self.runs / f"{run_key}.parquet"
 
-    def record_path(self, run_key: str) -> Path:
+    def record_path(self, run_key: str) -> PurePath:
         return self.runs / f"{run_key}.json"
 
+    def show(self, path: PurePath) -> str:
+        return self.location.show(path)
+
+    @contextlib.contextmanager
+    def local_copy(self, path: PurePath):
+        """A path on this machine holding the file ``path`` of the store (the file itself when
+        the store is a path; else a temporary copy), for libraries that read local files."""
+        if self.location.local:
+            yield Path(path)
+            return
+        with tempfile.TemporaryDirectory(prefix="optfarm-") as tmp:
+            copy = Path(tmp) / path.name
+            copy.write_bytes(self._read(path))
+            yield copy
+
+    def lock(self) -> FolderLock | ObjectLease:
+        """The exclusive lock of one driver on this store, as a context manager
+        (``farm.sweep.locks.lock_for``); every write of this store checks that it is still
+        held."""
+        self._lock = lock_for(self.location)
+        return self._lock
+
     # -- writing -----------------------------------------------------------------------------
+    def _write(self, path: PurePath, data: bytes) -> None:
+        if self._lock is not None:
+            self._lock.check()
+        write_atomically(self.fs, path, data, self.show(path))
+
+    def _write_json(self, path: PurePath, obj: Any) -> None:
+        self._write(path, json.dumps(obj, indent=1, sort_keys=True, default=_jsonable).encode())
+
+    def _read(self, path: PurePath | str) -> bytes:
+        """The bytes of ``path``; FileNotFoundError if it is missing, StoreError if it cannot
+        be read."""
+        try:
+            with self.fs.open_input_stream(str(path)) as f:
+                return f.read()
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            raise StoreError(e.errno, f"cannot read {self.show(path)}: {first_line(e)}") \
+                from None
+
+    def _info(self, path: PurePath) -> pafs.FileInfo:
+        return self.fs.get_file_info(str(path))
+
     def write_spec(self, spec_dict: dict[str, Any], sweep_id: str) -> None:
-        atomic_write_json(self.root / "sweep.json", {**spec_dict, "sweep_id": sweep_id})
+        self._write_json(self.root / "sweep.json", {**spec_dict, "sweep_id": sweep_id})
 
     def write_result(self, spec: RunSpec, result: RunResult, *, attempts: int = 1,
                      duration_s: float = math.nan, cpu_s: float = math.nan,
@@ -260,7 +300,7 @@ class Store:
         pq.write_table(result.trace, sink)
         data = sink.getvalue().to_pybytes()
         key = spec.run_key
-        atomic_write_bytes(self.trace_path(key), data)
+        self._write(self.trace_path(key), data)
         fault_point("after-trace")
         record = self._record(spec, key, "done", attempts, duration_s, where)
         record["summary"] = result.summary
@@ -268,10 +308,10 @@ class Store:
         record["trace_sha256"] = hashlib.sha256(data).hexdigest()
         record["trace_bytes"] = len(data)
         record = _sealed(record)
-        atomic_write_json(self.record_path(key), record)
+        self._write_json(self.record_path(key), record)
         fault_point("after-record")
-        self.verified_files.add(key, signature(self.record_path(key).stat()),
-                                signature(self.trace_path(key).stat()))
+        self.verified_files.add(key, self.signature(self.record_path(key)),
+                                self.signature(self.trace_path(key)))
         return record
 
     def write_failure(self, spec: RunSpec, error: str, *, attempts: int = 1,
@@ -281,9 +321,18 @@ class Store:
         record = self._record(spec, key, "failed", attempts, duration_s, where)
         record["error"] = error
         record = _sealed(record)
-        atomic_write_json(self.record_path(key), record)
-        self.verified_files.add(key, signature(self.record_path(key).stat()), None)
+        self._write_json(self.record_path(key), record)
+        self.verified_files.add(key, self.signature(self.record_path(key)), None)
         return record
+
+    def signature(self, path: PurePath) -> list[int]:
+        return signature(self.location, self._info(path))
+
+    def save_verified(self) -> None:
+        """Keep the signatures of the files written or verified (``VerifiedFiles``)."""
+        if self._lock is not None:
+            self._lock.check()
+        self.verified_files.save()
 
     @staticmethod
     def _record(spec, key, status, attempts, duration_s, where) -> dict:
@@ -291,44 +340,52 @@ class Store:
                 "attempts": attempts, "duration_s": duration_s, "where": where or {},
                 "finished_at": time.time()}
 
-    def quarantine(self, damage: DamagedFile) -> Path:
+    def quarantine(self, damage: DamagedFile) -> str:
         """Move a damaged run's record and trace aside (into ``quarantine/``), so that its run
-        is redone; returns the quarantine folder."""
+        is redone; returns the quarantine folder as users name it."""
         folder = self.root / "quarantine"
         self.verified_files.drop(damage.run_key)
         stamp = time.strftime("%Y%m%dT%H%M%S")
         for path in (self.record_path(damage.run_key), self.trace_path(damage.run_key)):
-            if path.exists():
-                folder.mkdir(exist_ok=True)
+            if self._info(path).type == pafs.FileType.File:
+                if self._lock is not None:
+                    self._lock.check()
                 try:
-                    os.replace(path, folder / f"{path.name}.{stamp}")
+                    self.fs.create_dir(str(folder), recursive=True)
+                    self.fs.move(str(path), str(folder / f"{path.name}.{stamp}"))
                 except OSError as e:
-                    raise StoreError(e.errno, f"cannot move {path} to {folder}: "
-                                     f"{e.strerror or e}") from None
-        return folder
+                    raise StoreError(e.errno, f"cannot move {self.show(path)} to "
+                                     f"{self.show(folder)}: {first_line(e)}") from None
+        return self.show(folder)
 
     # -- reading -----------------------------------------------------------------------------
     def scan(self, *, trust_unchanged: bool = False) -> Scan:
         """Every record, read once and checked against its checksum, and each done run's trace
         against the size and checksum in its record. With ``trust_unchanged``, a file whose
-        signature (size, modification and change times, inode) is the one it had when this
-        store last wrote or verified it (``verified.json``) is not hashed again: see
-        ``VerifiedFiles`` for what that still detects."""
+        signature (``signature``) is the one it had when this store last wrote or verified it
+        (``verified.json``) is not hashed again: see ``VerifiedFiles`` for what that still
+        detects. The folder is listed once (one listing request per 1,000 files on S3)."""
         scan = Scan()
-        if not self.runs.is_dir():
-            return scan
-        known = self.verified_files.load(self.root) if trust_unchanged else {}
-        folder = str(self.runs)  # plain strings: 20,000 pathlib paths cost a second
-        for name in sorted(n for n in os.listdir(folder) if n.endswith(".json")):
+        try:
+            listed = self.fs.get_file_info(pafs.FileSelector(str(self.runs),
+                                                             allow_not_found=True))
+        except OSError as e:
+            raise StoreError(e.errno, f"cannot list {self.show(self.runs)}: "
+                             f"{first_line(e)}") from None
+        files = {i.base_name: i for i in listed if i.type == pafs.FileType.File}
+        known = self.verified_files.load() if trust_unchanged else {}
+        names = sorted(n for n in files if n.endswith(".json"))
+        for name, data in zip(names, self._read_many([files[n].path for n in names])):
             key = name[:-len(".json")]
             try:
-                record, record_sig = self._read_record(os.path.join(folder, name), key)
+                record, record_sig = self._read_record(files[name], key, data)
                 trusted = known.get(key) or (None, None)
                 if trusted[0] != record_sig:
                     self._check_record_sha(record, key)
                 trace_sig = None
                 if record["status"] == "done":
-                    trace_sig = self._verify_trace(record, trusted[1])
+                    trace_sig = self._verify_trace(record, files.get(f"{key}.parquet"),
+                                                   trusted[1])
             except DamagedFile as e:
                 e.run_key = e.run_key or key
                 scan.damaged.append(e)
@@ -337,47 +394,69 @@ class Store:
             scan.records[key] = record
         return scan
 
-    def _read_record(self, path: str, key: str) -> tuple[dict, list[int]]:
-        """The record of ``key`` in ``path`` and the signature of the file it was read from."""
+    def _read_many(self, paths: list[str]) -> Iterator[bytes | None]:
+        """The bytes of each file (None: missing), in order (paths as plain strings: 20,000
+        pathlib paths cost a second). On an object store, where each read is a round trip,
+        ``_READERS`` at a time."""
+        def read(path: str) -> bytes | None:
+            try:
+                return self._read(path)
+            except FileNotFoundError:
+                return None
+
+        if self.location.local:
+            yield from map(read, paths)
+            return
+        with ThreadPoolExecutor(_READERS) as pool:
+            yield from pool.map(read, paths)
+
+    def _read_record(self, info: pafs.FileInfo, key: str, data: bytes | None = None
+                     ) -> tuple[dict, list[int]]:
+        """The record of ``key`` in the file ``info`` (its bytes ``data``, if read already)
+        and the signature it was read with."""
         try:
-            with open(path, "rb") as f:
-                sig = signature(os.fstat(f.fileno()))
-                data = f.read()
-        except OSError as e:
-            raise StoreError(e.errno, f"cannot read {path}: {e.strerror or e}") from None
-        record = _parse_json(path, data)
+            data = self._read(info.path) if data is None else data
+        except FileNotFoundError:
+            raise DamagedFile(self.show(self.record_path(key)), "record missing", key) from None
+        try:
+            record = json.loads(data)
+        except ValueError:
+            _parse_json(self.show(self.record_path(key)), data)  # raises, naming the file
         if not isinstance(record, dict) or record.get("run_key") != key:
-            raise DamagedFile(Path(path), "not a run record of this store", key)
-        return record, sig
+            raise DamagedFile(self.show(self.record_path(key)), "not a run record of this store",
+                              key)
+        return record, signature(self.location, info)
 
     def _check_record_sha(self, record: dict, key: str) -> None:
         want = record.get("sha256")  # records written before checksums have none
         if want is not None and hashlib.sha256(_canonical(record)).hexdigest() != want:
-            raise DamagedFile(self.record_path(key), "content does not match its sha256", key)
+            raise DamagedFile(self.show(self.record_path(key)),
+                              "content does not match its sha256", key)
 
     def _verified_record(self, key: str) -> dict:
-        record, _ = self._read_record(str(self.record_path(key)), key)
+        record, _ = self._read_record(self._info(self.record_path(key)), key)
         self._check_record_sha(record, key)
         return record
 
-    def _verify_trace(self, record: dict, trusted: list[int] | None = None) -> list[int] | None:
-        """Check a done run's trace; returns its signature (None: written before checksums).
-        Its bytes are hashed unless its signature is ``trusted``."""
+    def _verify_trace(self, record: dict, info: pafs.FileInfo | None,
+                      trusted: list[int] | None = None) -> list[int] | None:
+        """Check a done run's trace (``info``: its file as listed, None when missing); returns
+        its signature (None: written before checksums). Its bytes are hashed unless its
+        signature is ``trusted``."""
         key = record["run_key"]
-        path = f"{self.runs}/{key}.parquet"
-        try:
-            sig = signature(os.stat(path))
-        except FileNotFoundError:
-            raise DamagedFile(Path(path), "trace missing", key) from None
+        if info is None:
+            raise DamagedFile(self.show(self.trace_path(key)), "trace missing", key)
         want = record.get("trace_sha256")
         if want is None:
             return None
+        sig = signature(self.location, info)
         size = sig[0]
         if size != record["trace_bytes"]:
-            raise DamagedFile(Path(path), f"trace truncated or extended ({size} bytes, "
-                              f"{record['trace_bytes']} written)", key)
-        if sig != trusted and hashlib.sha256(Path(path).read_bytes()).hexdigest() != want:
-            raise DamagedFile(Path(path), "trace content does not match its sha256", key)
+            raise DamagedFile(self.show(self.trace_path(key)), f"trace truncated or extended "
+                              f"({size} bytes, {record['trace_bytes']} written)", key)
+        if sig != trusted and hashlib.sha256(self._read(info.path)).hexdigest() != want:
+            raise DamagedFile(self.show(self.trace_path(key)),
+                              "trace content does not match its sha256", key)
         return sig
 
     def verified(self) -> Scan:
@@ -394,8 +473,8 @@ class Store:
         return self.verified().records.values()
 
     def record(self, run_key: str) -> dict | None:
-        path = self.record_path(run_key)
-        return self._verified_record(run_key) if path.exists() else None
+        info = self._info(self.record_path(run_key))
+        return self._verified_record(run_key) if info.type == pafs.FileType.File else None
 
     def finished(self) -> set[str]:
         """run_keys whose record says done and whose record and trace are intact."""
@@ -404,20 +483,22 @@ class Store:
     def trace(self, run_key: str) -> pa.Table:
         path = self.trace_path(run_key)
         try:
-            return pq.read_table(path)
-        except OSError as e:
-            raise StoreError(getattr(e, "errno", None), f"cannot read {path}: {e}") from None
+            return pq.read_table(pa.BufferReader(self._read(path)))
+        except FileNotFoundError:
+            raise DamagedFile(self.show(path), "trace missing", run_key) from None
         except pa.ArrowInvalid as e:
-            raise DamagedFile(path, f"not a readable Parquet file ({e})", run_key) from None
+            raise DamagedFile(self.show(path), f"not a readable Parquet file ({e})",
+                              run_key) from None
 
     def read_sweep(self) -> dict[str, Any] | None:
         """``sweep.json`` as written (spec and sweep id); None when there is none."""
         path = self.root / "sweep.json"
-        if not path.exists():
+        try:
+            data = _parse_json(self.show(path), self._read(path))
+        except FileNotFoundError:
             return None
-        data = read_json(path)
         if not isinstance(data, dict):
-            raise DamagedFile(path, "not a sweep spec")
+            raise DamagedFile(self.show(path), "not a sweep spec")
         return data
 
     def read_spec(self) -> dict[str, Any] | None:
@@ -435,7 +516,7 @@ class Store:
             table = table.replace_schema_metadata({INDEX_DIGEST: digest})
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)
-        atomic_write_bytes(self.root / "index.parquet", sink.getvalue().to_pybytes())
+        self._write(self.root / "index.parquet", sink.getvalue().to_pybytes())
         return table
 
     def refresh_index(self, records: Iterable[dict]) -> None:
@@ -445,7 +526,8 @@ class Store:
         records = list(records)
         digest = _records_digest(records)
         try:
-            metadata = pq.read_schema(self.root / "index.parquet").metadata or {}
+            metadata = pq.read_schema(str(self.root / "index.parquet"),
+                                      filesystem=self.fs).metadata or {}
         except (OSError, pa.ArrowInvalid):  # missing or damaged: rebuilt
             metadata = {}
         if digest is None or metadata.get(INDEX_DIGEST) != digest.encode():
@@ -453,6 +535,7 @@ class Store:
 
 
 INDEX_DIGEST = b"optfarm.records_sha256"
+_READERS = 32  # files read at once from an object store
 
 
 def _records_digest(records: list[dict]) -> str | None:
@@ -461,91 +544,6 @@ def _records_digest(records: list[dict]) -> str | None:
     if not all(sums):
         return None
     return hashlib.sha256("".join(sums).encode()).hexdigest()
-
-
-class FolderLock:
-    """An exclusive lock on a sweep's output folder for the life of a driver: ``flock`` on
-    ``OUT/lock`` (released by the kernel on any exit, SIGKILL included) with the holder's pid,
-    host and command written in it. Where ``flock`` is not supported (some network file
-    systems) the recorded pid is checked instead: a holder on this host that is gone is a
-    stale lock and is taken over."""
-
-    def __init__(self, root: str | Path):
-        self.path = Path(root) / "lock"
-        self._fd: int | None = None
-
-    def __enter__(self) -> "FolderLock":
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-    def acquire(self) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            if e.errno in (errno.EROFS, errno.EACCES) and self.path.parent.is_dir():
-                return  # a read-only folder: no driver can write it (farm sync still reads it)
-            raise StoreError(e.errno, f"cannot open {self.path}: {e.strerror or e}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = self._holder(fd)
-            os.close(fd)
-            raise FolderBusy(f"{self.path.parent} is in use by another sweep "
-                             f"({_describe(holder)}); wait for it to end or stop it") from None
-        except OSError as e:
-            if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
-                os.close(fd)
-                raise StoreError(e.errno, f"cannot lock {self.path}: {e.strerror}") from None
-            holder = self._holder(fd)
-            if holder and _alive(holder):
-                os.close(fd)
-                raise FolderBusy(f"{self.path.parent} is in use by another sweep "
-                                 f"({_describe(holder)}); wait for it to end or stop it, or "
-                                 f"remove {self.path} if it no longer runs") from None
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(),
-              "command": " ".join(sys.argv)[:500]}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(me).encode(), 0)
-        self._fd = fd
-
-    @staticmethod
-    def _holder(fd: int) -> dict | None:
-        try:
-            holder = json.loads(os.pread(fd, 4096, 0) or b"null")
-            return holder if isinstance(holder, dict) else None
-        except ValueError:
-            return None
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # the flock goes with the descriptor
-            self._fd = None
-
-
-def _alive(holder: dict) -> bool:
-    """Whether the holder may still run: not provably dead (a pid gone on this host)."""
-    if holder.get("host") != socket.gethostname():
-        return True
-    try:
-        os.kill(int(holder.get("pid", -1)), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, ValueError, TypeError):
-        return True
-    return True
-
-
-def _describe(holder: dict | None) -> str:
-    if not holder:
-        return "holder unknown"
-    since = time.strftime("%H:%M:%S", time.localtime(holder.get("since", 0)))
-    state = "" if _alive(holder) else ", gone: the lock is held by a process it started"
-    return f"pid {holder.get('pid')} on {holder.get('host')} since {since}{state}: " \
-           f"{holder.get('command', '?')}"
 
 
 def _index_row(r: dict) -> dict:

@@ -1,19 +1,20 @@
 """The variant level of a sweep in MLflow: sweep (parent run) -> variant -> seed runs.
 
 A variant is one dataset x optimizer x parameter setting x problem x limits: a run spec
-without its seed (``variant_key``). Its MLflow run carries the seed-aggregated numbers of the
-report (``farm.report.analysis``: p50/p90 final quality, cost and time to the reach targets,
-median latency, ...), which is what a user compares in the MLflow UI's chart and compare views;
-the sweep's parent run carries the sweep's counts and, where the optimizer parameters form a
-grid, the sensitivity ranking (``farm.report.sensitivity``).
+without its seed (``variant_key``). Its MLflow run spans its own seeds and carries their
+seed-aggregated statistics (computed by the report layer and handed to the tracker,
+``farm.sweep.tracking.Statistics``), which is what a user compares in the MLflow UI's chart
+and compare views.
 
 Run names are short and unique within a sweep: the optimizer, the parameters that differ
-between its variants in the sweep (abbreviated: ``gamma`` -> ``g``, ``n_init`` -> ``ni``),
-the dataset, and for a seed run its seed: ``lynceus la=2 g=0.9 · lynceus-cnn · s3``.
+between its variants in the sweep (abbreviated: ``gamma`` -> ``g``, ``n_init`` -> ``ni``) and
+the dataset; a seed run's name starts with its seed, so that MLflow's run-name column, which
+cuts long names, shows it: ``s3 · lynceus la=2 g=0.9 · lynceus-cnn``.
 
-Logged parameters are the resolved run: the problem actually posed (objective, constraints with
-their thresholds, budget: the dataset's defaults with the spec's overrides) and every optimizer
-parameter with its default filled in (``opt.<name>``).
+Parameters are the resolved run (``run_params``: the problem actually posed, every optimizer
+parameter with its default filled in, ``opt.<name>``); MLflow is given those that tell the
+sweep's runs apart (``varying``), so that the compare view's parallel coordinates show what
+was varied, not constants or another optimizer's parameters.
 """
 
 from __future__ import annotations
@@ -21,13 +22,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Layout", "aggregate", "layout", "resolved_problem", "run_params",
-           "sensitivity_summary", "variant_key"]
+__all__ = ["Layout", "layout", "metric_name", "resolved_problem", "run_params", "varying",
+           "variant_key"]
 
 SEP = " · "
 
@@ -75,7 +75,7 @@ def layout(specs: Mapping[str, Mapping]) -> Layout:
         if taken[name] > 1:
             names[v] = f"{name}{SEP}{v[:6]}"
     for key, spec in specs.items():
-        names[key] = f"{names[variant_of[key]]}{SEP}s{spec['seed']}"
+        names[key] = f"s{spec['seed']}{SEP}{names[variant_of[key]]}"
     return Layout(variant_of, variants, names)
 
 
@@ -137,42 +137,20 @@ def run_params(spec: Mapping, problem: Mapping) -> dict[str, str]:
     return out
 
 
-def aggregate(summaries: Sequence[Mapping], traces) -> dict[str, float]:
-    """The seed-aggregated statistics of one variant's finished runs, as ``farm report``
-    computes them (``farm.report.analysis.analyse``; ``traces``: their trace tables
-    concatenated), under MLflow metric names (``reach_p90:cno<=1.1`` ->
-    ``reach_p90_cno_le_1.1``); values that are not finite (a target never reached at that
-    quantile) are left out: ``reach_frac_*`` says how often it was reached."""
-    from farm.report.analysis import analyse
-
-    (analysis,) = analyse(traces, summaries).values()
-    (stats,) = analysis.stats.values()
-    return {metric_name(k.replace(":", "_")): float(v) for k, v in stats.items()
-            if isinstance(v, (int, float)) and math.isfinite(v)}
-
-
-def sensitivity_summary(summaries: Sequence[Mapping]) -> tuple[dict[str, float], dict[str, str]]:
-    """For the parent run: per optimizer (and quality metric) whose parameters form a grid, the
-    functional-ANOVA share of each factor and top pair in ``quality_auc``'s variance
-    (metrics ``importance.<optimizer>.<factor>``) and the ranking (tag
-    ``optfarm.sensitivity.<optimizer>``: ``lynceus.la > lynceus.gamma``)."""
-    from farm.report.sensitivity import sensitivity
-
-    groups: dict[tuple[str, str], list] = {}
-    for s in summaries:
-        groups.setdefault((s["optimizer"], s["metric"]), []).append(s)
-    metrics, tags = {}, {}
-    several = len({m for _, m in groups}) > 1
-    for (optimizer, metric), runs in sorted(groups.items()):
-        found = sensitivity(runs, "quality_auc")
-        if found is None:
-            continue
-        name = f"{optimizer}.{metric}" if several else optimizer
-        for factor, share in found.importance.items():
-            metrics[metric_name(f"importance.{name}.{factor.replace(' x ', '_x_')}")] = share
-        tags[f"optfarm.sensitivity.{name}"] = " > ".join(
-            f"{f} ({found.importance[f]:.0%})" for f in found.ranking)
-    return metrics, tags
+def varying(params: Mapping[str, Mapping[str, str]]) -> dict[str, set[str]]:
+    """Optimizer -> the parameter names worth logging for its runs, of the variants ``params``
+    (variant key -> ``run_params``): ``dataset`` and ``optimizer`` (what a search filters
+    on), every other run parameter that takes two values or more among the variants, and each
+    of the optimizer's own parameters that does among that optimizer's variants."""
+    values: dict[tuple[str, str], set[str]] = {}
+    for p in params.values():
+        for k, v in p.items():
+            values.setdefault((p["optimizer"] if k.startswith("opt.") else "", k), set()).add(v)
+    common = {"dataset", "optimizer"} | {k for (scope, k), vs in values.items()
+                                         if not scope and len(vs) > 1}
+    return {p["optimizer"]: common | {k for (scope, k), vs in values.items()
+                                      if scope == p["optimizer"] and len(vs) > 1}
+            for p in params.values()}
 
 
 def metric_name(label: str) -> str:

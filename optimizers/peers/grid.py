@@ -1,17 +1,16 @@
-"""How a peer optimizer, which searches a continuous or categorical box, sees a dataset's
-finite table of configurations.
+"""How a peer optimizer sees a dataset's finite table of configurations.
 
-Each dimension with more than one value is one parameter of the peer: a categorical dimension
-is a categorical choice among its values; an ordinal or numeric dimension is a float on [0, 1],
-its encoding in ``SearchSpace.features`` (log scale where natural, ordered labels by rank).
-A point the peer suggests is written as a feature row (one-hot for the categoricals) and
-mapped to the **nearest measured configuration**: the smallest squared Euclidean distance in
-the encoded feature space every farm model sees, ties broken by the smallest ``config_id``.
+Each dimension with more than one value is one parameter of the peer, in its library's native
+form (``GridView.parameters``): a categorical dimension is a categorical choice among its
+values, an ordinal or numeric one an ordered choice among its measured values (each library
+says how: ``optuna_peers``, ``smac_facade``). A point the peer suggests is a value per
+dimension; ``GridView.lookup`` finds the configuration the table measured with those values,
+or None for a combination the table never measured (the peer then answers its library as the
+library expects a failed evaluation to be answered).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
@@ -23,52 +22,35 @@ from oracle.space import Dimension, SearchSpace
 __all__ = ["GridView", "constraint_values", "penalised_objective"]
 
 
-@dataclass(frozen=True)
-class _Column:
-    dimension: Dimension
-    start: int          # first feature column of the dimension
-    width: int          # number of feature columns (one-hot width for a categorical)
-
-
 class GridView:
-    """The peer's parameters over ``space`` and the map from a suggested point to a
-    configuration."""
+    """The peer's parameters over ``space`` and the map from a suggested point to the
+    configuration the table measured."""
 
     def __init__(self, space: SearchSpace):
         self.space = space
-        columns, start = [], 0
-        for d in space.dimensions:
-            width = len(d.values) if d.kind == "categorical" else 1
-            columns.append(_Column(d, start, width))
-            start += width
-        self._columns = tuple(columns)
         # dimensions with one value are constant: not a parameter of the peer
-        self.searched = tuple(c for c in columns if len(c.dimension.values) > 1)
+        self.searched: tuple[Dimension, ...] = tuple(d for d in space.dimensions
+                                                     if len(d.values) > 1)
+        columns = [[_plain(v) for v in space.configs[d.name]] for d in self.searched]
+        self._ids: dict[tuple, int] = {}
+        for config_id, key in enumerate(zip(*columns)):
+            self._ids.setdefault(key, config_id)
 
     def parameters(self) -> list[tuple[str, str, tuple]]:
-        """(name, kind, choices) per searched dimension: kind ``categorical`` with its values
-        as plain Python scalars, or ``unit`` for a float on [0, 1]."""
-        return [(c.dimension.name, "categorical", tuple(_plain(v) for v in c.dimension.values))
-                if c.dimension.kind == "categorical" else (c.dimension.name, "unit", ())
-                for c in self.searched]
+        """(name, kind, values) per searched dimension: kind ``categorical`` (unordered) or
+        ``ordinal`` (ordinal and numeric dimensions: ordered), the values in the dimension's
+        order as plain Python scalars."""
+        return [(d.name, "categorical" if d.kind == "categorical" else "ordinal",
+                 tuple(_plain(v) for v in d.values)) for d in self.searched]
 
-    def features(self, point: Mapping[str, Any]) -> np.ndarray:
-        """The feature row of a suggested point {dimension: value or unit float}."""
-        x = self.space.features[0].astype(float).copy()   # constant dimensions as they are
-        for c in self.searched:
-            value = point[c.dimension.name]
-            if c.dimension.kind == "categorical":
-                x[c.start:c.start + c.width] = 0.0
-                x[c.start + [_plain(v) for v in c.dimension.values].index(value)] = 1.0
-            else:
-                x[c.start] = float(value)
-        return x
+    def lookup(self, point: Mapping[str, Any]) -> int | None:
+        """The config_id the table measured with the values of ``point`` {dimension: value},
+        or None if the table never measured that combination."""
+        return self._ids.get(tuple(point[d.name] for d in self.searched))
 
-    def nearest(self, point: Mapping[str, Any]) -> int:
-        """The config_id nearest to ``point`` in the encoded feature space (ties: smallest
-        config_id, as ``np.argmin`` returns the first minimum)."""
-        d2 = ((self.space.features - self.features(point)) ** 2).sum(axis=1)
-        return int(np.argmin(d2))
+    def combinations(self) -> int:
+        """Combinations of the searched dimensions' values (measured or not)."""
+        return int(np.prod([len(d.values) for d in self.searched]))
 
 
 def constraint_values(problem: Problem, observation: Observation) -> list[float]:

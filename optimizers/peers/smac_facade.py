@@ -1,7 +1,10 @@
 """SMAC3's hyperparameter-optimisation facade (random forest + log EI, Sobol initial design)
 as a farm optimizer (``pip install 'optfarm[peers]'``), driven by SMAC's ask/tell API over
-the table as ``table_peer.TablePeer`` says (nearest configuration, memory answers,
-``patience``).
+the table as ``table_peer.TablePeer`` says (memory answers, ``patience``), in ConfigSpace's
+native form: a categorical dimension is a ``Categorical`` hyperparameter, an ordinal or
+numeric one an ``OrdinalHyperparameter`` over its measured values. A combination the table never measured
+is told as a crashed trial (``StatusType.CRASHED``, as SMAC's own runner reports a target
+function that failed, at the worst cost told so far: ``reject``).
 
 SMAC minimises one cost and has no constraint mechanism: it is told the penalised objective
 (``grid.penalised_objective``; negated when the problem maximises accuracy). The scenario is
@@ -35,47 +38,69 @@ class SmacHPO(TablePeer):
     modules = ("smac", "ConfigSpace")
     constrained = False
     params = TablePeer.params + (
-        Param("n_trials", 100, "evaluations the scenario plans (sizes the initial design)",
-              low=1),)
+        Param("n_trials", 0, "evaluations the scenario plans, which sizes SMAC's initial "
+              "design (a quarter at most); 0: the run's evaluation budget, else 100", low=0),)
 
     def __init__(self, space: SearchSpace, problem: Problem, seed: int = 0, executor=None,
                  **params: Any):
         super().__init__(space, problem, seed, executor, **params)
-        from ConfigSpace import Categorical, ConfigurationSpace, Float
+        from ConfigSpace import Categorical, ConfigurationSpace, OrdinalHyperparameter
         from smac import HyperparameterOptimizationFacade, Scenario
 
         cs = ConfigurationSpace(seed=self.seed)
-        cs.add([Categorical(name, choices) if kind == "categorical" else Float(name, (0.0, 1.0))
-                for name, kind, choices in self.grid.parameters()])
+        cs.add([Categorical(name, values) if kind == "categorical"
+                else OrdinalHyperparameter(name, values)
+                for name, kind, values in self.grid.parameters()])
         self._folder = tempfile.TemporaryDirectory(prefix="optfarm-smac-")
-        scenario = Scenario(cs, deterministic=True, n_trials=self.config["n_trials"],
-                            seed=self.seed, output_directory=self._folder.name)
+        self.scenario = Scenario(cs, deterministic=True, n_trials=self.n_trials(),
+                                 seed=self.seed, output_directory=self._folder.name)
         self.smac = HyperparameterOptimizationFacade(
-            scenario, _never_called, overwrite=True, logging_level=40)
+            self.scenario, _never_called, overwrite=True, logging_level=40)
         self._asked = 0
         self.scale: float | None = None   # the magnitude of the first value observed
+        self.worst: float | None = None   # the largest cost told SMAC
 
-    def ask(self) -> tuple[Any, Mapping[str, Any], int]:
-        info = self.smac.ask()
+    def ask(self) -> tuple[Any, Mapping[str, Any], int] | None:
+        from smac.main.exceptions import ConfigurationSpaceExhaustedException
+
+        try:
+            info = self.smac.ask()
+        except ConfigurationSpaceExhaustedException:   # its retries found no new configuration
+            return None
         self._asked += 1
         point = {k: v.item() if hasattr(v, "item") else v for k, v in info.config.items()}
         return info, point, self._asked - 1
 
     def tell(self, info, value: float, constraints: list[float]) -> None:
         from smac.runhistory.dataclasses import TrialValue
-        from smac.runhistory.enumerations import StatusType
 
         if math.isnan(value):   # a run pending elsewhere
-            self.smac.tell(info, TrialValue(cost=math.inf, status=StatusType.CRASHED))
+            self.reject(info)
             return
         if self.scale is None:
             self.scale = abs(value) or 1.0
         sign = 1.0 if self.problem.objective.direction == "min" else -1.0
-        self.smac.tell(info, TrialValue(cost=sign * value / self.scale))
+        cost = sign * value / self.scale
+        self.worst = cost if self.worst is None else max(self.worst, cost)
+        self.smac.tell(info, TrialValue(cost=cost))
+
+    def reject(self, info) -> None:
+        """A crashed trial at the worst cost told so far (before any: the first value's unit,
+        or accuracy 0 when maximising): SMAC's default crash cost, inf, turns its log-scaled
+        cost encoder's targets into NaN."""
+        from smac.runhistory.dataclasses import TrialValue
+        from smac.runhistory.enumerations import StatusType
+
+        first = 1.0 if self.problem.objective.direction == "min" else 0.0
+        self.smac.tell(info, TrialValue(cost=first if self.worst is None else self.worst,
+                                        status=StatusType.CRASHED))
+
+    def n_trials(self) -> int:
+        return self.config["n_trials"] or self.evaluations or 100
 
     def startup(self) -> int:
         """SMAC's HPO default: 10 Sobol points per parameter, at most a quarter of n_trials."""
-        return min(10 * len(self.grid.searched), self.config["n_trials"] // 4)
+        return min(10 * len(self.grid.searched), self.n_trials() // 4)
 
 
 def _never_called(config, seed: int = 0) -> float:

@@ -1,13 +1,17 @@
-"""The part every peer shares: a library's ask/tell loop over a dataset's table.
+"""The part every peer shares: a library's ask/tell loop over a dataset's table, in the
+library's native search space (``grid.GridView``: categorical and ordered choices).
 
-A peer asks its library for a point, maps it to the nearest measured configuration
-(``grid.GridView``), and either hands that configuration to the farm (a new evaluation) or,
-when it was already run (or is running), answers the library from memory at no charge: the
-value and constraint values it had, not an evaluation of the farm. After ``patience`` such
-answers in a row the peer stops (its library keeps proposing what it has run). A peer whose
-library has a constraint mechanism is told the objective and the constraint values; one
-without is told ``grid.penalised_objective``. The recommendation is the best configuration
-observed to meet the constraints (as ``random``).
+A peer asks its library for a point and looks up the configuration the table measured with
+those values. A combination the table never measured is answered as the library expects a
+failed evaluation (``reject``: Optuna's pruned trial, SMAC's crashed one): not an
+evaluation, no charge. A configuration already run (or running) is answered from memory, at
+no charge: the value and constraint values it had. Otherwise the configuration goes to the
+farm (a new evaluation). After ``patience`` asks in a row that gave no new evaluation the peer
+stops, ``gave up: N repeats``; the default is large enough that no peer stopped before 400
+evaluations on the papers' tables (README, "The papers' optimizers against the peers"). A
+peer whose library has a constraint mechanism is told the objective and the constraint
+values; one without is told ``grid.penalised_objective``. The recommendation is the best
+configuration observed to meet the constraints (as ``random``).
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ from oracle.oracle import Observation
 from oracle.problem import Problem
 from oracle.space import SearchSpace
 
-from ..base import MissingExtra, Optimizer, Param, Recommendation, Suggestion
+from ..base import MissingExtra, Optimizer, Param, Recommendation, Suggestion, init_share
 from .grid import GridView, constraint_values, penalised_objective
 
-__all__ = ["TablePeer", "require"]
+__all__ = ["PATIENCE", "TablePeer", "require"]
+
+PATIENCE = 2000   # asks without a new evaluation before a peer gives up
 
 
 def require(module: str, optimizer: str, extra: str = "peers") -> None:
@@ -42,8 +48,10 @@ class TablePeer(Optimizer):
 
     modules: ClassVar[tuple[str, ...]] = ()   # what the library needs installed
     constrained: ClassVar[bool] = True        # the library takes constraint values
-    params = (Param("patience", 100, "already-run suggestions in a row (answered from memory) "
-                    "after which the peer stops", low=1),)
+    params = (Param("patience", PATIENCE, "asks in a row that give no new evaluation (a "
+                    "configuration already run, answered from memory, or a combination the "
+                    "table never measured) after which the peer stops", low=1),
+              init_share())
 
     @classmethod
     def resolve_params(cls, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -57,14 +65,20 @@ class TablePeer(Optimizer):
         self.grid = GridView(space)
         self.answers: dict[int, tuple[float, list[float]]] = {}   # config_id -> told values
         self.pending: dict[int, Any] = {}                         # config_id -> open handle
-        self.memory_answers = 0                                   # library trials not run
+        self.memory_answers = 0          # library trials answered from memory (already run)
+        self.unmeasured_answers = 0      # library trials the table has no measurement for
 
-    def ask(self) -> tuple[Any, Mapping[str, Any], int]:
-        """The library's next point: (handle to tell, {parameter: value}, its trial number)."""
+    def ask(self) -> tuple[Any, Mapping[str, Any], int] | None:
+        """The library's next point: (handle to tell, {parameter: value}, its trial number);
+        None when the library has no point left to propose."""
         raise NotImplementedError
 
     def tell(self, handle: Any, value: float, constraints: list[float]) -> None:
         """Tell the library the value (NaN: the run is pending) and constraint values."""
+        raise NotImplementedError
+
+    def reject(self, handle: Any) -> None:
+        """Tell the library its point cannot be evaluated (a combination never measured)."""
         raise NotImplementedError
 
     def startup(self) -> int:
@@ -72,11 +86,20 @@ class TablePeer(Optimizer):
         return 0
 
     def suggest(self) -> Suggestion | None:
-        if self.spent >= self.problem.budget or len(self.answers) >= self.space.n_configs:
-            return None
+        if self.spent >= self.problem.budget:
+            return self.stopped("budget")
+        if len(self.answers) >= self.space.n_configs:
+            return self.stopped("exhausted")
         for _ in range(self.config["patience"]):
-            handle, point, number = self.ask()
-            config_id = self.grid.nearest(point)
+            asked = self.ask()
+            if asked is None:
+                return self.stopped("exhausted")
+            handle, point, number = asked
+            config_id = self.grid.lookup(point)
+            if config_id is None:
+                self.reject(handle)
+                self.unmeasured_answers += 1
+                continue
             if config_id in self.answers or config_id in self.pending:
                 self.tell(handle, *self.answers.get(config_id, (math.nan, [])))
                 self.memory_answers += 1
@@ -84,7 +107,7 @@ class TablePeer(Optimizer):
             self.pending[config_id] = handle
             phase = "init" if len(self.answers) < self.startup() else "search"
             return Suggestion(config_id, 1.0, phase=phase, info={"trial": number})
-        return None
+        return self.stopped(f"gave up: {self.config['patience']} repeats")
 
     def _observe(self, suggestion: Suggestion, observation: Observation) -> None:
         handle = self.pending.pop(suggestion.config_id)

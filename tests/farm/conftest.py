@@ -99,6 +99,56 @@ def server(tmp_path_factory):
     s.stop()
 
 
+class S3Server:
+    """A real S3-compatible server on 127.0.0.1: moto's standalone server (``moto_server``,
+    from the ``test`` extra), stopped by its process group id. ``env`` points S3 clients at it
+    (``pyarrow.fs`` and boto3 both read ``AWS_ENDPOINT_URL``) with dummy keys."""
+
+    def __init__(self, root: Path):
+        self.root, self.port = root, free_port()
+        self.env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{self.port}",
+                    "AWS_ACCESS_KEY_ID": "optfarm-test", "AWS_SECRET_ACCESS_KEY": "optfarm-test",
+                    "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1",
+                    "AWS_EC2_METADATA_DISABLED": "true"}
+        self.proc = None
+
+    def start(self):
+        binary = shutil.which("moto_server", path=str(Path(sys.executable).parent))
+        if binary is None:
+            pytest.skip("moto's server is not installed (pip install -e '.[test]')")
+        self.proc = start_group([binary, "-H", "127.0.0.1", "-p", str(self.port)],
+                                self.root / "moto.log")
+        wait_for_port(self.port, self.proc, 60, self.root / "moto.log")
+
+    def bucket(self, name: str) -> str:
+        """A new bucket ``name``; its ``s3://`` URI."""
+        import boto3
+
+        boto3.client("s3", endpoint_url=self.env["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                     aws_access_key_id="optfarm-test", aws_secret_access_key="optfarm-test"
+                     ).create_bucket(Bucket=name)
+        return f"s3://{name}"
+
+    def stop(self):
+        stop_groups([self.proc])
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """The S3 server, with this process's environment pointing S3 clients at it (and the
+    machine-local folders of URI outputs, ``$OPTFARM_DATA/outs``, in a temporary folder)."""
+    server = S3Server(tmp_path_factory.mktemp("s3"))
+    server.start()
+    with pytest.MonkeyPatch.context() as env:
+        for k, v in server.env.items():
+            env.setenv(k, v)
+        env.setenv("OPTFARM_DATA", str(tmp_path_factory.mktemp("optfarm-data")))
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
 def wait_for_port(port: int, proc: subprocess.Popen, timeout: float, log: Path) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:

@@ -186,8 +186,8 @@ def test_driver_killed_then_rerun_runs_and_logs_each_key_once(point, ray_head, s
     scan = Store(out).scan()
     if point.startswith("after-trace"):  # a trace without its record: not a finished run
         assert len(scan.records) == 1 and len(list((out / "runs").glob("*.parquet"))) == 2
-    if point.startswith("after-mlflow-create"):  # an orphan nested run left RUNNING
-        assert _nested(server.url, name)[1]["RUNNING"] == 1
+    if point.startswith("after-mlflow-create"):  # orphan nested runs left RUNNING
+        assert _nested(server.url, name)[1]["RUNNING"] >= 1
     if point.startswith("after-record"):
         assert len(scan.records) == 3
     again = farm(args)
@@ -314,7 +314,7 @@ def test_disk_full_while_the_mlflow_store_is_created_then_freed(ray_head, tmpfs,
     shutil.copy(half, out / "mlflow.db")
     recreated = farm(_sweep_args("store-half", out, ray_head, None))
     assert recreated.returncode == 0, recreated.stderr
-    assert len(_lines(recreated.stderr, "created half-way")) == 1, recreated.stderr
+    assert len(_lines(recreated.stderr, "was left half-created")) == 1, recreated.stderr
     assert len(list(out.glob("mlflow.db.broken-*"))) == 1
     assert_exactly_once(out, f"sqlite:///{out / 'mlflow.db'}", "store-half")
 

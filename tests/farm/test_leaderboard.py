@@ -177,3 +177,24 @@ def test_leaderboard_bad_input_is_one_line(imported, capsys):
     assert main(["leaderboard", "--budgets", "5,-1", "--datasets", "myjob"]) == 2
     assert "--budgets" in capsys.readouterr().err
     assert not (imported / "o").exists()
+
+
+def test_a_partial_sweep_ranks_the_tables_every_optimizer_finished():
+    runs = [make_run(f"{t}-{o}", t, o, 0, [1.0], [1.0 + i], [True], extra=MEAN)
+            for t in ("lynceus-cnn", "lynceus-rnn", "scout-join")
+            for i, o in enumerate("ABC") if (t, o) != ("scout-join", "C")]
+    board = build_boards(analyse(*sweep(runs)), [Budget("cost", 1)])["cno"]
+    assert board.tables == ["lynceus-cnn", "lynceus-rnn"]
+    assert board.left_out == ["scout-join: not every optimizer's runs are there"]
+    assert board.headline.mean_ranks.to_dict() == {"A": 1.0, "B": 2.0, "C": 3.0}
+
+
+def test_accuracy_tables_score_the_shortfall_from_the_optimum():
+    # Accuracy_C 0 (no recommendation yet), 0.4, 0.8 against the optimum's 0.8
+    trace, summaries = sweep([make_run("a", "trimtuner-cnn", "opt", 0, [1, 1, 1],
+                                       [0.0, 0.4, 0.8], [False, True, True],
+                                       metric="accuracy_c", optimum=0.8, extra=MEAN)])
+    tidy = tidy_scores(analyse(trace, summaries),
+                       [Budget("evaluations", n) for n in (1, 2, 3)])
+    assert tidy["metric"].unique().tolist() == ["accuracy_c"]
+    assert tidy["score"].tolist() == [math.inf, 0.5, 0.0]

@@ -18,7 +18,7 @@ from farm.run.loop import run_one
 from farm.run.spec import RunSpec
 from farm.sweep.board_spec import parse_board_spec
 from farm.sweep.spec import SpecError, expand, load_spec, parse_spec, read_yaml
-from farm.sweep.store import Store, signature, spec_from_dict
+from farm.sweep.store import Store, spec_from_dict
 from optimizers.base import Suggestion
 from optimizers.random_search import RandomSearch
 
@@ -244,7 +244,7 @@ def test_inline_sweep_takes_optimizer_parameters(tmp_path, capsys):
 def test_a_held_folder_is_refused_and_a_stale_lock_is_not(tmp_path, capsys):
     """The lock file of a driver that died (its pid written, no flock held) does not block;
     a live holder does, named on one line."""
-    from farm.sweep.store import FolderLock
+    from farm.sweep.locks import FolderLock
 
     out = tmp_path / "out"
     out.mkdir()
@@ -295,8 +295,8 @@ def test_a_resume_hashes_only_files_changed_since_they_were_verified(tmp_path, c
     store = Store(out)
     a, b, c = sorted(store.finished())
     kept = json.loads((out / "verified.json").read_text())["files"]
-    assert kept[a] == [signature(store.record_path(a).stat()),
-                       signature(store.trace_path(a).stat())]
+    assert kept[a] == [store.signature(store.record_path(a)),
+                       store.signature(store.trace_path(a))]
     index_written = (out / "index.parquet").stat().st_mtime_ns
     capsys.readouterr()
     assert _sweep(tmp_path, seeds=3) == 0  # nothing run: nothing rewritten
@@ -311,7 +311,7 @@ def test_a_resume_hashes_only_files_changed_since_they_were_verified(tmp_path, c
             f.write(bytes(data))
         os.utime(trace, ns=(st.st_atime_ns, st.st_mtime_ns))
         if forge:  # what a disk's bit rot would look like: the signature as kept
-            kept[key][1] = signature(trace.stat())
+            kept[key][1] = store.signature(trace)
     (out / "verified.json").write_text(json.dumps({"version": 1, "files": kept}))
     assert _sweep(tmp_path, seeds=3) == 0
     captured = capsys.readouterr()

@@ -8,12 +8,14 @@ through the client."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 
 from farm.report.analysis import analyse
 from farm.report.sensitivity import sensitivity
+from farm.report.tracked import STATISTICS
 from farm.run.spec import RunSpec
 from farm.sweep.results import load_sweep
 from farm.sweep.runner import run_sweep
@@ -46,11 +48,13 @@ def test_runs_tell_the_truth_and_variants_carry_the_reports_statistics(server, t
     from oracle.registry import load
 
     out = tmp_path / "out"
-    assert run_sweep(_spec("truth", 1), out, tracking_uri=server.url, progress=False).complete
+    assert run_sweep(_spec("truth", 1), out, tracking_uri=server.url, progress=False,
+                     statistics=STATISTICS).complete
     client = MlflowClient(server.url)
     (first,) = _runs(client, "truth")["sweep"]
     # resumed with two more seeds: the same parent, its start kept
-    again = run_sweep(_spec("truth", 3), out, tracking_uri=server.url, progress=False)
+    again = run_sweep(_spec("truth", 3), out, tracking_uri=server.url, progress=False,
+                      statistics=STATISTICS)
     assert again.skipped == 2 and again.done == 4
     runs = _runs(client, "truth")
     (parent,) = runs["sweep"]
@@ -70,26 +74,31 @@ def test_runs_tell_the_truth_and_variants_carry_the_reports_statistics(server, t
     ends = [r.info.end_time for r in runs["run"]]
     assert parent.info.start_time <= min(starts) and parent.info.end_time >= max(ends)
 
-    # parameters: the resolved problem and every resolved optimizer parameter
+    # parameters: those that tell the runs apart (and the seed); the resolved run as a tag:
+    # the problem actually posed and every resolved optimizer parameter
     problem = load("synthetic").meta.problem
     for r in runs["run"] + runs["variant"]:
         p = r.data.params
-        assert p["objective"] == str(problem.objective) == "min cost"
-        assert p["constraints"] == ", ".join(str(c) for c in problem.constraints)
-        assert p["constraints"] == "accuracy>=0.85, time<=5330"
-        assert p["budget"] == "inf" and p["iterations"] == "10"
+        assert set(p) == {"dataset", "optimizer", "opt.n_init"} | (
+            {"seed"} if r in runs["run"] else set())
+        full = json.loads(r.data.tags["optfarm.params"])
+        assert {k: v for k, v in full.items() if k in p} == p
+        assert full["objective"] == str(problem.objective) == "min cost"
+        assert full["constraints"] == ", ".join(str(c) for c in problem.constraints)
+        assert full["constraints"] == "accuracy>=0.85, time<=5330"
+        assert full["budget"] == "inf" and full["iterations"] == "10"
         resolved = get("random").resolve_params({"n_init": int(p["opt.n_init"])})
-        assert {k: v for k, v in p.items() if k.startswith("opt.")} == \
+        assert {k: v for k, v in full.items() if k.startswith("opt.")} == \
             {f"opt.{k}": str(v) for k, v in resolved.items()}
-        assert "None" not in p.values()
+        assert "None" not in full.values()
 
     # names: short and unique
     names = [r.info.run_name for kind in runs.values() for r in kind]
     assert len(set(names)) == len(names) == 9
     assert {r.info.run_name for r in runs["variant"]} == {"random ni=1 · synthetic",
                                                           "random ni=3 · synthetic"}
-    assert {r.info.run_name for r in runs["run"]} == {
-        f"random ni={n} · synthetic · s{s}" for n in (1, 3) for s in range(3)}
+    assert {r.info.run_name for r in runs["run"]} == {  # the seed first: MLflow cuts names
+        f"s{s} · random ni={n} · synthetic" for n in (1, 3) for s in range(3)}
 
     # variants: the seed runs nested in them, the report's statistics over their seeds
     trace, summaries = load_sweep(out)
@@ -100,7 +109,8 @@ def test_runs_tell_the_truth_and_variants_carry_the_reports_statistics(server, t
         assert sorted(r.data.params["opt.n_init"] for r in seeds) == [n_init] * 3
         assert v.data.tags["mlflow.parentRunId"] == parent.info.run_id
         assert v.info.status == "FINISHED"
-        assert v.info.start_time <= min(r.info.start_time for r in seeds)
+        # a variant spans its own seeds (seeds 0 of the first invocation, 1-2 of the second)
+        assert v.info.start_time == min(r.info.start_time for r in seeds)
         assert v.info.end_time == max(r.info.end_time for r in seeds)
         stats = analysis.stats[f"random[n_init={n_init}]"]
         finite = {metric_name(k.replace(":", "_")): x for k, x in stats.items()
@@ -204,3 +214,82 @@ def test_bulk_path_reads_back_exactly_as_the_client_path(server, tmp_path):
     (out / "mlflow_runs.jsonl").unlink()
     assert sync(out, local) == (0, 0)
     assert len(_read_back(local, "bulk")) == 8
+
+
+def test_every_stop_ends_the_sweeps_runs_and_a_logged_sweep_resumes_without_mlflow(server,
+                                                                                   tmp_path):
+    """A stop (``close(drain=True)``: Ctrl-C, SIGTERM, a lost Ray head) and a driver that died
+    (``close_open_runs`` from another process) leave no run RUNNING; the experiment opens on
+    the runs (its kind); a finished, logged sweep resumes without importing MLflow."""
+    import subprocess
+    import sys
+    import time
+
+    from mlflow.tracking import MlflowClient
+
+    from farm.sweep.tracking import Tracker, close_open_runs
+
+    out = tmp_path / "out"
+    spec = _spec("stops", 2)  # two variants of two seeds
+    assert run_sweep(spec, out, tracking=False, progress=False).complete
+    records = Store(out).scan().records
+    specs = {k: r["spec"] for k, r in records.items()}
+    client = MlflowClient(server.url)
+
+    def running():
+        exp = client.get_experiment_by_name("stops")
+        return client.search_runs([exp.experiment_id], "attributes.status = 'RUNNING'")
+
+    def log_one(key):
+        tracker = Tracker(out, server.url, "stops", "stops")
+        assert tracker.start(specs, {}, {}, wait=True)
+        tracker.submit(records[key])
+        deadline = time.monotonic() + 120
+        while not tracker.logged(records[key]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert tracker.logged(records[key])
+        return tracker
+
+    # seed 0 of each variant
+    first, second = sorted((k for k in records if records[k]["spec"]["seed"] == 0),
+                           key=lambda k: records[k]["spec"]["params"]["n_init"])
+    log_one(first).close(failed=True, drain=True, records={first: records[first]})
+    assert running() == []
+    runs = _runs(client, "stops")
+    assert [r.info.status for r in runs["sweep"]] == ["FAILED"]
+    (variant,) = runs["variant"]  # one seed of two logged: its variant KILLED
+    assert variant.info.status == "KILLED"
+    assert (variant.info.start_time, variant.info.end_time) == \
+        (runs["run"][0].info.start_time, runs["run"][0].info.end_time)
+
+    log_one(second)  # the driver dies here: its runs are ended from outside
+    assert len(running()) == 2  # the sweep's run and the second variant's
+    assert close_open_runs(out, server.url) == 2 and running() == []
+    assert sorted(v.info.status for v in _runs(client, "stops")["variant"]) == ["KILLED"] * 2
+
+    # MLflow 3's UI opens a "custom_model_development" experiment on its runs
+    exp = client.get_experiment_by_name("stops")
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+
+    assert run_sweep(spec, out, tracking_uri=server.url, progress=False,
+                     statistics=STATISTICS).complete
+    assert running() == []
+    runs = _runs(client, "stops")
+    assert len(runs["run"]) == 4 and len(runs["variant"]) == 2
+    for v in runs["variant"]:
+        seeds = [r for r in runs["run"] if r.data.tags["mlflow.parentRunId"] == v.info.run_id]
+        assert v.info.status == "FINISHED" and len(seeds) == 2
+        assert v.info.start_time == min(r.info.start_time for r in seeds)
+        assert v.info.end_time == max(r.info.end_time for r in seeds)
+        assert v.data.metrics["runs_done"] == 2 and "final_p50" in v.data.metrics
+
+    code = ("import sys; from farm.sweep.runner import run_sweep; "
+            "from farm.sweep.spec import parse_spec; "
+            "r = run_sweep(parse_spec({'name': 'stops', 'datasets': ['synthetic'], "
+            "'optimizers': [{'name': 'random', 'params': {'n_init': [1, 3]}}], 'seeds': 2, "
+            "'limits': {'iterations': 10}, 'runtime': {'backend': 'serial'}}), sys.argv[1], "
+            "tracking_uri=sys.argv[2], progress=False); "
+            "print(r.skipped, r.tracking_offline, 'mlflow' in sys.modules)")
+    resumed = subprocess.run([sys.executable, "-c", code, str(out), server.url],
+                             capture_output=True, text=True, timeout=300, check=False)
+    assert resumed.stdout.split() == ["4", "False", "False"], resumed.stderr[-2000:]

@@ -4,7 +4,8 @@ Each case is a short run (``farm.run.loop.run_one``, the loop ``farm run`` and s
 sequence of (config_id, fidelity) was recorded with the optimizers as they landed
 (Lynceus family: issue 3; entropy-search family: issue 4, re-recorded when the TrimTuner data
 began to encode the VM type as one ordinal feature and TrimTuner took the authors' CEA
-incumbent rule). A change of the algorithms themselves that moves these sequences must say so
+incumbent rule). The cases pin ``init_share`` at 1: the papers' bootstrap sizes, which the
+default would cap at a quarter of these short runs. A change of the algorithms themselves that moves these sequences must say so
 and re-record them here (print the new sequence with ``_sequence``). The sequences are
 configuration ids, not data.
 
@@ -42,16 +43,16 @@ NEAR_TIE = 1e-6   # a decision won by less (relative) may flip with the numerics
 F60 = round(1 / 60, 6)
 GOLDEN = {
     # Lynceus LA=2, timeout tg (12 LHS bootstrap runs, then 8 look-ahead steps)
-    ("lynceus-rnn", "lynceus", (("la", 2),), 0, 20): [
+    ("lynceus-rnn", "lynceus", (("la", 2), ("init_share", 1.0)), 0, 20): [
         (181, 1.0), (99, 1.0), (200, 1.0), (376, 1.0), (54, 1.0), (84, 1.0), (199, 1.0),
         (19, 1.0), (318, 1.0), (331, 1.0), (212, 1.0), (368, 1.0), (225, 1.0), (214, 1.0),
         (196, 1.0), (201, 1.0), (59, 1.0), (268, 1.0), (224, 1.0), (77, 1.0)],
-    ("lynceus-rnn", "lynceus", (("la", 2),), 1, 20): [
+    ("lynceus-rnn", "lynceus", (("la", 2), ("init_share", 1.0)), 1, 20): [
         (320, 1.0), (122, 1.0), (100, 1.0), (309, 1.0), (244, 1.0), (143, 1.0), (89, 1.0),
         (174, 1.0), (195, 1.0), (294, 1.0), (269, 1.0), (15, 1.0), (189, 1.0), (378, 1.0),
         (355, 1.0), (381, 1.0), (328, 1.0), (70, 1.0), (210, 1.0), (321, 1.0)],
     # EIc/USD (LA = 0, no timeout)
-    ("lynceus-rnn", "eic-usd", (), 0, 20): [
+    ("lynceus-rnn", "eic-usd", (("init_share", 1.0),), 0, 20): [
         (181, 1.0), (99, 1.0), (200, 1.0), (376, 1.0), (54, 1.0), (84, 1.0), (199, 1.0),
         (19, 1.0), (318, 1.0), (331, 1.0), (212, 1.0), (368, 1.0), (227, 1.0), (284, 1.0),
         (225, 1.0), (196, 1.0), (232, 1.0), (85, 1.0), (235, 1.0), (213, 1.0)],
@@ -60,12 +61,12 @@ GOLDEN = {
         (147, 0.5), (50, F60), (240, F60), (228, 0.1), (230, 0.1), (0, 0.1), (232, 0.1),
         (244, 0.1)],
     # EIc (CherryPick-style GP, MCMC hyperparameters; 4 LHS points, then 4 steps)
-    ("trimtuner-rnn", "eic", (), 0, 8): [
+    ("trimtuner-rnn", "eic", (("init_share", 1.0),), 0, 8): [
         (197, 1.0), (80, 1.0), (247, 1.0), (15, 1.0), (236, 1.0), (92, 1.0), (76, 1.0),
         (82, 1.0)],
 }
 SLOW_GOLDEN = {
-    ("lynceus-rnn", "lynceus", (("la", 3),), 0, 16): [
+    ("lynceus-rnn", "lynceus", (("la", 3), ("init_share", 1.0)), 0, 16): [
         (181, 1.0), (99, 1.0), (200, 1.0), (376, 1.0), (54, 1.0), (84, 1.0), (199, 1.0),
         (19, 1.0), (318, 1.0), (331, 1.0), (212, 1.0), (368, 1.0), (379, 1.0), (287, 1.0),
         (192, 1.0), (130, 1.0)],
@@ -73,8 +74,9 @@ SLOW_GOLDEN = {
         (147, 0.5), (182, F60), (210, F60), (258, F60), (38, F60), (54, 0.1)],
 }
 # Chunking of the look-ahead's first-step candidates must not matter either.
-CHUNKED = {("lynceus-rnn", "lynceus", (("la", 2), ("path_chunks", chunks)), 1, 20):
-           GOLDEN[("lynceus-rnn", "lynceus", (("la", 2),), 1, 20)] for chunks in (1, 7)}
+CHUNKED = {("lynceus-rnn", "lynceus", (("la", 2), ("init_share", 1.0), ("path_chunks", chunks)),
+            1, 20): GOLDEN[("lynceus-rnn", "lynceus", (("la", 2), ("init_share", 1.0)), 1, 20)]
+           for chunks in (1, 7)}
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +142,7 @@ def test_slow_runs_reproduce_the_recorded_sequence(oracles, case, monkeypatch):
 def test_a_changed_decision_is_caught(oracles, monkeypatch):
     # the EIc case with one recorded search step altered: the run decides otherwise with a
     # clear margin, which the tolerance does not excuse
-    case = ("trimtuner-rnn", "eic", (), 0, 8)
+    case = ("trimtuner-rnn", "eic", (("init_share", 1.0),), 0, 8)
     golden = list(GOLDEN[case])
     golden[5] = (golden[5][0] + 1, 1.0)
     with pytest.raises(AssertionError, match="step 5: chose .* a changed decision"):
