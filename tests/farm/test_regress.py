@@ -370,15 +370,17 @@ def test_regress_passes_unchanged_code_and_fails_a_degraded_lynceus(tmp_path, mo
                  "--json"]) == 0
     assert {r["n_changed"] for r in json.loads(capsys.readouterr().out)["rows"]} == {0}
 
+    # a random Lynceus: worse on 8-10 of the 10 seeds (the farm credits the best tested
+    # configuration, so a lucky random seed can match); alpha 0.1 for 10 seeds' power
     degrade_lynceus(monkeypatch)
-    assert main(["regress", *args]) == 1
+    assert main(["regress", *args, "--alpha", "0.1"]) == 1
     out = capsys.readouterr().out
-    row = next(line for line in out.splitlines() if "cost_to_cno<=1.1" in line)
+    row = next(line for line in out.splitlines() if "quality_auc" in line)
     assert "REGRESSION" in row and "synthetic / lynceus" in row
-    assert main(["regress", *args, "--json"]) == 1
+    assert main(["regress", *args, "--alpha", "0.1", "--json"]) == 1
     gate = json.loads(capsys.readouterr().out)
     assert gate["regressions"] >= 1 and gate["failed_runs"] == 0
-    row = next(r for r in gate["rows"] if r["quality"] == "cost_to_cno<=1.1")
+    row = next(r for r in gate["rows"] if r["quality"] == "quality_auc")
     assert (row["key"], row["verdict"], row["n"]) == ("synthetic / lynceus", "REGRESSION", 10)
 
 
