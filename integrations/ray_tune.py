@@ -30,8 +30,8 @@ from typing import Any
 
 from ray.tune.search import Searcher
 
-from optimizers.base import Suggestion
 from optimizers.registry import make_optimizer
+from oracle.contract import Suggestion
 from oracle.problem import Problem
 from oracle.space import SearchSpace
 

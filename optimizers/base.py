@@ -1,4 +1,5 @@
-"""The ask/tell optimizer interface shared by every algorithm.
+"""The ask/tell optimizer interface shared by every algorithm (its data types, ``Suggestion``,
+``Observation`` and ``Recommendation``, are the contract's: ``oracle.contract``).
 
     opt = make_optimizer("lynceus", space, problem, seed=0, la=2)
     while (s := opt.suggest()) is not None:
@@ -14,19 +15,21 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Literal, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
-from oracle.oracle import Observation
+from oracle.contract import Observation, Recommendation, Suggestion
 from oracle.problem import Problem
 from oracle.space import SearchSpace
 from oracle.spelling import did_you_mean
 
 from .executor import Executor, SerialExecutor
 
-__all__ = ["INIT_SHARE", "init_share", "Param", "Suggestion", "Recommendation", "Optimizer", "ParameterError",
+# Suggestion, Recommendation (and Observation) are the contract's, ``oracle.contract``
+__all__ = ["INIT_SHARE", "init_share", "Param", "Suggestion", "Recommendation", "Optimizer",
+           "ParameterError",
            "MissingExtra", "derive", "fixed", "decision_margin"]
 
 
@@ -112,6 +115,20 @@ def derive(params: tuple[Param, ...], **changes: Mapping[str, Any]) -> tuple[Par
     return tuple(replace(p, **changes[p.name]) if p.name in changes else p for p in params)
 
 
+def _closest_param(word: str, params: tuple[Param, ...]) -> str:
+    """A "did you mean" for a mistyped parameter: by its name, else by the words of its doc
+    (``lookahead`` -> ``la``, documented as the "look-ahead window")."""
+    hint = did_you_mean(word, [p.name for p in params])
+    if hint:
+        return hint
+    def squash(text: str) -> str:
+        return "".join(ch for ch in text.lower() if ch.isalnum())
+    described = [p.name for p in params if len(squash(word)) >= 4 and any(
+        squash(w).startswith(squash(word)) or squash(word).startswith(squash(w)) and
+        len(squash(w)) >= 4 for w in p.doc.split())]
+    return f" (did you mean {described[0]!r}?)" if len(described) == 1 else ""
+
+
 def _parse_scalar(text: str, kind: type, optimizer: str, name: str):
     try:
         if kind is bool:
@@ -128,36 +145,6 @@ def _parse_scalar(text: str, kind: type, optimizer: str, name: str):
                              f"got {text!r}") from None
 
 
-@dataclass(frozen=True)
-class Suggestion:
-    """What to run next: a configuration at a dataset size, an optional time cap (timeout
-    policies), the phase (``init``: bootstrap design, ``search``: model-guided, ``exploit``:
-    a recurring job re-running its best configuration), and why (acquisition values and the
-    like, in ``info``: for reading, never acted upon by the loop).
-
-    Two requests the benchmark loop (``farm.run.loop.execute``) grants in simulation:
-
-    - ``snapshots``: smaller dataset sizes the same training run also measures on its way
-      (TrimTuner's bootstrap); they are not charged and come back in
-      ``observation.extra["snapshots"]`` as {s: Observation};
-    - ``reveal_full_cost`` (Lynceus' IDEAL timeout policy): if the time cap stops the run, it
-      is charged as capped and ``observation.extra["full_cost"]`` tells what the full run
-      would have cost.
-
-    ``margin`` says how clearly an argmax over acquisition values won (``decision_margin``);
-    inf when the choice was not such an argmax (bootstrap, random draws) or is not reported.
-    """
-
-    config_id: int
-    fidelity: float = 1.0
-    time_cap: float | None = None
-    phase: Literal["init", "search", "exploit"] = "search"
-    info: Mapping[str, Any] = field(default_factory=dict)
-    snapshots: tuple[float, ...] = ()
-    reveal_full_cost: bool = False
-    margin: float = math.inf
-
-
 def decision_margin(values) -> float:
     """How clearly the largest of ``values`` won: (top - runner-up) / |top|, 0 for an exact
     tie, inf without a runner-up. A margin of ~1e-12 is a decision that bit-level differences
@@ -167,15 +154,6 @@ def decision_margin(values) -> float:
         return math.inf
     gap = float(v[-1] - v[-2])
     return gap / abs(float(v[-1])) if gap > 0 else 0.0
-
-
-@dataclass(frozen=True)
-class Recommendation:
-    """The configuration an optimizer would deploy now, at the dataset size it would run it
-    (1.0 but for optimizers over dataset sizes such as Nephele); the run loop scores it."""
-
-    config_id: int
-    fidelity: float = 1.0
 
 
 class Optimizer(ABC):
@@ -222,7 +200,7 @@ class Optimizer(ABC):
         unknown = sorted(set(params) - set(known))
         if unknown:
             raise ParameterError(f"{cls.name}: unknown parameter {unknown[0]!r}"
-                                 f"{did_you_mean(unknown[0], known)} (parameters: "
+                                 f"{_closest_param(unknown[0], cls.params)} (parameters: "
                                  f"{', '.join(known) or 'none'})")
         return {n: (p.validate(cls.name, params[n]) if n in params else p.default)
                 for n, p in known.items()}
@@ -249,7 +227,8 @@ class Optimizer(ABC):
     def initial_design(self, n: int, least: int = 1) -> int:
         """The size of an initial design of ``n`` runs in this run: at most ``init_share`` of
         the evaluation budget (at least ``least``), ``n`` without a budget or a share."""
-        share = self.config.get("init_share")
+        declared = any(p.name == "init_share" for p in self.params)
+        share = self.config["init_share"] if declared else None
         if self.evaluations is None or share is None:
             return n
         return min(n, max(least, math.floor(share * self.evaluations)))

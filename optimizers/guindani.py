@@ -23,7 +23,7 @@ Algorithm 2 of the paper, over the finite space:
 3. After the stop, the recurring job runs the best configuration found (``recommend``: the
    lowest mean observed cost among configurations whose mean observed run is feasible,
    re-evaluated after each run) until ``n0 + N`` executions in all. Those runs are suggested
-   here (phase ``exploit``, ``info={"exploit": True}``) and count in the metrics
+   here (phase ``exploit``) and count in the metrics
    (``farm.run.recurring_job``).
 
 *Robust rules beside the paper's* (defaults that leave the paper's datasets' runs as they
@@ -71,6 +71,8 @@ References:
 from __future__ import annotations
 
 import numpy as np
+
+from oracle.problem import ProblemError
 
 from .acquisition.analytic import (
     incumbent_for_eic,
@@ -140,12 +142,12 @@ class Guindani(Optimizer):
         limit = problem.constraint_on("time") or next(iter(problem.constraints), None)
         if limit is None or limit.threshold == 0 or (limit.metric == "time"
                                                      and limit.op != "<="):
-            raise ValueError(f"{self.name}: the problem needs a constraint 'time <= T_max' "
-                             "or one on another metric with a non-zero threshold, got "
-                             f"{[str(c) for c in problem.constraints]}")
+            raise ProblemError(f"{self.name}: the problem needs a constraint 'time <= T_max' "
+                               "or one on another metric with a non-zero threshold, got "
+                               f"{[str(c) for c in problem.constraints]}")
         if problem.objective.metric != "cost" or problem.objective.direction != "min":
-            raise ValueError(f"{self.name}: the objective must be 'min cost', got "
-                             f"{problem.objective}")
+            raise ProblemError(f"{self.name}: the objective must be 'min cost', got "
+                               f"{problem.objective}")
         self.limit = limit                  # the ML-corrected constraint
         self.t_max = abs(float(limit.threshold))   # its load limit (T_max for time)
         self.k = self.config["k_rate"] / self.t_max
@@ -174,8 +176,7 @@ class Guindani(Optimizer):
             if n < len(self._initial):
                 return Suggestion(self._initial[n], phase="init")
         if self.stopped_at is not None:
-            return Suggestion(self.recommend().config_id, phase="exploit",
-                              info={"exploit": True})
+            return Suggestion(self.recommend().config_id, phase="exploit")
         return self._next_configuration()
 
     def _next_configuration(self) -> Suggestion:
@@ -266,7 +267,7 @@ class Guindani(Optimizer):
     # -- tell -----------------------------------------------------------------------------
     def _observe(self, suggestion: Suggestion, observation) -> None:
         """Algorithm 2, steps 8-10: taboo queue, then the stopping band on the observed time."""
-        if suggestion.info.get("exploit"):
+        if suggestion.phase == "exploit":
             return
         self.taboo.push(suggestion.config_id)
         load = float(self._load(np.array([observation.value(self.limit.metric)]))[0])

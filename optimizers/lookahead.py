@@ -11,11 +11,14 @@ With an accuracy model (Nephele) each cost node is crossed with ``k_acc`` nodes 
 feasibility (hence the simulated incumbent); the accuracy model itself is not refitted along
 a path (with the default single node, the predicted mean, a refit would barely move it).
 
-The recursion and every refit run inside one numba kernel per chunk of first-step candidates:
-``explore_chunk(context, chunk)`` is the module-level function the optimizer hands to its
-executor. The refits of a given depth share one random key (common random numbers), so the
-rewards of different first steps differ only through the simulated points, and a chunk's
-result does not depend on which other candidates share its chunk.
+The recursion and every refit run inside one numba kernel per chunk of first-step candidates
+(``models._kernels.explore_many`` and ``_explore``, beside the tree kernels they inline: numba
+re-compiles a cached function only when its own file changes), given the step's context as two
+typed tuples (``PathState``, ``PathRules``): ``explore_chunk(context, chunk)`` is the
+module-level function the optimizer hands to its executor. The refits of a given depth share
+one random key (common random numbers), so the rewards of different first steps differ only
+through the simulated points, and a chunk's result does not depend on which other candidates
+share its chunk.
 
 References:
     [Lynceus] Casimiro et al. Lynceus, ICDCS 2020, Sec. V-A and V-C (Algorithms 1-2).
@@ -30,7 +33,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .models._kernels import BUDGET_CONFIDENCE, explore_many, root_level
+from .models._kernels import (
+    BUDGET_CONFIDENCE,
+    PathRules,
+    PathState,
+    explore_many,
+    root_level,
+)
 
 __all__ = ["BUDGET_CONFIDENCE", "PathContext", "Switches", "explore_chunk", "level_predictions"]
 
@@ -98,41 +107,34 @@ class PathContext:
     switches: Switches = Switches()
 
 
-def _buffers(ctx: PathContext):
-    """Private copies of the training arrays with room for the simulated points."""
+def _kernel_args(ctx: PathContext) -> tuple[PathState, PathRules]:
+    """The context as the kernels take it: private copies of the training arrays with room
+    for the simulated points (``PathState``), and the rules of the step (``PathRules``)."""
     Xc = np.zeros((ctx.nc + ctx.la + 1, ctx.F.shape[1]))
     Xc[:ctx.nc] = ctx.Xc[:ctx.nc]
     yc = np.zeros(ctx.nc + ctx.la + 1)
     yc[:ctx.nc] = ctx.yc[:ctx.nc]
-    return Xc, yc, np.ascontiguousarray(ctx.Xa, dtype=float), np.ascontiguousarray(ctx.ya,
-                                                                                   dtype=float)
-
-
-def _numba_switches(ctx: PathContext) -> tuple:
+    state = PathState(Xc, yc, ctx.nc, np.ascontiguousarray(ctx.Xa, dtype=float),
+                      np.ascontiguousarray(ctx.ya, dtype=float), ctx.na, ctx.F, ctx.price,
+                      ctx.untested.copy(), ctx.budget, ctx.best, ctx.worst)
     sw = ctx.switches
-    return (bool(sw.best_split), bool(sw.authors_sd), bool(sw.full_refit),
-            bool(sw.fixed_incumbent), float(sw.gh_scale), bool(sw.skip_nonpositive))
+    rules = PathRules(ctx.la, ctx.gamma, ctx.discount_cost, ctx.time_max, ctx.cost_max,
+                      ctx.acc_min, ctx.gh_t, ctx.gh_w, ctx.gha_t, ctx.gha_w, np.uint64(ctx.key),
+                      ctx.n_trees, ctx.n_trees_acc, ctx.max_features, ctx.floor_rel,
+                      bool(sw.best_split), bool(sw.authors_sd), bool(sw.full_refit),
+                      bool(sw.fixed_incumbent), float(sw.gh_scale), bool(sw.skip_nonpositive))
+    return state, rules
 
 
 def explore_chunk(ctx: PathContext, first) -> np.ndarray:
     """(len(first), 2) array of (R_x, C_x) = ExplorePaths(state, x, LA) for the candidate
     indices ``first`` (rows of ``ctx.F``). A pure function of (ctx, x) per row."""
-    Xc, yc, Xa, ya = _buffers(ctx)
-    return explore_many(np.asarray(first, dtype=np.int64), ctx.la, Xc, yc, ctx.nc, Xa, ya,
-                         ctx.na, ctx.F, ctx.price, ctx.untested.copy(), ctx.budget,
-                         ctx.time_max, ctx.cost_max, ctx.acc_min, ctx.best, ctx.worst,
-                         ctx.gh_t, ctx.gh_w, ctx.gha_t, ctx.gha_w, ctx.gamma, ctx.discount_cost,
-                         np.uint64(ctx.key), ctx.n_trees, ctx.n_trees_acc, ctx.max_features,
-                         ctx.floor_rel, _numba_switches(ctx))
+    state, rules = _kernel_args(ctx)
+    return explore_many(np.asarray(first, dtype=np.int64), state, rules)
 
 
 def level_predictions(ctx: PathContext):
     """The current state's model at every candidate: (mu_c, sd_c, mu_a, sd_a, eic, argmax),
     with eic = -1 outside the budget filter. The same numbers the paths start from."""
-    Xc, yc, Xa, ya = _buffers(ctx)
-    out = root_level(0, Xc, yc, ctx.nc, Xa, ya, ctx.na, ctx.F, ctx.price, ctx.untested, ctx.budget,
-                ctx.time_max, ctx.cost_max, ctx.acc_min, ctx.best, ctx.worst,
-                np.uint64(ctx.key), ctx.n_trees, ctx.n_trees_acc, ctx.max_features,
-                ctx.floor_rel, _numba_switches(ctx))
-    mu_c, sd_c, mu_a, sd_a, eic, arg = out[5:]
-    return mu_c[0], sd_c[0], mu_a, sd_a, eic[0], int(arg)
+    levels, arg = root_level(*_kernel_args(ctx), 1)
+    return levels.mu_c[0], levels.sd_c[0], levels.mu_a, levels.sd_a, levels.eic[0], int(arg)

@@ -18,11 +18,11 @@ is fed for a timed-out run is the ``timeout`` policy of Sec. VI-E:
 - ``tg``: cap at C(x*)/U(x), feed E[C(x) | C(x) > C(x*)] of the cost model (truncated Gaussian);
 - ``ideal``: the same cap (so the same charge) but feed the run's true full cost: the
   suggestion sets ``reveal_full_cost`` and the loop adds the full cost to the observation
-  as ``extra["full_cost"]`` (a simulation-only oracle, as in the paper);
+  as ``full_cost`` (a simulation-only oracle, as in the paper);
 - ``no-info``: cap at 2 C(x*)/U(x) (iTuned), feed nothing;
 - ``max-cost``: cap at C(x*)/U(x), feed the largest cost seen so far;
 - ``linear``: cap at C(x*)/U(x), extrapolate the accuracy curve seen so far
-  (``extra["acc_curve"]``, one point every ``curve_interval_s``) linearly to
+  (``Observation.accuracy_curve``, one point every ``curve_interval_s``) linearly to
   ``target_accuracy`` and feed (that time) x U(x).
 
 The recommendation is the cheapest *fully run* configuration observed to meet the constraints.
@@ -55,7 +55,8 @@ import math
 
 import numpy as np
 
-from oracle.oracle import Observation
+from oracle.contract import Observation, TimeoutPlan
+from oracle.problem import ProblemError
 
 from .acquisition.analytic import (
     gauss_hermite,
@@ -126,9 +127,6 @@ class Lynceus(Optimizer):
               low=0.0),
         *ABLATION_PARAMS,
     )
-    discount_cost = False          # OBOL also discounts the cost of future steps
-    select_by = "reward_per_cost"  # argmax R/C; CherryPick-style baselines: argmax R
-
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._setup_candidates()
@@ -141,16 +139,16 @@ class Lynceus(Optimizer):
         c = self.problem
         t, cost = c.constraint_on("time"), c.constraint_on("cost")
         if c.objective.metric != "cost" or c.objective.direction != "min":
-            raise ValueError(f"{self.name}: the objective must be 'min cost', got "
-                             f"{c.objective}")
+            raise ProblemError(f"{self.name}: the objective must be 'min cost', got "
+                               f"{c.objective}")
         for con in (t, cost):
             if con is not None and con.op != "<=":
-                raise ValueError(f"{self.name}: constraint {con} is not supported (expected "
-                                 f"{con.metric}<=threshold)")
+                raise ProblemError(f"{self.name}: constraint {con} is not supported (expected "
+                                   f"{con.metric}<=threshold)")
         quality = [x for x in c.constraints if x.metric not in ("time", "cost")]
         if len(quality) > 1:
-            raise ValueError(f"{self.name}: at most one constraint besides time and cost "
-                             f"(one model of it), got {[str(x) for x in quality]}")
+            raise ProblemError(f"{self.name}: at most one constraint besides time and cost "
+                               f"(one model of it), got {[str(x) for x in quality]}")
         self._time_max = t.threshold if t else math.inf
         self._cost_max = cost.threshold if cost else math.inf
         # A constraint on accuracy or any other metric m is modelled by the second ensemble
@@ -160,7 +158,7 @@ class Lynceus(Optimizer):
         self._sign = 1.0 if self._quality is None or self._quality.op == ">=" else -1.0
         self._acc_min = self._sign * self._quality.threshold if quality else -math.inf
         self._gh = gauss_hermite(self.config["k"])
-        if self.config.get("gh") == "authors":  # weights summing to sqrt(pi), see _switches
+        if self.config["gh"] == "authors":  # weights summing to sqrt(pi), see _switches
             self._gh = (self._gh[0], self._gh[1] * math.sqrt(math.pi))
         self._gha = gauss_hermite(self._k_acc())
 
@@ -228,8 +226,7 @@ class Lynceus(Optimizer):
             chunks = [c for c in np.array_split(gamma_set, self.config["path_chunks"]) if len(c)]
             rc = np.vstack(self.executor.map(explore_chunk, chunks, ctx))
             reward, cost = rc[:, 0], rc[:, 1]
-        by_ratio = (self.select_by == "reward_per_cost"
-                    and self.config.get("first_step", "ratio") == "ratio")
+        by_ratio = self.config["first_step"] == "ratio"
         score = reward / np.maximum(cost, 1e-300) if by_ratio else reward
         j = int(np.argmax(score))
         cand = int(gamma_set[j])
@@ -261,22 +258,20 @@ class Lynceus(Optimizer):
             worst=float(max(self._cost_y)), gh_t=self._gh[0], gh_w=self._gh[1],
             gha_t=self._gha[0], gha_w=self._gha[1], la=self.config["la"],
             gamma=self.config["gamma"],
-            discount_cost=self._discount_cost(), key=int(self.rng.integers(2**63)),
+            discount_cost=self.config["path_cost"] == "discounted",
+            key=int(self.rng.integers(2**63)),
             n_trees=self.config["n_trees"], n_trees_acc=self._n_trees_acc(),
             max_features=default_max_features(d, self.config["max_features"] or None),
             floor_rel=self.config["std_floor"], switches=self._switches())
 
-    def _discount_cost(self) -> bool:
-        return self.discount_cost or self.config.get("path_cost") == "discounted"
-
     def _switches(self) -> Switches:
         """The ablation switches (ABLATION_PARAMS) as the look-ahead kernel takes them."""
         c = self.config
-        authors_gh = c.get("gh") == "authors"
-        return Switches(best_split=c.get("trees") == "random",
-                        authors_sd=c.get("sigma") == "authors",
-                        full_refit=c.get("refit") == "full",
-                        fixed_incumbent=c.get("path_incumbent") == "fixed",
+        authors_gh = c["gh"] == "authors"
+        return Switches(best_split=c["trees"] == "random",
+                        authors_sd=c["sigma"] == "authors",
+                        full_refit=c["refit"] == "full",
+                        fixed_incumbent=c["path_incumbent"] == "fixed",
                         gh_scale=1.0 / math.sqrt(math.pi) if authors_gh else 1.0,
                         skip_nonpositive=authors_gh)
 
@@ -288,9 +283,8 @@ class Lynceus(Optimizer):
         if policy != "none":
             factor = 2.0 if policy == "no-info" else 1.0
             cap = timeout_cap(best, float(self._price[cand]), factor)
-        if cap is not None:
-            info = {**info, "timeout": policy, "tg_mu": mu, "tg_sigma": sd}
-        return self._suggestion(cand, time_cap=cap, phase="search", info=info,
+        plan = None if cap is None else TimeoutPlan(policy, mu, sd, best)
+        return self._suggestion(cand, time_cap=cap, phase="search", info=info, timeout=plan,
                                 reveal_full_cost=cap is not None and policy == "ideal")
 
     def _observe(self, suggestion: Suggestion, observation: Observation) -> None:
@@ -309,17 +303,18 @@ class Lynceus(Optimizer):
             self._acc_y.append(self._sign * float(value))
 
     def _fed_cost(self, suggestion: Suggestion, obs: Observation, cand: int) -> float | None:
-        """The cost the model learns for a run stopped by its time cap (policy table above)."""
-        policy, info = suggestion.info.get("timeout"), suggestion.info
-        best = info["incumbent_cost"]
-        tg = float(truncated_gaussian_mean(info["tg_mu"], info["tg_sigma"], best))
+        """The cost the model learns for a run stopped by its time cap (policy table above),
+        as the suggestion's ``TimeoutPlan`` says."""
+        plan = suggestion.timeout
+        policy = plan.policy
+        tg = float(truncated_gaussian_mean(plan.cost_mu, plan.cost_sigma, plan.incumbent_cost))
         if policy == "tg":
             return tg
         if policy == "ideal":
-            if "full_cost" not in obs.extra:
+            if obs.full_cost is None:
                 raise ValueError(f"{self.name}: timeout 'ideal' needs the loop to reveal "
-                                 "extra['full_cost'] of a timed-out run")
-            return float(obs.extra["full_cost"])
+                                 "the full_cost of a timed-out run")
+            return float(obs.full_cost)
         if policy == "no-info":
             return None
         if policy == "max-cost":
@@ -331,7 +326,7 @@ class Lynceus(Optimizer):
         a least-squares line over the points seen (or the line through the origin and the
         last point); the truncated-Gaussian value when the curve gives no usable slope."""
         target = self.config["target_accuracy"]
-        curve = np.asarray(obs.extra.get("acc_curve", ()), dtype=float)
+        curve = np.asarray(obs.accuracy_curve, dtype=float)
         curve = curve[np.isfinite(curve)]
         times = self.config["curve_interval_s"] * np.arange(1, len(curve) + 1)
         t_full = math.nan
@@ -390,7 +385,6 @@ class Obol(Lynceus):
                     curve_interval_s=fixed(30.0),
                     n_init={"default": 5, "low": 1, "doc": "random initial samples"},
                     path_cost=fixed("discounted"))
-    discount_cost = True
 
 
 class CherryPickTrees(Obol):
@@ -400,5 +394,4 @@ class CherryPickTrees(Obol):
     name = "cherrypick-trees"
     summary = "greedy argmax EIc on bagged trees with the budget filter (OBOL's baseline)"
     params = derive(Obol.params, la=fixed(0), k=fixed(1), gamma=fixed(0.0),
-                    path_chunks=fixed(1))
-    select_by = "reward"
+                    path_chunks=fixed(1), first_step=fixed("reward"))

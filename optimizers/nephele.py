@@ -19,12 +19,11 @@ References:
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 
-from .base import Param, Recommendation, Suggestion
-from .lynceus import COMMON_PARAMS, Lynceus
+from .base import Param, Recommendation, Suggestion, derive, fixed
+from .lynceus import Lynceus
 
 __all__ = ["Nephele"]
 
@@ -36,12 +35,17 @@ class Nephele(Lynceus):
     summary = "Lynceus over (configuration, dataset size) with accuracy and time constraints"
     uses_fidelity = True
     recommends_fidelity = True
+    # Lynceus' table (its ablation switches too), with what Nephele does not do fixed: no
+    # timeouts (so no curve extrapolation) and no LHS bootstrap (B_init of random pairs)
     params = (
-        Param("la", 0, "look-ahead horizon (extra steps after the first)", low=0, high=3),
+        *derive(Lynceus.params,
+                la={"default": 0, "doc": "look-ahead horizon (extra steps after the first)"},
+                timeout={**fixed("none"), "doc": "no timeouts in Nephele"},
+                n_trees={"default": 5, "doc": "trees in each bagging ensemble (cost, accuracy)"},
+                n_init={**fixed(0), "doc": "no bootstrap design: b_init is spent instead"},
+                init={**fixed("random"), "doc": "random untested (x, s) pairs until b_init"},
+                target_accuracy=fixed(0.85), curve_interval_s=fixed(30.0)),
         Param("k_acc", 1, "Gauss-Hermite nodes on the simulated accuracy", low=1, high=10),
-        *(replace(p, default=5, doc="trees in each bagging ensemble (cost, accuracy)")
-          if p.name == "n_trees" else p for p in COMMON_PARAMS),
-        Param("timeout", "none", "no timeouts in Nephele", fixed=True),
         Param("b_init", 5.0, "initial budget spent on random (x, s) samples ($5 CNN, $1 RNN, "
               "$2 MLP in the thesis)", low=0.0),
     )

@@ -30,7 +30,7 @@ text.
 Bootstrap: one random configuration at every sub-sampled size {1/60, 1/10, 1/4, 1/2}; a single
 training run snapshots the smaller sizes, so the optimizer suggests the largest (s = 1/2) run
 with ``Suggestion.snapshots`` naming the others; the farm loop runs them for free and hands
-their observations back in ``observation.extra["snapshots"]`` ({s: Observation}).
+their observations back in ``observation.snapshots`` ({s: Observation}).
 
 Candidate evaluations go through ``self.executor.map`` in chunks; every random number a
 candidate uses is either shared (common random numbers in the context) or drawn from a
@@ -219,7 +219,7 @@ class TrimTuner(Optimizer):
     def _observe(self, suggestion: Suggestion, observation) -> None:
         self._runs.append((suggestion.config_id, suggestion.fidelity, observation.time,
                            observation.cost, observation.accuracy))
-        for s, obs in dict(observation.extra.get("snapshots", {})).items():
+        for s, obs in dict(observation.snapshots).items():
             self._runs.append((suggestion.config_id, float(s), obs.time, obs.cost,
                                obs.accuracy))
         self._fit()

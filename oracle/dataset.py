@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .contract import METRICS
 from .problem import Problem
 from .space import Dimension, SearchSpace
 
@@ -38,7 +39,7 @@ __all__ = ["DatasetMeta", "Dataset", "DatasetError", "MAX_PRICE_PER_S", "MAX_RUN
            "REQUIRED_COLUMNS", "check_name"]
 
 REQUIRED_COLUMNS = ("fidelity", "time", "cost", "price_per_s", "timed_out")
-BUILTIN_MEASURES = ("time", "cost", "accuracy", "acc_curve")
+BUILTIN_MEASURES = (*METRICS, "acc_curve")
 _META_KEY = b"optfarm"
 MAX_RUN_S = 365 * 86400.0     # a measured run longer than a year is not physical (a unit slip)
 MAX_PRICE_PER_S = 1e6         # cost units per second of one configuration (USD: $3.6e9/h)
@@ -74,6 +75,7 @@ class DatasetMeta:
     measured: tuple[str, ...] = ("time", "cost")
     price_model: str = ""
     cost_unit: str = "USD"
+    time_unit: str = "s"     # the source's unit of time (stored in s): a bare time needs a unit
     curve_interval_s: float | None = None
     notes: str = ""
 
@@ -128,12 +130,26 @@ class Dataset:
         return SearchSpace(tuple(self.meta.dimensions), configs,
                            keys.column("price_per_s_max").to_numpy().copy(), self.fidelities)
 
+    def to_table(self) -> pa.Table:
+        """The table with the metadata packed into its Arrow schema (key ``optfarm``, JSON):
+        the canonical form, on disk and in Ray's object store (``from_table`` unpacks it)."""
+        schema_meta = dict(self.table.schema.metadata or {})
+        schema_meta[_META_KEY] = self.meta.to_json().encode()
+        return self.table.replace_schema_metadata(schema_meta)
+
+    @classmethod
+    def from_table(cls, table: pa.Table, origin: str = "") -> "Dataset":
+        """The dataset of a table made by ``to_table``; ``origin`` (its file) names it in
+        errors."""
+        raw = (table.schema.metadata or {}).get(_META_KEY)
+        if raw is None:
+            raise DatasetError(f"{origin or 'table'}: no optfarm metadata in the Parquet schema")
+        return cls(table, DatasetMeta.from_json(raw), origin=origin)
+
     def write(self, path: str | Path) -> Path:
         """Write the canonical Parquet file atomically (temporary name, then rename)."""
         path = Path(path)
-        schema_meta = dict(self.table.schema.metadata or {})
-        schema_meta[_META_KEY] = self.meta.to_json().encode()
-        table = self.table.replace_schema_metadata(schema_meta)
+        table = self.to_table()
         tmp = path.with_name(f".{path.name}.tmp")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -153,10 +169,7 @@ class Dataset:
                 table = f.read()
         except (OSError, pa.ArrowException) as e:
             raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
-        raw = (table.schema.metadata or {}).get(_META_KEY)
-        if raw is None:
-            raise DatasetError(f"{path}: no optfarm metadata in the Parquet schema")
-        return cls(table, DatasetMeta.from_json(raw), origin=str(path))
+        return cls.from_table(table, origin=str(path))
 
 
 def _validate(table: pa.Table, meta: DatasetMeta, where: str) -> None:

@@ -1,50 +1,24 @@
 """The oracle: replays a dataset's measurements to optimizers and keeps the ground truth.
 
 Modelled on a tabular blackbox: the index (config_id, fidelity) -> rows is built once into
-dense arrays; ``run`` is a lookup. The true values used by the metrics (feasible optimum,
-CNO, Accuracy_C) are per-configuration means over repeated measurements.
+dense arrays; ``run`` is a lookup. The true values the metrics read (``true_value``, the
+feasible optimum) are per-configuration means over repeated measurements; the metrics
+themselves (CNO, Accuracy_C) are ``farm.run.metrics``'.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 import pyarrow.compute as pc
 
+from .contract import METRICS, Observation
 from .dataset import Dataset
 from .problem import Problem
 
-__all__ = ["Observation", "Oracle"]
-
-
-@dataclass(frozen=True)
-class Observation:
-    """What running a configuration revealed.
-
-    ``time`` and ``cost`` are what was spent (for a run stopped by a time cap: the cap and
-    the cost of running until it). ``accuracy`` is NaN where not measured (or not yet known
-    when stopped). ``metrics`` holds the other named metrics the job measures (a quality
-    metric, a latency percentile, energy: ``DatasetMeta.measured``), unknown for a run
-    stopped by its cap. ``extra`` carries what else was known, e.g. ``acc_curve`` (the
-    accuracy points measured before the stop).
-    """
-
-    time: float
-    cost: float
-    accuracy: float = math.nan
-    timed_out: bool = False
-    extra: dict = field(default_factory=dict)
-    metrics: Mapping[str, float] = field(default_factory=dict)
-
-    def value(self, metric: str) -> float:
-        """The observed ``metric`` (time, cost, accuracy or a named metric); NaN if unknown."""
-        if metric in ("time", "cost", "accuracy"):
-            return getattr(self, metric)
-        return float(self.metrics.get(metric, math.nan))
+__all__ = ["Oracle"]
 
 
 class Oracle:
@@ -103,8 +77,8 @@ class Oracle:
         self.true_time = self._mean(self._time)
         self.true_cost = self._mean(self._cost)
         self.true_accuracy = self._mean(self._acc)
-        self._truth = {"time": self.true_time, "cost": self.true_cost,
-                       "accuracy": self.true_accuracy,
+        self._truth = {**dict(zip(METRICS, (self.true_time, self.true_cost,
+                                            self.true_accuracy))),
                        **{m: self._mean(v) for m, v in self._named.items()}}
         for a in (*self._truth.values(), self._count):
             a.setflags(write=False)
@@ -155,8 +129,8 @@ class Oracle:
             named = {m: float(v[sl].mean()) for m, v in self._named.items()}
         if time_cap is not None and time > time_cap:
             return self._stopped(start, float(time_cap), curve)
-        extra = {} if curve is None else {"acc_curve": tuple(curve.tolist())}
-        return Observation(float(time), float(cost), float(acc), timed_out, extra, named)
+        return Observation(float(time), float(cost), float(acc), timed_out, named,
+                           () if curve is None else tuple(curve.tolist()))
 
     def _curve(self, row: int) -> np.ndarray | None:
         return None if self._curves is None else self._curves[row]
@@ -167,8 +141,8 @@ class Oracle:
         if curve is not None and interval:
             known = tuple(curve[: int(cap // interval)].tolist())
         acc = known[-1] if known else math.nan
-        extra = {"acc_curve": known} if curve is not None else {}
-        return Observation(cap, cap * float(self._price[row]), acc, True, extra)
+        return Observation(cap, cap * float(self._price[row]), acc, True,
+                           accuracy_curve=known)
 
     # -- ground truth (for metrics only) -----------------------------------------------------
     def true_value(self, config_id: int, fidelity: float = 1.0, metric: str | None = None):
@@ -220,37 +194,6 @@ class Oracle:
         values = self._true(obj.metric)[:, fi]
         values = np.where(mask, values if obj.direction == "min" else -values, np.inf)
         return int(np.argmin(values))
-
-    def cno(self, config_id: int | None, fidelity: float = 1.0) -> float:
-        """Cost Normalised to the Optimum (Lynceus Sec. VI): true cost of the recommendation
-        (run at dataset size ``fidelity``, e.g. Nephele's) over the true cost of the cheapest
-        feasible configuration at s = 1; inf without one. For a problem minimising another
-        metric (``min energy``) the ratio is of that metric; maximising one (not accuracy),
-        the optimum's value over the recommendation's."""
-        best = self.optimum()
-        if config_id is None or best is None:
-            return math.inf
-        obj = self.problem.objective
-        metric = "cost" if obj.metric == "accuracy" else obj.metric
-        ratio = (self.true_value(config_id, fidelity, metric=metric)
-                 / self.true_value(best, metric=metric))
-        return 1.0 / ratio if obj.direction == "max" and metric != "cost" else ratio
-
-    def accuracy_c(self, config_id: int | None) -> float:
-        """Accuracy_C (TrimTuner Sec. V): true accuracy at s = 1 when the cost constraint
-        holds, else accuracy x C_max / cost; 0 without a recommendation."""
-        if config_id is None:
-            return 0.0
-        acc = self.true_value(config_id, metric="accuracy")
-        cap = self.problem.constraint_on("cost")
-        cost = self.true_value(config_id, metric="cost")
-        if cap is None or cap.holds(cost):
-            return acc
-        return acc * cap.threshold / cost
-
-    def metric(self, config_id: int | None) -> float:
-        """The problem's quality metric of a recommendation (``problem.metric``)."""
-        return self.cno(config_id) if self.problem.metric == "cno" else self.accuracy_c(config_id)
 
     def is_feasible(self, config_id: int | None, fidelity: float = 1.0) -> bool:
         return config_id is not None and bool(self.feasible_mask(fidelity)[config_id])

@@ -1,7 +1,8 @@
 """The ``farm`` command line: one module per command, shared console helpers in ``console``.
 
 Exit codes: 0 success; 1 a run or command failed; 2 bad input (unknown dataset, optimizer or
-parameter, malformed file or spec), reported on one line on stderr.
+parameter, malformed file or spec, a problem the optimizer cannot pose), reported on one line
+on stderr.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import signal
 import sys
 from typing import NoReturn, Sequence
 
@@ -27,8 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .run import add_run_command
     from .sweep import add_sweep_commands
 
-    p = argparse.ArgumentParser(prog="farm", description="optfarm: a benchmark farm for "
-                                "cloud-configuration optimizers")
+    p = _Parser(prog="farm", description="optfarm: a benchmark farm for "
+                "cloud-configuration optimizers")
     sub = p.add_subparsers(dest="command", required=True)
     for add in (add_run_command, add_datasets_commands, add_optimizers_command,
                 add_bench_commands, add_sweep_commands, add_report_commands,
@@ -37,14 +39,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors are one line (``farm sweep: error: argument
+    --seeds: invalid int value: '1e7'``), exit code 2, as every other bad input; ``--help``
+    still shows the usage. Subcommands' parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from optimizers.base import ParameterError
     from oracle.dataset import DatasetError
+    from oracle.problem import ProblemError
 
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # `farm sweep` runs it again
     try:
         return args.func(args)
-    except (UsageError, DatasetError, ParameterError) as e:
+    except (UsageError, DatasetError, ParameterError, ProblemError) as e:
         print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:  # the reader went away (`farm ... | head`)
@@ -66,9 +79,15 @@ def run() -> NoReturn:
     interrupted sweep still has to do after SIGTERM, and minutes of wall time on a loaded
     machine). The heap is frozen instead: atexit handlers still run and everything is flushed
     and closed as usual; only objects left in reference cycles are not finalised, as the
-    process is ending."""
+    process is ending. A negative code -N (a watched sweep driver ended by signal N,
+    ``farm.sweep.driver``) ends this process by the same signal."""
     code = main()
     gc.freeze()
+    if code < 0:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
     sys.exit(code)
 
 

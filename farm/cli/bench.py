@@ -31,10 +31,36 @@ def cmd_bench_farm(args) -> int:
               f"{args.iterations or 5} evaluations per run, tracking off, {args.workers} Ray "
               f"workers (load average {os.getloadavg()[1]:.1f})")
         print_table(rows, ["runs", "sweep_s", "resume_s", "resume_cpu_s", "verify_s",
-                           "verify_cpu_s"])
+                           "verify_cpu_s", "report_s", "report_cpu_s", "report_rss_mb"])
         print("resume: as `farm sweep` resumes (files unchanged since written not hashed "
-              "again); verify: `farm sweep --verify` (every file hashed); target for 20,000 "
-              "runs: resume < 10 s")
+              "again); verify: `farm sweep --verify` (every file hashed); report: `farm "
+              "report` of the sweep (wall, peak memory); targets for 20,000 runs: resume "
+              "< 10 s, report < 20 s and < 500 MB")
+        return EXIT_OK
+
+    if args.joined:
+        import tempfile
+
+        from farm.bench.joined import joined_cost
+        from farm.cluster.local import LocalCluster
+
+        sizes = [int(n) for n in args.joined.split(",")]
+        with tempfile.TemporaryDirectory(prefix="of-bench-", dir="/tmp") as root:
+            cluster = LocalCluster.up(root, nodes=1, cpus=args.workers)
+            try:
+                rows = joined_cost(cluster.address, sizes, args.dataset, args.optimizer,
+                                   args.iterations or 5, args.workers)
+            finally:
+                cluster.down()
+        print(f"a sweep on a joined loopback cluster (one node of {args.workers} CPUs): "
+              f"{args.optimizer} on {args.dataset}, {args.iterations or 5} evaluations per "
+              f"run, tracking off (load average {os.getloadavg()[1]:.1f})")
+        print_table(rows, ["runs", "max_in_flight", "wall_s", "runs_per_s", "request_left"])
+        for n in sizes:
+            without, with_ = (r for r in rows if r["runs"] == n)
+            print(f"{n} runs: runs/s with --max-in-flight / without "
+                  f"{with_['runs_per_s'] / without['runs_per_s']:.2f}x (target <= 1.2x); "
+                  f"autoscaler request left {without['request_left']} (target 0)")
         return EXIT_OK
 
     if args.tracking:
@@ -127,4 +153,7 @@ def add_bench_commands(sub) -> None:
     b.add_argument("--tracking-uri", help="with --tracking: also track to this server")
     b.add_argument("--resume", metavar="SIZES", help="instead: the resume time of finished "
                    "sweeps of these sizes, e.g. 2000,20000 (--iterations default 5)")
+    b.add_argument("--joined", metavar="SIZES", help="instead: sweeps of these sizes on a "
+                   "joined loopback cluster without --max-in-flight against with it "
+                   "(farm.bench.joined; --iterations default 5)")
     b.set_defaults(func=cmd_bench_farm)

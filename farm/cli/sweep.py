@@ -2,8 +2,10 @@
 
 Exit codes: 0 every run of the sweep is done; 1 some runs failed (recorded in the index with
 their error, retried on the next invocation), the cluster was lost (its head stopped
-answering: one line with the command that resumes), or a file of the output folder could not
-be written (disk full; the path named); 2 bad input (spec, dataset, optimizer or parameter, a
+answering: one line with the command that resumes, printed by this process, the parent of the
+sweep's driver on Ray: ``farm.sweep.driver``), Ray could not start or the cluster at
+``--address`` does not answer (one line, nothing run), or a file of the output folder could
+not be written (disk full; the path named); 2 bad input (spec, dataset, optimizer or parameter, a
 damaged ``sweep.json``, or an output folder another sweep is using), on one line on stderr;
 130 interrupted by Ctrl-C, SIGTERM or SIGHUP (finished runs are kept).
 """
@@ -56,11 +58,19 @@ def cmd_sweep(args) -> int:
         else:
             if not (args.datasets and args.optimizers):
                 raise SpecError("give a SPEC file, or --datasets and --optimizers")
-            spec = inline_spec(args.datasets, args.optimizers, args.seeds or 1,
+            spec = inline_spec(args.datasets, args.optimizers,
+                               1 if args.seeds is None else args.seeds,
                                name=args.name or "inline", iterations=args.iterations,
                                budget=args.budget, params=_param_overrides(args.param))
             source = "inline sweep"
+        if args.max_runs is not None and args.max_runs < 1:
+            raise SpecError(f"--max-runs must be at least 1, got {args.max_runs}")
+        if args.max_in_flight is not None and args.max_in_flight < 1:
+            raise SpecError(f"--max-in-flight must be at least 1, got {args.max_in_flight}")
         out = args.out or str(Path("sweeps-out") / spec.name)  # a path, or a URI (s3://...)
+        if "://" not in out and os.path.isfile(out):
+            raise SpecError(f"--out {out} is a file; name a folder (new, or a sweep's to "
+                            "resume it)")
         return _run(spec, source, out, args)
     except SpecError as e:
         print(f"farm: error: {e}", file=sys.stderr)
@@ -70,41 +80,89 @@ def cmd_sweep(args) -> int:
 def _run(spec, source, out, args) -> int:
     if args.address:  # before Ray is imported (see farm.sweep.ray_runtime)
         os.environ["RAY_ADDRESS"] = args.address
+    from farm.sweep import driver
+
+    if not (args.serial or spec.runtime.backend == "serial" or driver.watched()
+            or _ray_running_here()):
+        return driver.supervise(args.argv, lambda why: _lost_line(why, args, out),
+                                lambda: _settle(spec, source, out, args),
+                                args.address or os.environ.get("RAY_ADDRESS"))
+    driver.end_with_parent()
+    code = _run_here(spec, source, out, args)
+    driver.notify(done=code)
+    return code
+
+
+def _ray_running_here() -> bool:
+    """Whether this process is already a Ray driver (a sweep started from Python)."""
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
+
+
+def _settle(spec, source, out, args) -> None:
+    """What a driver lost with its head could not do: the index of what is stored, and the
+    sweep's MLflow runs left RUNNING ended (``farm.sweep.tracking.close_open_runs``); the
+    runs MLflow missed are logged by the resume."""
+    _sweep(spec, source, out, args, run=False, tracking=False)
+    if not (args.no_tracking or not spec.tracking.enabled):
+        from farm.sweep.tracking import close_open_runs
+
+        close_open_runs(out, args.tracking_uri)
+
+
+def _sweep(spec, source, out, args, run: bool = True, tracking: bool | None = None):
     from farm.report.tracked import STATISTICS
-    from farm.sweep.capacity import ClusterLost
-    from farm.sweep.runner import run_sweep, summary_rows
+    from farm.sweep.runner import run_sweep
     from farm.sweep.spec import DEFAULT_MAX_RUNS
-    from farm.sweep.store import (
-        DamagedFile,
-        FolderBusy,
-        LocationError,
-        Store,
-        StoreError,
-    )
+
+    return run_sweep(spec, out, source=source, address=args.address,
+                     backend="serial" if args.serial else None,
+                     max_in_flight=args.max_in_flight,
+                     tracking=False if args.no_tracking else tracking,
+                     tracking_uri=args.tracking_uri,
+                     artifacts=True if args.artifacts else None,
+                     max_runs=DEFAULT_MAX_RUNS if args.max_runs is None else args.max_runs,
+                     progress=run and not args.no_progress, verify=args.verify, run=run,
+                     statistics=STATISTICS)
+
+
+def _lost_line(why: str, args, out) -> str:
+    from farm.sweep.store import Store
+
+    return (f"farm: error: {why}; {len(Store(out).finished())} runs are stored in {out}; "
+            f"resume with: {_resume_command(args, out)}")
+
+
+def _run_here(spec, source, out, args) -> int:
+    from farm.sweep import driver
+    from farm.sweep.capacity import ClusterLost, RayStartError
+    from farm.sweep.runner import summary_rows
+    from farm.sweep.store import DamagedFile, FolderBusy, LocationError, StoreError
 
     try:
         if not (args.no_tracking or not spec.tracking.enabled):
             _say_where_tracking_goes(out, args.tracking_uri or spec.tracking.uri)
         with _signals_interrupt():
-            report = run_sweep(spec, out, source=source, address=args.address,
-                               backend="serial" if args.serial else None,
-                               max_in_flight=args.max_in_flight,
-                               tracking=False if args.no_tracking else None,
-                               tracking_uri=args.tracking_uri,
-                               artifacts=True if args.artifacts else None,
-                               max_runs=args.max_runs or DEFAULT_MAX_RUNS,
-                               progress=not args.no_progress, verify=args.verify,
-                               statistics=STATISTICS)
-    except (FolderBusy, DamagedFile, LocationError) as e:
+            report = _sweep(spec, source, out, args)
+    except (FolderBusy, LocationError) as e:
         print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except DamagedFile as e:
+        remedy = ("; restore it from a copy (it holds the sweep's id, which names its MLflow "
+                  "runs), or start the sweep afresh in a new --out folder"
+                  if str(e.path).endswith("sweep.json") else "")
+        print(f"farm: error: {e}{remedy}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except ClusterLost as e:  # what finished is stored, the index written, MLflow's run FAILED
-        print(f"farm: error: {e}; {len(Store(out).finished())} runs are stored in {out}; "
-              f"resume with: {_resume_command(args, out)}", file=sys.stderr)
+        if not driver.watched():  # else the watching parent printed it when it happened
+            print(_lost_line(str(e), args, out), file=sys.stderr)
         return EXIT_FAILED
     except StoreError as e:
         print(f"farm: error: {e}; the runs stored so far are kept, run the sweep again "
               "when fixed", file=sys.stderr)
+        return EXIT_FAILED
+    except RayStartError as e:  # no MLflow run was started either
+        print(f"farm: error: {e}; nothing was run", file=sys.stderr)
         return EXIT_FAILED
     rows = summary_rows(report.records, report.keys)
     if args.json:
@@ -159,11 +217,18 @@ def print_summary(rows: list[dict]) -> None:
 @contextmanager
 def _signals_interrupt():
     """SIGTERM and SIGHUP (the driver stopped by a scheduler, a closed terminal) end the sweep
-    as Ctrl-C does: finished runs stay stored, the index is written, MLflow's run is closed."""
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
+    as Ctrl-C does: finished runs stay stored, the index is written, MLflow's runs are closed.
+    The first of these signals interrupts; those after it (a terminal's Ctrl-C reaches a
+    watched driver twice: directly and from its parent) do not cut that clean-up short."""
+    interrupted = []
 
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    def interrupt(signum, frame):
+        if not interrupted:
+            interrupted.append(signum)
+            raise KeyboardInterrupt
+
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, interrupt) for sig in sigs}
     try:
         yield
     finally:
@@ -191,7 +256,7 @@ def _resume_command(args, out) -> str:
         what = [args.spec]
     else:
         what = ["--datasets", args.datasets, "--optimizers", args.optimizers,
-                "--seeds", str(args.seeds or 1)]
+                "--seeds", str(1 if args.seeds is None else args.seeds)]
         what += [f"--{k}={v}" for k, v in (("iterations", args.iterations),
                                             ("budget", args.budget), ("name", args.name))
                  if v is not None]

@@ -30,7 +30,10 @@ from pathlib import Path
 __all__ = ["ClusterError", "LocalCluster", "Node", "loopback_name"]
 
 STATE = "cluster.json"
-START_TRIES = 3
+START_TRIES = 5
+START_PAUSE_S = 5.0
+# what a node's log ends with when Ray gave up waiting for one of its processes at start-up
+_START_TIMEOUTS = ("timed out during startup", "Timed out waiting for file")
 # the ports each node's servers would otherwise take from Ray's fixed defaults
 _PORT_FLAGS = ("--node-manager-port", "--object-manager-port", "--metrics-export-port",
                "--dashboard-agent-grpc-port", "--dashboard-agent-listen-port",
@@ -116,14 +119,20 @@ class LocalCluster:
         return self._start(f"worker{len(self.nodes)}", cpus, timeout)
 
     def _start(self, name: str, cpus: int, timeout: float) -> Node:
-        """Start node ``name``; again (up to ``START_TRIES`` times) when Ray gave up waiting for
-        its raylet (a fixed 30 s in Ray, too short on a machine busy with other work)."""
+        """Start node ``name``; again (up to ``START_TRIES`` times, one line each, a pause growing
+        by ``START_PAUSE_S`` between) when Ray gave up on it at start-up, as ``farm.sweep.ray_setup.start_local_ray`` does for a local
+        Ray: ``ray start`` waits a fixed 30 s for its raylet to register, and the raylet 15 s
+        for its dashboard agent, both too short on a machine busy with other work."""
         for attempt in range(1, START_TRIES + 1):
             try:
                 return self._start_once(name, cpus, timeout)
             except ClusterError as e:
-                if "timed out during startup" not in str(e) or attempt == START_TRIES:
+                if not any(why in str(e) for why in _START_TIMEOUTS) or attempt == START_TRIES:
                     raise
+                print(f"farm: node {name} did not start ({e}); starting it again in "
+                      f"{START_PAUSE_S * attempt:.0f} s ({attempt + 1}/{START_TRIES})",
+                      file=sys.stderr, flush=True)
+                time.sleep(START_PAUSE_S * attempt)  # a burst of load may pass
         raise AssertionError("unreachable")
 
     def _start_once(self, name: str, cpus: int, timeout: float) -> Node:
@@ -171,7 +180,7 @@ class LocalCluster:
         while time.monotonic() < end:
             if proc.poll() is not None:
                 raise ClusterError(f"node {node.name} exited with {proc.returncode}: "
-                                   + _last_line(log))
+                                   + _cause(node, log))
             if node.name in self.node_ids():
                 return
             time.sleep(0.5)
@@ -261,6 +270,19 @@ def _free_port() -> int:
 
 def _ray_cli() -> str:
     return shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
+
+
+def _cause(node: Node, log: Path) -> str:
+    """The last line of the node's log, and the raylet's own reason when it gave up waiting
+    for its agent (it is in the raylet's log only)."""
+    raylet = Path(node.temp_dir) / "session_latest" / "logs" / "raylet.out"
+    try:
+        agent = [x for x in raylet.read_text(errors="replace").splitlines()
+                 if "Timed out waiting for file" in x]
+    except OSError:
+        agent = []
+    why = _last_line(log)
+    return f"{why} (its raylet timed out waiting for its dashboard agent)" if agent else why
 
 
 def _last_line(log: Path) -> str:

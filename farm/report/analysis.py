@@ -36,9 +36,11 @@ import numpy as np
 import pyarrow as pa
 
 from farm.report.papers import FIG4_STAT, PAPER_NUMBERS, PaperNumber
+from farm.run.loop import PICK_COLUMNS, STATISTICS_COLUMNS
 from farm.run.metrics import (
     QUANTILE_METHOD,
     REACH_TARGETS,
+    after_warmup,
     final_quality,
     first_reach,
     pick_quality,
@@ -124,10 +126,10 @@ def analyse(trace: pa.Table, summaries: Sequence[Mapping]) -> dict[str, DatasetA
     problem when the sweep poses several) and optimizer variant."""
     if not summaries:
         raise ValueError("no runs to report on (the sweep has no finished run)")
-    missing = [c for c in _COLUMNS if c not in trace.column_names]
+    missing = [c for c in STATISTICS_COLUMNS if c not in trace.column_names]
     if missing:
         raise ValueError(f"trace table lacks column {missing[0]!r}")
-    by_run = _split_runs(trace.select([c for c in _COLUMNS + _PICK_COLUMNS
+    by_run = _split_runs(trace.select([c for c in TRACE_COLUMNS
                                        if c in trace.column_names]))
     labels = variant_labels(summaries)
     problems: dict[str, set[str]] = {}
@@ -150,13 +152,8 @@ def analyse(trace: pa.Table, summaries: Sequence[Mapping]) -> dict[str, DatasetA
             for (section, dataset), groups in sections.items()}
 
 
-_COLUMNS = ("run_key", "cum_exploration_cost", "cum_exploration_time", "incumbent_cno",
-            "incumbent_accuracy_c", "incumbent_feasible", "recommendation_latency_s",
-            "model_fit_s")
-# absent from traces stored before the farm credited only tested configurations (their
-# incumbent columns hold the optimizer's pick)
-_PICK_COLUMNS = ("pick_cno", "pick_accuracy_c", "pick_feasible")
-TRACE_COLUMNS = _COLUMNS + _PICK_COLUMNS  # what ``analyse`` reads (the pick ones if there)
+# what ``analyse`` reads (the pick columns where a trace has them)
+TRACE_COLUMNS = STATISTICS_COLUMNS + PICK_COLUMNS
 
 
 def _problem_text(summary: Mapping) -> str:
@@ -178,7 +175,7 @@ def _split_runs(trace: pa.Table) -> dict[str, dict[str, np.ndarray]]:
 
 
 def _empty_run() -> dict[str, np.ndarray]:
-    return {c: np.empty(0) for c in _COLUMNS[1:] + _PICK_COLUMNS}
+    return {c: np.empty(0) for c in STATISTICS_COLUMNS[1:] + PICK_COLUMNS}
 
 
 def _analyse_dataset(dataset: str, groups: dict[str, Group]) -> DatasetAnalysis:
@@ -288,8 +285,8 @@ def group_stats(g: Group, metric: str, reached: Mapping[str, np.ndarray],
     (``reached``, ``picked``: per target, per seed (cost, time) to reach it)."""
     final = np.array([final_quality(s) for s in g.summaries])
     own = np.array([final_quality(s, pick=True) for s in g.summaries])
-    latency = np.concatenate([_after_warmup(t["recommendation_latency_s"]) for t in g.traces])
-    fit = np.concatenate([_after_warmup(t["model_fit_s"]) for t in g.traces])
+    latency = np.concatenate([after_warmup(t["recommendation_latency_s"]) for t in g.traces])
+    fit = np.concatenate([after_warmup(t["model_fit_s"]) for t in g.traces])
     stats: dict[str, Any] = {
         "runs": len(g.summaries),
         "nex_median": float(np.median([s["n_evaluations"] for s in g.summaries])),
@@ -353,14 +350,6 @@ def never_text(summaries: Sequence[Mapping], reach_cost: np.ndarray) -> str:
         parts.append(f"{len(own)} stopped {'itself' if len(own) == 1 else 'themselves'} at "
                      f"{span} ({reasons})")
     return "; ".join(parts)
-
-
-def _after_warmup(latency: np.ndarray) -> np.ndarray:
-    """A run's per-step latencies without its warm-up step (NaN in traces written since the
-    warm-up is kept apart; the first step of older ones)."""
-    latency = np.asarray(latency, dtype=float)
-    return latency[1:] if len(latency) and not np.isnan(latency[0]) else latency[
-        ~np.isnan(latency)]
 
 
 # -- the papers' numbers beside ours ----------------------------------------------------------

@@ -301,7 +301,8 @@ MUTATIONS: tuple[Mutation, ...] = (
                                                           "eic-usd"),
              "the next configuration chosen by its path's reward R instead of reward per cost "
              "R/C [Lynceus Alg. 1 l. 28]",
-             lambda: patched("optimizers.lynceus:Lynceus.select_by", lambda original: "reward"),
+             lambda: patched("optimizers.lynceus:Lynceus.__init__",
+                             _after_init(_force_config("first_step", "reward"))),
              probe={**_SYN, "optimizer": "lynceus"}),
     Mutation("lynceus-feasibility-flipped", "regression", LYNCEUS,
              "the accuracy constraint's probability of feasibility taken on the wrong side, "

@@ -13,7 +13,7 @@ from typing import Any
 
 from farm.report import sensitivity
 from farm.report.analysis import DatasetAnalysis, paper_rows, peer_rows
-from farm.report.lookahead import lookahead_rows
+from farm.report.lookahead_window import lookahead_rows
 from farm.report.papers import paper_latency
 from farm.report.pooled import pooled_reach_rows
 from farm.run.recurring_job import table1

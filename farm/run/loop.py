@@ -26,14 +26,15 @@ import pyarrow as pa
 from farm.run.metrics import recommendation_quality, summarize, target_check
 from farm.run.recommendation import TestedIncumbent
 from farm.run.spec import RunSpec
-from optimizers.base import Optimizer, Suggestion
+from optimizers.base import Optimizer
 from optimizers.executor import Executor
 from optimizers.registry import make_optimizer
-from oracle.oracle import Observation, Oracle
+from oracle.contract import Observation, Suggestion
+from oracle.oracle import Oracle
 from oracle.registry import load
 
-__all__ = ["RunResult", "Step", "Stepper", "TIMING_COLUMNS", "TRACE_SCHEMA", "execute",
-           "incumbent", "run_one"]
+__all__ = ["PICK_COLUMNS", "RunResult", "STATISTICS_COLUMNS", "Step", "Stepper",
+           "TIMING_COLUMNS", "TRACE_SCHEMA", "execute", "incumbent", "run_one"]
 
 TRACE_SCHEMA = pa.schema([
     ("run_key", pa.string()), ("dataset", pa.string()), ("optimizer", pa.string()),
@@ -53,9 +54,19 @@ TRACE_SCHEMA = pa.schema([
     ("pick_config_id", pa.int64()), ("pick_fidelity", pa.float64()),
     ("pick_cno", pa.float64()), ("pick_cno_raw", pa.float64()),
     ("pick_accuracy_c", pa.float64()), ("pick_feasible", pa.bool_()),
+    # the observed values of the dataset's named metrics (``DatasetMeta.named_metrics``;
+    # empty for a run stopped by its time cap or a dataset that measures none)
+    ("metrics", pa.map_(pa.string(), pa.float64())),
 ])
 # the columns that are measured, not computed: they differ between two runs of one spec
 TIMING_COLUMNS = ("recommendation_latency_s", "model_fit_s", "warmup_s")
+# the columns the statistics of a report read (``farm.report.analysis.analyse``), run_key first
+STATISTICS_COLUMNS = ("run_key", "cum_exploration_cost", "cum_exploration_time",
+                      "incumbent_cno", "incumbent_accuracy_c", "incumbent_feasible",
+                      "recommendation_latency_s", "model_fit_s")
+# the optimizer's own pick's, which the statistics read when present (absent from traces stored
+# before the farm credited only tested configurations: their incumbent columns hold the pick)
+PICK_COLUMNS = ("pick_cno", "pick_accuracy_c", "pick_feasible")
 
 
 @dataclass(frozen=True)
@@ -69,11 +80,11 @@ def execute(oracle: Oracle, suggestion: Suggestion, rng: np.random.Generator) ->
     time cap, granting its ``snapshots`` and ``reveal_full_cost`` requests (``Suggestion``)."""
     obs = oracle.run(suggestion.config_id, suggestion.fidelity, rng, suggestion.time_cap)
     if suggestion.snapshots:
-        snapshots = {f: oracle.run(suggestion.config_id, f, rng) for f in suggestion.snapshots}
-        obs = replace(obs, extra={**obs.extra, "snapshots": snapshots})
+        obs = replace(obs, snapshots={f: oracle.run(suggestion.config_id, f, rng)
+                                      for f in suggestion.snapshots})
     if obs.timed_out and suggestion.reveal_full_cost:
-        obs = replace(obs, extra={**obs.extra, "full_cost": oracle.true_value(
-            suggestion.config_id, suggestion.fidelity, "cost")})
+        obs = replace(obs, full_cost=oracle.true_value(suggestion.config_id,
+                                                       suggestion.fidelity, "cost"))
     return obs
 
 
@@ -201,6 +212,7 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
             "pick_cno_raw": picked.get("cno_raw", math.nan),
             "pick_accuracy_c": picked.get("accuracy_c", math.nan),
             "pick_feasible": picked["feasible"],
+            "metrics": {k: float(v) for k, v in obs.metrics.items()},
         })
         if on_step is not None:
             on_step(rows[-1])

@@ -35,9 +35,10 @@ from farm.run.recommendation import TestedIncumbent, constraint_checks, true_val
 from farm.run.recurring_job import recurring_job_metrics
 from oracle.oracle import Oracle
 
-__all__ = ["AUC_CNO_CAP", "QUANTILE_METHOD", "REACH_TARGETS", "TARGET_LABELS", "final_quality",
-           "first_reach", "latency_stats", "quality_auc", "quantile", "pick_quality",
-           "recommendation_quality", "step_quality", "summarize", "target_check", "worse_quantile"]
+__all__ = ["AUC_CNO_CAP", "QUANTILE_METHOD", "REACH_TARGETS", "TARGET_LABELS", "accuracy_c",
+           "after_warmup", "cno", "final_quality", "finite_json", "first_reach", "latency_stats",
+           "pick_quality", "quality_auc", "quantile", "recommendation_quality", "step_quality",
+           "summarize", "target_check", "true_quality", "worse_quantile"]
 
 # metric -> {label: threshold}: CNO thresholds of Lynceus Fig. 4-5 (1: the optimum itself), and
 # Accuracy_C as a fraction of the feasible optimum's (TrimTuner Fig. 1).
@@ -62,15 +63,52 @@ def worse_quantile(values: Sequence[float] | np.ndarray, q: float, metric: str) 
     return quantile(values, q if metric == "cno" else 1.0 - q)
 
 
+def cno(oracle: Oracle, config_id: int | None, fidelity: float = 1.0) -> float:
+    """Cost Normalised to the Optimum (Lynceus Sec. VI): true cost of the recommendation
+    (run at dataset size ``fidelity``, e.g. Nephele's) over the true cost of the cheapest
+    feasible configuration at s = 1; inf without one. For a problem minimising another
+    metric (``min energy``) the ratio is of that metric; maximising one (not accuracy),
+    the optimum's value over the recommendation's."""
+    best = oracle.optimum()
+    if config_id is None or best is None:
+        return math.inf
+    obj = oracle.problem.objective
+    metric = "cost" if obj.metric == "accuracy" else obj.metric
+    ratio = (oracle.true_value(config_id, fidelity, metric=metric)
+             / oracle.true_value(best, metric=metric))
+    return 1.0 / ratio if obj.direction == "max" and metric != "cost" else ratio
+
+
+def accuracy_c(oracle: Oracle, config_id: int | None) -> float:
+    """Accuracy_C (TrimTuner Sec. V): true accuracy at s = 1 when the cost constraint
+    holds, else accuracy x C_max / cost; 0 without a recommendation."""
+    if config_id is None:
+        return 0.0
+    acc = oracle.true_value(config_id, metric="accuracy")
+    cap = oracle.problem.constraint_on("cost")
+    cost = oracle.true_value(config_id, metric="cost")
+    if cap is None or cap.holds(cost):
+        return acc
+    return acc * cap.threshold / cost
+
+
+def true_quality(oracle: Oracle, config_id: int | None) -> float:
+    """The problem's quality metric (``problem.metric``: CNO or Accuracy_C) of a
+    recommendation at s = 1."""
+    if oracle.problem.metric == "cno":
+        return cno(oracle, config_id)
+    return accuracy_c(oracle, config_id)
+
+
 def recommendation_quality(oracle: Oracle, config_id: int | None,
                            fidelity: float = 1.0) -> dict[str, Any]:
     """``{metric: quality, "feasible": bool}`` of a recommendation, plus ``cno_raw`` (the
     cost ratio whether feasible or not) for CNO problems."""
     feasible = oracle.is_feasible(config_id, fidelity)
     if oracle.problem.metric == "cno":
-        raw = oracle.cno(config_id, fidelity)
+        raw = cno(oracle, config_id, fidelity)
         return {"cno": raw if feasible else math.inf, "cno_raw": raw, "feasible": feasible}
-    return {"accuracy_c": oracle.accuracy_c(config_id), "feasible": feasible}
+    return {"accuracy_c": accuracy_c(oracle, config_id), "feasible": feasible}
 
 
 def step_quality(run: Mapping[str, np.ndarray], metric: str) -> np.ndarray:
@@ -114,7 +152,7 @@ def target_check(oracle: Oracle, label: str) -> Callable[[Mapping[str, Any]], bo
                          f"one of {', '.join(REACH_TARGETS[metric])}")
     threshold = REACH_TARGETS[metric][label]
     best = oracle.optimum()
-    optimum = oracle.metric(best) if best is not None else math.nan
+    optimum = true_quality(oracle, best) if best is not None else math.nan
 
     def reached(quality: Mapping[str, Any]) -> bool:
         value = np.nan_to_num(float(quality[metric]), nan=0.0)   # as step_quality reads it
@@ -135,10 +173,34 @@ def final_quality(summary: Mapping, pick: bool = False) -> float:
     return float(rec["accuracy_c"]) if rec else 0.0
 
 
-def latency_stats(latency: np.ndarray) -> dict[str, float | None]:
-    """Median and p90 of per-step recommendation latencies (the warm-up step excluded: NaN)."""
+def finite_json(obj: Any) -> Any:
+    """``obj`` (dicts, lists, numbers, numpy scalars) as strict JSON takes it: a value that is
+    not finite (a CNO never reached, an infeasible run's inf) is None, numpy scalars are
+    Python numbers. ``farm run``'s summary, the record sweeps store, keeps inf instead."""
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    return obj
+
+
+def after_warmup(latency: np.ndarray) -> np.ndarray:
+    """A run's per-step latencies (or model-fit times) without its warm-up step: the NaN
+    first step of traces written since the warm-up is kept apart (``warmup_s``), the first
+    step of older ones."""
     latency = np.asarray(latency, dtype=float)
-    latency = latency[~np.isnan(latency)]
+    return latency[1:] if len(latency) and not np.isnan(latency[0]) else latency[
+        ~np.isnan(latency)]
+
+
+def latency_stats(latency: np.ndarray) -> dict[str, float | None]:
+    """Median and p90 of a run's per-step recommendation latencies without the warm-up
+    (``after_warmup``)."""
+    latency = after_warmup(latency)
     if not len(latency):
         return {"median": None, "p90": None}
     return {"median": float(np.median(latency)), "p90": quantile(latency, 0.9)}
@@ -174,7 +236,7 @@ def quality_auc(quality: np.ndarray, cum_cost: np.ndarray, oracle: Oracle) -> fl
     if oracle.problem.metric == "cno":
         y = np.log2(np.clip(quality, 1.0, AUC_CNO_CAP)) / math.log2(AUC_CNO_CAP)
     else:
-        y = np.clip(1.0 - quality / oracle.accuracy_c(best), 0.0, 1.0)
+        y = np.clip(1.0 - quality / accuracy_c(oracle, best), 0.0, 1.0)
     x = np.log10(np.maximum(np.asarray(cum_cost, dtype=float), 1e-300) / c_opt)
     # the step function: 1 before the first step, y[i] from x[i] to x[i+1], y[-1] to the end
     edges = np.clip(np.concatenate(([lo], x, [hi])), lo, hi)
@@ -191,7 +253,7 @@ def summarize(spec, oracle: Oracle, trace: pa.Table, credited: TestedIncumbent,
     whether the run evaluated the pick."""
     metric = oracle.problem.metric
     best = oracle.optimum()
-    optimum_value = oracle.metric(best) if best is not None else math.nan
+    optimum_value = true_quality(oracle, best) if best is not None else math.nan
     n = trace.num_rows
     cum = trace.column("cum_exploration_cost").to_numpy()
     columns = {c: trace.column(c).to_numpy(zero_copy_only=False) for c in trace.column_names}

@@ -3,34 +3,46 @@ flight, what to ask the autoscaler for, and when the cluster is lost.
 
 - ``target_actors``: one actor per run in flight, as many as the cluster has CPUs right now
   (polled every ``POLL_S``), never more than ``--max-in-flight`` nor than the runs left.
-- ``Demand`` asks the autoscaler (``ray.autoscaler.sdk.request_resources``) for one CPU per
-  run the sweep could run at once, and lowers the request as the sweep drains, to zero at
-  its end. Without an autoscaler the request is only recorded by the head, and harmless.
-- ``HeadWatch``: the head's GCS port does not accept a connection for ``HEAD_TIMEOUT_S``
-  seconds -> ``ClusterLost``. Ray itself would end the driver only after its own 60 s GCS
-  timeout, without a word; the sweep instead stops in time to write its index and close its
-  MLflow run.
+- ``Demand`` asks the autoscaler for one CPU per run the sweep could run at once, and lowers
+  the request as the sweep drains, to zero at its end. It asks when the demand moved by a
+  step (a tenth), at most once per ``POLL_S`` (the withdrawal at once), as one bundle shape with a count where the autoscaler takes that
+  (Ray's autoscaler v2: a cluster resource constraint); the v1 autoscaler of a
+  ``cluster.yaml`` cluster reads a list with one entry per CPU from the head's key-value store
+  (``ray.autoscaler.sdk.request_resources`` writes the same). Without an autoscaler the
+  request is only recorded by the head, and harmless.
+- ``HeadWatch``: the head's GCS port does not accept a connection, or a call to the GCS does
+  not answer within ``HEAD_CALL_S``, for ``HEAD_TIMEOUT_S`` seconds -> ``ClusterLost``. Every
+  call the sweep makes to the head goes through it, each bounded: Ray's own calls
+  (``ray.cluster_resources()``, ``request_resources``) wait up to Ray's 60 s GCS timeout, and
+  Ray then ends the driver without a word.
 
 This module imports Ray only when asked to talk to it (the CLI imports ``ClusterLost``).
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 import time
 
-__all__ = ["HEAD_TIMEOUT_S", "PLACEMENT_TIMEOUT_S", "POLL_S", "ClusterLost", "Demand",
-           "HeadWatch", "target_actors"]
+__all__ = ["HEAD_CALL_S", "HEAD_TIMEOUT_S", "PLACEMENT_TIMEOUT_S", "POLL_S", "ClusterLost",
+           "Demand", "HeadWatch", "RayStartError", "target_actors"]
 
 POLL_S = 1.0                 # how often the cluster's CPUs and its head are checked
 HEAD_TIMEOUT_S = 10.0        # the head does not answer this long: it is lost
+HEAD_CALL_S = 2.0            # one call to the head's GCS gives up after this long
 PLACEMENT_TIMEOUT_S = 300.0  # runs wait and no actor could be placed this long: give up
+STEP = 10                    # the autoscaler request moves by a tenth of itself at least
 
 
 class ClusterLost(RuntimeError):
     """The sweep cannot go on on this cluster (its head is gone, or no node can take a run);
     what finished is stored, and the same command resumes the rest."""
+
+
+class RayStartError(RuntimeError):
+    """Ray could not be started here, or the cluster to join does not answer; nothing ran."""
 
 
 def target_actors(max_in_flight: int, cpus: int, runs_left: int) -> int:
@@ -39,30 +51,17 @@ def target_actors(max_in_flight: int, cpus: int, runs_left: int) -> int:
     return max(0, min(max_in_flight or cpus, cpus, runs_left))
 
 
-class Demand:
-    """The CPUs this sweep asks the autoscaler for (see the module docstring)."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self.requested: int | None = None
-
-    def request(self, cpus: int) -> None:
-        if not self.enabled or cpus == self.requested:
-            return
-        from ray.autoscaler.sdk import request_resources
-
-        request_resources(num_cpus=cpus)  # replaces the previous request; 0 withdraws it
-        self.requested = cpus
-
-
 class HeadWatch:
-    """Raises ``ClusterLost`` once the head's GCS (``host:port``) has refused or ignored
-    connections for ``timeout`` seconds."""
+    """The head's GCS at ``host:port``: whether it answers, and its bounded calls. Raises
+    ``ClusterLost`` once it has not answered for ``timeout`` seconds; ``quiet``: no warning
+    at the first miss (the watching parent of a driver, ``farm.sweep.driver``)."""
 
-    def __init__(self, gcs_address: str, timeout: float = HEAD_TIMEOUT_S):
+    def __init__(self, gcs_address: str, timeout: float = HEAD_TIMEOUT_S, quiet: bool = False):
         host, _, port = gcs_address.rpartition(":")
-        self.host, self.port, self.timeout = host, int(port), timeout
+        self.address = gcs_address
+        self.host, self.port, self.timeout, self.quiet = host, int(port), timeout, quiet
         self.lost_since: float | None = None
+        self._gcs = None
 
     def reachable(self) -> bool:
         try:
@@ -73,15 +72,91 @@ class HeadWatch:
 
     def check(self) -> bool:
         """Whether the head answers now; raises once it has not answered for too long."""
-        now = time.monotonic()
         if self.reachable():
             self.lost_since = None
             return True
+        self.missed()
+        return False
+
+    def missed(self, why: str = "no answer") -> None:
+        """The head did not answer (a refused connection, a call that timed out)."""
+        now = time.monotonic()
         if self.lost_since is None:
             self.lost_since = now
-            print(f"farm: warning: the Ray head {self.host}:{self.port} does not answer; "
-                  f"giving up in {self.timeout:.0f} s", file=sys.stderr)
+            if not self.quiet:
+                print(f"farm: warning: the Ray head {self.host}:{self.port} does not answer; "
+                      f"giving up in {self.timeout:.0f} s", file=sys.stderr)
         elif now - self.lost_since >= self.timeout:
-            raise ClusterLost(f"lost the Ray head {self.host}:{self.port} (no answer for "
+            raise ClusterLost(f"lost the Ray head {self.host}:{self.port} ({why} for "
                               f"{now - self.lost_since:.0f} s)")
-        return False
+
+    # -- bounded calls to the GCS (they need Ray) ------------------------------------------
+    @property
+    def gcs(self):
+        if self._gcs is None:
+            from ray._raylet import (
+                GcsClient,  # Ray's own client of the GCS, as `ray status`'s
+            )
+
+            self._gcs = GcsClient(address=self.address)
+        return self._gcs
+
+    def cpus(self) -> int | None:
+        """CPUs of the nodes alive now; None when the head did not answer in ``HEAD_CALL_S``."""
+        from ray.core.generated.gcs_pb2 import GcsNodeInfo
+
+        try:
+            nodes = self.gcs.get_all_node_info(timeout=HEAD_CALL_S).values()
+        except Exception as e:  # a timeout, an unavailable GCS
+            self.missed(f"{type(e).__name__} from its GCS")
+            return None
+        return int(sum(n.resources_total.get("CPU", 0) for n in nodes
+                       if n.state == GcsNodeInfo.ALIVE))
+
+
+class Demand:
+    """The CPUs this sweep asks the autoscaler for (see the module docstring)."""
+
+    def __init__(self, head: HeadWatch | None, every: float = POLL_S):
+        self.head, self.every = head, every
+        self.requested: int | None = None
+        self.sent_at = -float("inf")
+        self.sent = 0       # requests written to the head
+        self._v2 = None
+
+    def request(self, cpus: int) -> None:
+        """Ask for ``cpus`` CPUs: at once to withdraw (0); otherwise once the request moved by
+        a step (a tenth of what was asked, at least one CPU) and ``every`` seconds passed
+        since the last one."""
+        now = time.monotonic()
+        if self.head is None or cpus == self.requested:
+            return
+        if cpus and self.requested is not None and (
+                now - self.sent_at < self.every
+                or abs(cpus - self.requested) < max(1, self.requested // STEP)):
+            return
+        try:
+            self._send(cpus)
+        except Exception as e:  # a timeout: the head did not answer
+            self.head.missed(f"{type(e).__name__} from its GCS")
+            return
+        self.requested, self.sent_at = cpus, now
+        self.sent += 1
+
+    def _send(self, cpus: int) -> None:
+        gcs = self.head.gcs
+        if self._v2 is None:  # as ray.autoscaler.v2.utils.is_autoscaler_v2 asks, bounded
+            import ray._raylet as raylet
+
+            self._v2 = gcs.internal_kv_get(raylet.GCS_AUTOSCALER_V2_ENABLED_KEY.encode(),
+                                           raylet.GCS_AUTOSCALER_STATE_NAMESPACE.encode(),
+                                           timeout=HEAD_CALL_S) == b"1"
+        if self._v2:  # one shape and its count (as ray.autoscaler.v2.sdk sends it)
+            shapes = ([{"CPU": 1.0}], [{}], [cpus]) if cpus else ([], [], [])
+            gcs.request_cluster_resource_constraint(*shapes, timeout_s=HEAD_CALL_S)
+            return
+        from ray._private.ray_constants import AUTOSCALER_RESOURCE_REQUEST_CHANNEL
+
+        gcs.internal_kv_put(AUTOSCALER_RESOURCE_REQUEST_CHANNEL,
+                            json.dumps([{"CPU": 1}] * cpus).encode(), True, None,
+                            timeout=HEAD_CALL_S)

@@ -21,9 +21,13 @@ from __future__ import annotations
 
 import math
 import os
+import signal
+import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 if os.environ.get("RAY_ADDRESS", "127.0.0.1").startswith(("127.", "localhost")):
@@ -37,44 +41,83 @@ from ray.exceptions import RayActorError, RayError, RayTaskError  # noqa: E402
 from farm.run.loop import RunResult, run_one  # noqa: E402
 from farm.run.spec import RunSpec  # noqa: E402
 from farm.sweep.capacity import (  # noqa: E402
+    HEAD_CALL_S,
     HEAD_TIMEOUT_S,
     PLACEMENT_TIMEOUT_S,
     POLL_S,
     ClusterLost,
     Demand,
     HeadWatch,
+    RayStartError,
     target_actors,
 )
+from farm.sweep.driver import notify  # noqa: E402
 from farm.sweep.ray_setup import INIT_QUIET, quiet_ray, start_local_ray  # noqa: E402
 from farm.sweep.serial import OracleCache, Outcome, error_line  # noqa: E402
 
 __all__ = [
     "QUEUE_DEPTH",
     "RayExecutor",
+    "RayStartError",
     "RunActor",
     "init_ray",
     "run_on_ray",
     "share_dataset",
 ]
 
-_META_KEY = b"optfarm"
 _joined_cluster = False  # init_ray joined an existing cluster (it may have an autoscaler)
+# what a sweep that lost its head held of Ray (object refs, actor handles): dropping one makes
+# Ray release it in the object store, which is gone with the head, and Ray then ends this
+# process on the spot; kept, the driver records what it has first (the index, MLflow's runs)
+_LOST: list[dict] = []
 
 
 def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
-    """Join ``address`` (or ``$RAY_ADDRESS``), else start a local Ray on 127.0.0.1."""
+    """Join ``address`` (or ``$RAY_ADDRESS``), else start a local Ray on 127.0.0.1; raises
+    ``RayStartError`` (one line) when neither works. The process's own handlers of SIGINT,
+    SIGTERM and SIGHUP are kept: ``ray.init`` replaces SIGTERM's with an exit, and Ray's core
+    worker its C-level one with a stack dump and an abort. A watching parent
+    (``farm.sweep.driver``) is told the head's address."""
     global _joined_cluster
     if ray.is_initialized():
         return
     address = address or os.environ.get("RAY_ADDRESS")
-    if address:
-        ray.init(address=address, **INIT_QUIET)
-        _joined_cluster = True
-    else:
-        print("farm: starting a local Ray on 127.0.0.1 (its logs: /tmp/ray/session_latest/logs)",
-              file=sys.stderr, flush=True)
-        start_local_ray(num_cpus, **INIT_QUIET)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        if address:
+            _check_answers(address)
+            ray.init(address=address, **INIT_QUIET)
+            _joined_cluster = True
+        else:
+            print("farm: starting a local Ray on 127.0.0.1 (its logs: "
+                  "/tmp/ray/session_latest/logs)", file=sys.stderr, flush=True)
+            start_local_ray(num_cpus, **INIT_QUIET)
+    except RayStartError:
+        raise
+    except Exception as e:
+        ray.shutdown()
+        where = f"join the Ray cluster at {address}" if address else "start a local Ray"
+        raise RayStartError(f"could not {where}: {error_line(e)}") from None
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            for sig, handler in handlers.items():
+                if handler is not None:
+                    signal.signal(sig, handler)
     quiet_ray()
+    notify(head=ray.get_runtime_context().gcs_address, joined=_joined_cluster)
+
+
+def _check_answers(address: str) -> None:
+    """A cluster address ``host:port`` whose port takes no connection within ``HEAD_CALL_S``
+    is refused at once: ``ray.init`` would retry it for a minute, printing warnings."""
+    host, _, port = address.rpartition(":")
+    if not port.isdigit() or "://" in address:
+        return  # "auto", a Ray client address: Ray's own resolution
+    try:
+        socket.create_connection((host, int(port)), timeout=HEAD_CALL_S).close()
+    except OSError as e:
+        raise RayStartError(f"no Ray cluster answers at {address} "
+                            f"({e.strerror or type(e).__name__})") from None
 
 
 # -- the shared oracle ------------------------------------------------------------------------
@@ -82,16 +125,13 @@ def share_dataset(name: str) -> ray.ObjectRef:
     """Put dataset ``name``'s table (metadata in its schema) into the object store once."""
     from oracle.registry import load
 
-    dataset = load(name)
-    meta = dict(dataset.table.schema.metadata or {})
-    meta[_META_KEY] = dataset.meta.to_json().encode()
-    return ray.put(dataset.table.replace_schema_metadata(meta))
+    return ray.put(load(name).to_table())
 
 
 def _dataset_from_table(table: pa.Table):
-    from oracle.dataset import Dataset, DatasetMeta
+    from oracle.dataset import Dataset
 
-    return Dataset(table, DatasetMeta.from_json(table.schema.metadata[_META_KEY]))
+    return Dataset.from_table(table)
 
 
 def _shared_spans() -> list[tuple[int, int, int, str]]:
@@ -236,8 +276,10 @@ def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: 
     actor the sweep no longer needs is ended, so it holds no CPU that a queued run needs. A run
     whose actor died goes back to the queue, to any live actor, up to ``max_retries`` times.
     ``autoscale`` (default: when joined to an existing cluster) asks the autoscaler for a CPU
-    per run that could be in flight. ``ClusterLost`` ends it when the head has not answered
-    for ``head_timeout`` s, or when runs waited ``placement_timeout`` s with none running.
+    per run that could be in flight (``capacity.Demand``). Every call to the head is bounded
+    (``capacity.HeadWatch``); ``ClusterLost`` ends it when the head has not answered for
+    ``head_timeout`` s, or when runs waited ``placement_timeout`` s with none running, and is
+    told a watching parent first (``farm.sweep.driver``).
     Closing the generator (e.g. on Ctrl-C) kills the actors. ``on_submit(spec, where)`` is
     called as each run goes out.
     """
@@ -248,24 +290,24 @@ def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: 
     # tasks can always be scheduled
     options = {"num_cpus": 0 if executor == "ray" else 1}
     head = HeadWatch(ray.get_runtime_context().gcs_address, head_timeout)
-    demand = Demand(_joined_cluster if autoscale is None else autoscale)
+    demand = Demand(head if (_joined_cluster if autoscale is None else autoscale) else None)
     pending = list(reversed(runs))  # pop() from the end keeps the given order
     attempts: dict[str, int] = {}
     actors: list[_Actor] = []
     in_flight: dict[ray.ObjectRef, tuple[_Actor, RunSpec, float]] = {}
-    polled, starved_since = -math.inf, time.monotonic()
+    polled, starved_since, cpus = -math.inf, time.monotonic(), 0
     try:
         while pending or in_flight:
             now = time.monotonic()
             if now - polled >= POLL_S:
                 polled = now
-                if head.check():
+                if head.check() and (answer := head.cpus()) is not None:
+                    cpus = answer
                     busy = sum(1 for a in actors if a.runs)
-                    _resize(actors, target_actors(max_in_flight, _cluster_cpus(),
-                                                  len(pending) + busy),
+                    _resize(actors, target_actors(max_in_flight, cpus, len(pending) + busy),
                             lambda: _Actor(RunActor.options(**options).remote(
                                 shared, executor, chunk_size)))
-            if head.lost_since is None:  # a write to the head only when it changes
+            if head.lost_since is None:
                 left = len(pending) + len(in_flight)
                 demand.request(min(max_in_flight or left, left))
             while pending:
@@ -282,7 +324,7 @@ def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: 
                 starved_since = now
             elif now - starved_since > placement_timeout:
                 raise ClusterLost(f"{len(pending)} runs waited {placement_timeout:.0f} s and no "
-                                  f"node could take one ({_cluster_cpus()} CPUs in the cluster)")
+                                  f"node could take one ({cpus} CPUs in the cluster)")
             placing = {a.where_ref: a for a in actors if a.where is None}
             refs = list(in_flight) + list(placing)
             if not refs:
@@ -298,6 +340,7 @@ def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: 
                 n = attempts[spec.run_key]
                 try:
                     result, cpu, wall = ray.get(ref)
+                    result = _off_the_store(result)
                 except RayActorError as e:
                     if actor in actors:  # report and drop it once, whatever it had queued
                         _drop(actor, actors, e)
@@ -312,21 +355,34 @@ def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: 
                                   actor.where)
                     continue
                 yield Outcome(spec, result, None, n, wall, actor.where, cpu)
+    except ClusterLost as e:
+        notify(lost=str(e))  # first: a watching parent prints it, whatever Ray does next
+        raise
     except (OSError, RayError) as e:  # e.g. a broken pipe to a raylet that died with the head
         if head.reachable():
             raise
         head.lost_since = head.lost_since or time.monotonic()
-        raise ClusterLost(f"lost the Ray head {head.host}:{head.port} ({error_line(e)})") from e
+        lost = ClusterLost(f"lost the Ray head {head.host}:{head.port} ({error_line(e)})")
+        notify(lost=str(lost))
+        raise lost from e
     finally:
         if head.lost_since is None:  # the head answers: end our actors and our request
             for actor in actors:
                 ray.kill(actor.handle)
             demand.request(0)
+        else:  # see _LOST
+            _LOST.append(dict(locals()))
 
 
-def _cluster_cpus() -> int:
-    """CPUs of the nodes alive now."""
-    return int(ray.cluster_resources().get("CPU", 0))
+def _off_the_store(result: RunResult) -> RunResult:
+    """``result`` with its trace copied into this process's memory. Read from the object
+    store, the table maps the store's memory, and it is released whenever the last reference
+    to it goes (e.g. once MLflow's logger is done with it): after the head's node, and with it
+    the store, is gone, that release makes Ray end the process on the spot (see ``_LOST``)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, result.trace.schema) as writer:
+        writer.write_table(result.trace)
+    return replace(result, trace=pa.ipc.open_stream(sink.getvalue()).read_all())
 
 
 def _resize(actors: list[_Actor], target: int, new: Callable[[], _Actor]) -> None:

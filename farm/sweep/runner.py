@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from farm.run.metrics import final_quality, worse_quantile
-from farm.run.spec import RunSpec
+from farm.run.spec import RunSpec, problem_for
 from farm.sweep.spec import DEFAULT_MAX_RUNS, SweepSpec, expand_keyed
-from farm.sweep.store import Store, StoreError, spec_to_dict
+from farm.sweep.store import DamagedFile, Store, StoreError, spec_to_dict
 
 if TYPE_CHECKING:
     from farm.sweep.tracking import Statistics
@@ -60,10 +60,14 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
               tracking_uri: str | None = None, artifacts: bool | None = None,
               max_runs: int = DEFAULT_MAX_RUNS, progress: bool = True, verify: bool = False,
               on_submit: Callable[[RunSpec, dict], None] | None = None,
-              statistics: Statistics | None = None) -> SweepReport:
+              run: bool = True, statistics: Statistics | None = None) -> SweepReport:
     """Run (or resume) ``spec`` into the output folder ``out``; arguments override the spec's
     ``runtime`` and ``tracking`` sections (a tracking URI given is kept in ``sweep.json``);
     ``statistics``: what the MLflow variant and sweep runs carry (``farm.sweep.tracking``).
+    Ray is started (or joined) before anything is logged to MLflow, so a Ray that cannot start
+    (``RayStartError``) leaves no MLflow run. ``run=False`` runs nothing and records what is
+    stored (the index; MLflow: the stored runs logged, the sweep run FAILED), as after a
+    driver lost with its head (``farm.sweep.driver``).
     Stored files unchanged since they were written or verified are not hashed again unless
     ``verify`` (``farm.sweep.store.VerifiedFiles`` says what that keeps).
     Raises FolderBusy when another driver holds ``out``, DamagedFile when its ``sweep.json``
@@ -73,15 +77,24 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
     t0 = time.perf_counter()
     keyed = expand_keyed(spec, source, max_runs=max_runs)  # each run key computed once
     runs = list(keyed.values())
-    for name in sorted({r.dataset for r in runs}):
-        load(name)  # a missing dataset is bad input, reported before anything runs
+    # a missing dataset, or a problem naming a metric it does not measure, is bad input,
+    # reported before anything runs
+    datasets = {name: load(name) for name in sorted({r.dataset for r in runs})}
+    for name, objective, constraints in {(r.dataset, r.objective, r.constraints) for r in runs}:
+        problem_for(datasets[name], objective, constraints)
     store = Store(out)
     with store.lock():
         previous = store.read_sweep() or {}
+        if not previous and store.holds_records():
+            raise DamagedFile(store.show(store.root / "sweep.json"), "missing, though the "
+                              "folder holds stored runs (without it, a new sweep id would log "
+                              "them to MLflow again)")
         sweep_id = previous.get("sweep_id") or uuid.uuid4().hex
         stored = spec.model_dump(mode="json")
-        if tracking_uri:
-            stored["tracking"]["uri"] = tracking_uri
+        # the tracking URI given now, else the one the sweep was started with (README)
+        uri = tracking_uri or (previous.get("tracking") or {}).get("uri")
+        if uri:
+            stored["tracking"]["uri"] = uri
         if artifacts is not None:
             stored["tracking"]["artifacts"] = artifacts
         store.write_spec(stored, sweep_id)
@@ -90,6 +103,11 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
         finished = {k for k, r in report.records.items() if r["status"] == "done"}
         todo = [r for k, r in keyed.items() if k not in finished]
         report.skipped = len(runs) - len(todo)
+        backend = backend or spec.runtime.backend
+        if run and todo and backend != "serial":
+            from farm.sweep.ray_runtime import init_ray
+
+            init_ray(address)
 
         tracker = None
         if spec.tracking.enabled if tracking is None else tracking:
@@ -103,8 +121,8 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
                 for key in keyed:  # catch up on runs stored while tracking was down
                     if key in finished:
                         tracker.submit(report.records[key])
-        _run_todo(todo, spec, store, tracker, report, backend, address, max_in_flight,
-                  on_submit, progress)
+        _run_todo(todo if run else [], spec, store, tracker, report, backend, max_in_flight,
+                  on_submit, progress and run)
     report.wall_s = time.perf_counter() - t0
     return report
 
@@ -120,9 +138,9 @@ def _intact_records(store: Store, report: SweepReport, verify: bool) -> dict[str
     return scan.records
 
 
-def _run_todo(todo, spec, store, tracker, report, backend, address, max_in_flight, on_submit,
+def _run_todo(todo, spec, store, tracker, report, backend, max_in_flight, on_submit,
               progress) -> None:
-    outcomes = _outcomes(todo, spec, backend, address, max_in_flight, on_submit)
+    outcomes = _outcomes(todo, spec, backend, max_in_flight, on_submit)
     bar = _progress(len(report.runs), report.skipped, spec.name, progress)
     try:
         for o in outcomes:
@@ -157,16 +175,13 @@ def _run_todo(todo, spec, store, tracker, report, backend, address, max_in_fligh
             report.tracking_offline = tracker.offline
 
 
-def _outcomes(todo, spec, backend, address, max_in_flight, on_submit):
-    backend = backend or spec.runtime.backend
-    if backend == "serial":
-        from farm.sweep.serial import run_serially
+def _outcomes(todo, spec, backend, max_in_flight, on_submit):
+    from farm.sweep.serial import run_serially
 
+    if backend == "serial" or not todo:  # nothing to run: no Ray
         return run_serially(todo)
-    from farm.sweep.ray_runtime import init_ray, run_on_ray
+    from farm.sweep.ray_runtime import run_on_ray
 
-    if todo:
-        init_ray(address)
     return run_on_ray(todo, max_in_flight=spec.runtime.max_in_flight if max_in_flight is None
                       else max_in_flight, max_retries=spec.runtime.max_retries,
                       executor=spec.runtime.executor, chunk_size=spec.runtime.chunk_size,

@@ -11,6 +11,7 @@ References:
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba as nb
 import numpy as np
@@ -350,17 +351,88 @@ def std_floor(y, n, rel):
     return rel * (s if s > 0.0 else 1.0)
 
 
+class PathState(NamedTuple):
+    """The real state every path of a step starts from (``optimizers.lookahead.PathContext``
+    says what each field holds); ``Xc``/``yc`` have room for ``la + 1`` simulated points,
+    ``untested`` is marked and unmarked along a path."""
+
+    Xc: np.ndarray
+    yc: np.ndarray
+    nc: int
+    Xa: np.ndarray
+    ya: np.ndarray
+    na: int
+    F: np.ndarray
+    price: np.ndarray
+    untested: np.ndarray
+    budget: float
+    best: float
+    worst: float
+
+
+class PathRules(NamedTuple):
+    """What stays fixed along every path of a step: the window ``la``, the discount
+    ``gamma`` (of the path cost too with ``discount_cost``), the constraints, the quadrature
+    nodes and weights on cost (``gh_*``) and accuracy (``gha_*``), the forests' settings and
+    randomness (``key``) and the ablation switches (``optimizers.lookahead.Switches``)."""
+
+    la: int
+    gamma: float
+    discount_cost: bool
+    time_max: float
+    cost_max: float
+    acc_min: float
+    gh_t: np.ndarray
+    gh_w: np.ndarray
+    gha_t: np.ndarray
+    gha_w: np.ndarray
+    key: np.uint64
+    n_trees: int
+    n_trees_acc: int
+    max_features: int
+    floor_rel: float
+    best_split: bool
+    authors_sd: bool
+    full_refit: bool
+    fixed_incumbent: bool
+    gh_scale: float
+    skip_nonpositive: bool
+
+
+class Levels(NamedTuple):
+    """One entry per level of a path (0: the real state): the cost forest (per-tree outputs
+    at the candidates, their leaves, each training row's leaf and bootstrap multiplicity, the
+    next free leaf id: ``grow_forest``), its predictions and the EIc at every candidate; the
+    accuracy model's predictions (one set: it is not refitted along a path)."""
+
+    out: np.ndarray
+    cleaf: np.ndarray
+    rleaf: np.ndarray
+    mult: np.ndarray
+    next_leaf: np.ndarray
+    mu_c: np.ndarray
+    sd_c: np.ndarray
+    eic: np.ndarray
+    mu_a: np.ndarray
+    sd_a: np.ndarray
+
+
 @nb.njit(cache=True)
-def _fit_root(Xc, yc, nc, Xa, ya, na, key, n_trees, n_trees_acc, mf, rel, F, f_out, f_cleaf,
-              f_rleaf, f_mult, f_next, mu_c, sd_c, mu_a, sd_a, best_split, authors_sd):
-    """Fit the cost (and accuracy) ensembles of the current state, predict every candidate."""
-    grow_forest(Xc, yc, nc, key, n_trees, mf, F, f_out, f_cleaf, f_rleaf, f_mult, f_next,
-                best_split)
-    gaussian_summary(f_out, std_floor(yc, nc, rel), mu_c, sd_c, authors_sd)
-    if na > 0:
-        outs_a = np.empty((n_trees_acc, F.shape[0]))
-        forest_outputs(Xa, ya, na, mix_key(key, 99991), n_trees_acc, mf, F, outs_a)
-        gaussian_summary(outs_a, std_floor(ya, na, rel), mu_a, sd_a)
+def _fit_root(state, rules, lv):
+    """Fit the cost (and accuracy) ensembles of the real state in level 0 of ``lv``,
+    predict every candidate."""
+    key = mix_key(rules.key, 0)
+    grow_forest(state.Xc, state.yc, state.nc, key, rules.n_trees, rules.max_features,
+                state.F, lv.out[0], lv.cleaf[0], lv.rleaf[0], lv.mult[0], lv.next_leaf[0],
+                rules.best_split)
+    gaussian_summary(lv.out[0], std_floor(state.yc, state.nc, rules.floor_rel), lv.mu_c[0],
+                     lv.sd_c[0], rules.authors_sd)
+    if state.na > 0:
+        outs_a = np.empty((rules.n_trees_acc, state.F.shape[0]))
+        forest_outputs(state.Xa, state.ya, state.na, mix_key(key, 99991), rules.n_trees_acc,
+                       rules.max_features, state.F, outs_a)
+        gaussian_summary(outs_a, std_floor(state.ya, state.na, rules.floor_rel), lv.mu_a,
+                         lv.sd_a)
 
 
 @nb.njit(cache=True)
@@ -401,32 +473,40 @@ def _score_level(mu_c, sd_c, mu_a, sd_a, has_acc, price, time_max, cost_max, acc
 
 
 @nb.njit(cache=True)
-def _explore(x0, la, Xc, yc, nc, F, price, untested, budget, time_max, cost_max, acc_min,
-             best, worst, has_acc, gh_t, gh_w, gha_t, gha_w, gamma, discount_cost, key, n_trees,
-             mf, rel, f_out, f_cleaf, f_rleaf, f_mult, f_next, mu_c, sd_c, mu_a, sd_a, eic,
-             sw):
+def _explore(x0, state, rules, lv):
     """ExplorePaths(state, x0, la) -> (R, C) [Lynceus Alg. 2], as an explicit depth-first
     walk (numba cannot reload a cached self-recursive function).
 
-    Level ``lev`` holds one state of the path: its forest (``f_*[lev]``), predictions and
-    EIc, the configuration explored from it, its running (R, C), budget and incumbent. Each
-    quadrature node of that configuration's cost builds the simulated state in level
+    Level ``lev`` holds one state of the path: its forest, predictions and EIc (``lv``), the
+    configuration explored from it, its running (R, C), budget and incumbent. Each quadrature
+    node of that configuration's cost builds the simulated state in level
     ``lev + 1`` by a cheap refit; the next step is the greedy argmax of EIc there (NextStep);
     a sub-path's (r, c) is folded into its parent as ``R += gamma w r``, ``C += w c``
     (``gamma w c`` when the path cost is discounted too, OBOL).
 
-    ``sw`` holds the ablation switches (``Switches``): the trees, the sigma rule, a full refit
-    of every tree instead of regrowing the simulated point's leaf, a fixed simulated
+    ``rules`` hold the ablation switches too (``Switches``): the trees, the sigma rule, a full
+    refit of every tree instead of regrowing the simulated point's leaf, a fixed simulated
     incumbent, the scale of the quadrature values and whether nodes <= 0 are skipped.
     """
-    best_split, authors_sd, full_refit, fixed_incumbent, gh_scale, skip_nonpositive = sw
+    la, gamma, key, n_trees = rules.la, rules.gamma, rules.key, rules.n_trees
+    mf, rel = rules.max_features, rules.floor_rel
+    best_split, authors_sd = rules.best_split, rules.authors_sd
+    gh_t, gh_w, gha_t, gha_w = rules.gh_t, rules.gh_w, rules.gha_t, rules.gha_w
+    full_refit, fixed_incumbent = rules.full_refit, rules.fixed_incumbent
+    gh_scale, skip_nonpositive = rules.gh_scale, rules.skip_nonpositive
+    time_max, cost_max, acc_min = rules.time_max, rules.cost_max, rules.acc_min
+    Xc, yc, nc, F = state.Xc, state.yc, state.nc, state.F
+    price, untested = state.price, state.untested
+    has_acc = state.na > 0
+    f_out, f_cleaf, f_rleaf, f_mult, f_next = lv.out, lv.cleaf, lv.rleaf, lv.mult, lv.next_leaf
+    mu_c, sd_c, mu_a, sd_a, eic = lv.mu_c, lv.sd_c, lv.mu_a, lv.sd_a, lv.eic
     R0 = eic[0, x0]
     C0 = mu_c[0, x0]
     if la == 0:
         return R0, C0
     n_cost = gh_t.shape[0]
     k_acc = gha_t.shape[0] if has_acc else 1
-    c_scale = gamma if discount_cost else 1.0
+    c_scale = gamma if rules.discount_cost else 1.0
     lx = np.empty(la + 1, np.int64)
     li = np.zeros(la + 1, np.int64)
     lj = np.zeros(la + 1, np.int64)
@@ -438,7 +518,7 @@ def _explore(x0, la, Xc, yc, nc, F, price, untested, budget, time_max, cost_max,
     lbudget = np.empty(la + 1)
     lc = np.empty(la + 1)
     lx[0], lR[0], lC[0] = x0, R0, C0
-    lbest[0], lworst[0], lbudget[0] = best, worst, budget
+    lbest[0], lworst[0], lbudget[0] = state.best, state.worst, state.budget
     untested[x0] = False
     lev = 0
     while True:
@@ -508,42 +588,31 @@ def _explore(x0, la, Xc, yc, nc, F, price, untested, budget, time_max, cost_max,
 
 
 @nb.njit(cache=True)
-def root_level(la, Xc, yc, nc, Xa, ya, na, F, price, untested, budget, time_max, cost_max,
-               acc_min, best, worst, key, n_trees, n_trees_acc, mf, rel, sw):
-    """Level 0 (the current state): forest arrays, predictions and EIc for la + 1 levels."""
-    m = F.shape[0]
-    levels = la + 1
-    cap = nc + la + 1
-    f_out = np.empty((levels, n_trees, m))
-    f_cleaf = np.empty((levels, n_trees, m), np.int64)
-    f_rleaf = np.empty((levels, n_trees, cap), np.int64)
-    f_mult = np.zeros((levels, n_trees, cap), np.int64)
-    f_next = np.empty((levels, n_trees), np.int64)
-    mu_c = np.empty((levels, m))
-    sd_c = np.empty((levels, m))
-    mu_a = np.zeros(m)
-    sd_a = np.ones(m)
-    eic = np.empty((levels, m))
-    _fit_root(Xc, yc, nc, Xa, ya, na, mix_key(key, 0), n_trees, n_trees_acc, mf, rel, F,
-              f_out[0], f_cleaf[0], f_rleaf[0], f_mult[0], f_next[0], mu_c[0], sd_c[0], mu_a,
-              sd_a, sw[0], sw[1])
-    arg = _score_level(mu_c[0], sd_c[0], mu_a, sd_a, na > 0, price, time_max, cost_max,
-                       acc_min, untested, budget, best, worst, eic[0])
-    return f_out, f_cleaf, f_rleaf, f_mult, f_next, mu_c, sd_c, mu_a, sd_a, eic, arg
+def root_level(state, rules, n_levels):
+    """Level 0 (the real state) of ``n_levels``: the forests fitted, predictions and EIc;
+    returns (``Levels``, the argmax of EIc: -1 when the budget filter leaves nothing)."""
+    m = state.F.shape[0]
+    cap = state.nc + n_levels
+    n_trees = rules.n_trees
+    lv = Levels(np.empty((n_levels, n_trees, m)), np.empty((n_levels, n_trees, m), np.int64),
+                np.empty((n_levels, n_trees, cap), np.int64),
+                np.zeros((n_levels, n_trees, cap), np.int64),
+                np.empty((n_levels, n_trees), np.int64), np.empty((n_levels, m)),
+                np.empty((n_levels, m)), np.empty((n_levels, m)), np.zeros(m), np.ones(m))
+    _fit_root(state, rules, lv)
+    arg = _score_level(lv.mu_c[0], lv.sd_c[0], lv.mu_a, lv.sd_a, state.na > 0, state.price,
+                       rules.time_max, rules.cost_max, rules.acc_min, state.untested,
+                       state.budget, state.best, state.worst, lv.eic[0])
+    return lv, arg
 
 
 @nb.njit(cache=True)
-def explore_many(first, la, Xc, yc, nc, Xa, ya, na, F, price, untested, budget, time_max,
-                  cost_max, acc_min, best, worst, gh_t, gh_w, gha_t, gha_w, gamma,
-                  discount_cost, key, n_trees, n_trees_acc, mf, rel, sw):
-    f_out, f_cleaf, f_rleaf, f_mult, f_next, mu_c, sd_c, mu_a, sd_a, eic, _ = root_level(
-        la, Xc, yc, nc, Xa, ya, na, F, price, untested, budget, time_max, cost_max, acc_min,
-        best, worst, key, n_trees, n_trees_acc, mf, rel, sw)
+def explore_many(first, state, rules):
+    """(len(first), 2): (R, C) of the paths from each first step in ``first``
+    (``_explore``), every one from the same fitted real state."""
+    lv, _ = root_level(state, rules, rules.la + 1)
     result = np.empty((len(first), 2))
     for k in range(len(first)):
-        r, c = _explore(first[k], la, Xc, yc, nc, F, price, untested, budget, time_max,
-                        cost_max, acc_min, best, worst, na > 0, gh_t, gh_w, gha_t, gha_w,
-                        gamma, discount_cost, key, n_trees, mf, rel, f_out, f_cleaf, f_rleaf,
-                        f_mult, f_next, mu_c, sd_c, mu_a, sd_a, eic, sw)
-        result[k, 0], result[k, 1] = r, c
+        rk, ck = _explore(first[k], state, rules, lv)
+        result[k, 0], result[k, 1] = rk, ck
     return result

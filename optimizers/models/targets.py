@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from oracle.problem import Problem
+from oracle.problem import Problem, ProblemError
 
 __all__ = ["to_model_scale", "Targets"]
 
@@ -51,8 +51,8 @@ class Targets:
     def __init__(self, problem: Problem, make_model: Callable[[str], object]):
         obj = problem.objective
         if (obj.metric == "accuracy") != (obj.direction == "max"):
-            raise ValueError(f"objective {obj} is not supported (use max accuracy, or min "
-                             "of cost, time or a measured metric)")
+            raise ProblemError(f"objective {obj} is not supported (use max accuracy, or min "
+                               "of cost, time or a measured metric)")
         self.objective = obj.metric
         self.constraints = []
         for c in problem.constraints:

@@ -87,8 +87,10 @@ class OptunaPeer(TablePeer):
         self.study.tell(trial, value)
 
     def startup(self) -> int:
-        """The sampler's random start, at most ``init_share`` of the run's evaluations."""
-        return self.initial_design(self.config.get("n_startup_trials", 0), least=0)
+        """The sampler's random start (``n_startup_trials``, where its table has one), at most
+        ``init_share`` of the run's evaluations."""
+        declared = any(p.name == "n_startup_trials" for p in self.params)
+        return self.initial_design(self.config["n_startup_trials"] if declared else 0, least=0)
 
 
 class OptunaTPE(OptunaPeer):

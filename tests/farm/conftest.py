@@ -7,12 +7,15 @@ module (``ray_local``); processes a test starts are stopped by their process gro
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -40,6 +43,37 @@ def ray_local():
     start_local_ray(2, log_to_driver=False)  # retried: a loaded machine can fail a start
     yield ray
     ray.shutdown()
+
+
+@contextlib.contextmanager
+def loopback_cluster(nodes: int, prefix: str, cpus: int = 1):
+    """``farm cluster up --nodes N`` in a new folder under /tmp (short: Ray's socket paths),
+    as a ``LocalCluster``; ``farm cluster down`` after, which must leave no process of any
+    node. A node that does not start fails the caller with its own cause (the CLI's line),
+    and the folder is removed whatever happens."""
+    from farm.cli import main
+    from farm.cluster.local import STATE, LocalCluster, loopback_name
+
+    if loopback_name() is None:
+        pytest.skip("no host name of this machine resolves to 127.0.0.1")
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    try:
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            code = main(["cluster", "up", "--nodes", str(nodes), "--cpus", str(cpus),
+                         "--dir", str(root)])
+        if code:
+            pytest.fail(f"farm cluster up exited with {code}: {err.getvalue().strip()}")
+        cluster = LocalCluster.load(root)
+        try:
+            yield cluster
+        finally:
+            started = LocalCluster.load(root).nodes if (root / STATE).exists() else []
+            if started:
+                assert main(["cluster", "down", "--dir", str(root)]) == 0
+            assert not any(n.alive() for n in started)  # agents included: whole groups
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def free_port() -> int:

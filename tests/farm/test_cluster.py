@@ -9,43 +9,30 @@ group ids (never ``ray stop``, which would stop other people's Ray too).
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 
 from farm.cli import main
-from farm.cluster.local import LocalCluster, loopback_name
 from farm.run.loop import run_one
 from farm.sweep.runner import run_sweep
 from farm.sweep.spec import expand, parse_spec
 from farm.sweep.store import Store
 
-from .conftest import LOOPBACK, descendants, listeners_of, same_trace
+from .conftest import LOOPBACK, descendants, listeners_of, loopback_cluster, same_trace
 
 
 @pytest.fixture(scope="module")
 def two_node_cluster():
     import ray
 
-    if loopback_name() is None:
-        pytest.skip("no host name of this machine resolves to 127.0.0.1")
     if ray.is_initialized():
         ray.shutdown()
-    root = Path(tempfile.mkdtemp(prefix="of-ray-", dir="/tmp"))  # short: Ray's socket paths
-    try:
-        assert main(["cluster", "up", "--nodes", "2", "--dir", str(root)]) == 0
-        cluster = LocalCluster.load(root)
+    with loopback_cluster(2, "of-ray-") as cluster:
         ray.init(address=cluster.address, log_to_driver=False)
-        yield ray, cluster
-    finally:
-        if ray.is_initialized():
+        try:
+            yield ray, cluster
+        finally:
             ray.shutdown()
-        nodes = LocalCluster.load(root).nodes if (root / "cluster.json").exists() else []
-        assert main(["cluster", "down", "--dir", str(root)]) == 0
-        assert nodes and not any(n.alive() for n in nodes)  # agents included: whole groups
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_sweep_runs_land_on_both_nodes(two_node_cluster, tmp_path):
@@ -129,3 +116,71 @@ def test_driver_stopped_by_sigterm_keeps_the_store_consistent(tmp_path):
     client = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert [r.info.status for r in runs if "mlflow.parentRunId" not in r.data.tags] == ["FAILED"]
+
+
+def _mlflow_statuses(out) -> dict:
+    """(kind, status) -> count of the MLflow runs in the folder's own store."""
+    import collections
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
+                              max_results=5000)
+    return collections.Counter((r.data.tags.get("optfarm.kind"), r.info.status) for r in runs)
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_driver_on_ray_stopped_by_a_signal_exits_130(two_node_cluster, tmp_path, sig):
+    """On the Ray path too (``--address`` of a cluster): SIGTERM, SIGHUP and Ctrl-C end the
+    sweep with exit 130 and Ray's stack dump nowhere (Ray's own SIGTERM handlers end the
+    driver with SIGABRT, 134), the finished runs stored and indexed, the MLflow sweep run
+    FAILED and no MLflow run left RUNNING."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import pyarrow.parquet as pq
+
+    _, cluster = two_node_cluster
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "farm", "sweep", "--datasets", "synthetic", "--optimizers",
+            "random", "--seeds", "400", "--out", str(out), "--address", cluster.address,
+            "--no-progress"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    end = time.monotonic() + 300
+    while len(list((out / "runs").glob("*.json"))) < 2:
+        assert proc.poll() is None and time.monotonic() < end, proc.stderr.read()
+        time.sleep(0.1)
+    proc.send_signal(getattr(signal, sig))
+    assert proc.wait(timeout=120) == 130
+    err = proc.stderr.read()
+    assert "interrupted" in err and "SIGTERM received" not in err and "PC: @" not in err, err
+    stored = sorted(r["run_key"] for r in Store(out).records())
+    assert sorted(pq.read_table(out / "index.parquet").column("run_key").to_pylist()) == stored
+    statuses = _mlflow_statuses(out)
+    assert statuses[("sweep", "FAILED")] == 1 and not any(
+        status == "RUNNING" for _, status in statuses), statuses
+
+
+def test_unreachable_cluster_one_line_exit_1_in_bounded_time(tmp_path):
+    """``--address`` where no Ray answers: one line naming it and exit 1 at once (a connection
+    refused, 2 s at most for one that hangs; not Ray's minute of retries and warnings), and no
+    MLflow run started. The time printed includes two interpreter start-ups."""
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "farm", "sweep", "--datasets", "synthetic",
+                           "--optimizers", "random", "--seeds", "3", "--out", str(out),
+                           "--address", "127.0.0.1:1", "--no-progress"],
+                          capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - t0
+    err = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(err) == 1, done.stderr
+    assert err[0].startswith("farm: error: no Ray cluster answers at 127.0.0.1:1"), err
+    assert not (out / "mlflow.db").exists()
+    print(f"\nunreachable cluster: exit 1 after {took:.1f} s (interpreter start-ups included)")

@@ -7,53 +7,45 @@ head and two workers of one CPU each, every listener on 127.0.0.1) while nodes c
 3. the head killed: exit 1 within ``HEAD_TIMEOUT_S`` + 30 s with one line naming the resume
    command, the store and its index consistent, MLflow's sweep run FAILED, and the same sweep
    with ``--serial`` completes exactly the missing runs; the workers end by themselves, their
-   agents included.
+   agents included;
+4. the head of a one-node cluster killed 10 times in a row, at different moments of 10
+   sweeps: the line every time within 15 s, the store consistent, nothing RUNNING in MLflow
+   after the resume (its own clusters, one after another).
 
-The tests share one cluster and run in this order (each brings the workers it needs). Slow
-(about 4 minutes on 2 cores): ``pytest -m slow tests/farm/test_cluster_nodes.py``. The timings
+Tests 1-3 share one cluster and run in this order (each brings the workers it needs). Slow
+(about 4 minutes on 2 cores for 1-3, 5 to 10 for 4): ``pytest -m slow tests/farm/test_cluster_nodes.py``. The timings
 they print (``-s``) are those of the issue's note.
 """
 
 from __future__ import annotations
 
 import collections
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 from farm.cli import main
-from farm.cluster.local import LocalCluster, loopback_name
+from farm.cluster.local import LocalCluster
 from farm.run.loop import run_one
 from farm.sweep.capacity import HEAD_TIMEOUT_S
 from farm.sweep.spec import expand, inline_spec
 from farm.sweep.store import Store
 
-from .conftest import same_trace
+from .conftest import loopback_cluster, same_trace
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    if loopback_name() is None:
-        pytest.skip("no host name of this machine resolves to 127.0.0.1")
-    root = Path(tempfile.mkdtemp(prefix="of-nodes-", dir="/tmp"))  # short: Ray's socket paths
-    try:
-        t0 = time.monotonic()
-        assert main(["cluster", "up", "--nodes", "3", "--dir", str(root)]) == 0
+    t0 = time.monotonic()
+    with loopback_cluster(3, "of-nodes-") as started:
         print(f"\ncluster of 3 nodes up in {time.monotonic() - t0:.1f} s")
-        yield LocalCluster.load(root)
-    finally:
-        nodes = LocalCluster.load(root).nodes if (root / "cluster.json").exists() else []
-        main(["cluster", "down", "--dir", str(root)])
-        assert not any(n.alive() for n in nodes)  # no node process nor agent left behind
-        shutil.rmtree(root, ignore_errors=True)
+        yield started
 
 
 def _sweep(cluster: LocalCluster, out: Path, seeds: int, *extra: str) -> subprocess.Popen:
@@ -194,3 +186,60 @@ def test_head_killed_exit_1_in_bounded_time_then_resume_serially(cluster, tmp_pa
     print(f"\nhead killed with {len(before)}/{len(runs)} runs stored: exit 1 after {took:.1f} s;"
           f" --serial finished the {len(runs) - len(before)} missing runs; the workers were gone"
           f" {time.monotonic() - killed:.0f} s after the head")
+
+
+# (runs stored, then seconds more) before each kill: early and late in the sweep, between
+# results and while one is being stored and logged
+KILLS = [(1, 0.0), (2, 0.4), (3, 0.0), (1, 1.3), (4, 0.7), (2, 0.0), (5, 0.2), (3, 2.1),
+         (6, 0.0), (2, 3.0)]
+LINE_BOUND_S = 15.0
+
+
+def test_head_killed_ten_times_in_a_row_reported_every_time(tmp_path):
+    """The head (the driver's own raylet: a one-node cluster of 2 CPUs) SIGKILLed 10 times at
+    different moments of 10 sweeps: every time exit 1 and the resume line within
+    ``LINE_BOUND_S`` of the kill, the store consistent (its index the stored runs, no temporary
+    file), and after the resume (``--serial``) every run exactly once and no MLflow run left
+    RUNNING."""
+    seeds, runs, rows = 16, _runs(16), []
+    for i, (stored, delay) in enumerate(KILLS):
+        out = tmp_path / f"out{i}"
+        with loopback_cluster(1, "of-kill-", cpus=2) as one:
+            proc = _sweep(one, out, seeds)
+            _wait_stored(out, stored, proc)
+            time.sleep(delay)
+            n_before = len(list((out / "runs").glob("*.json")))
+            killed = time.monotonic()
+            one.stop_node("head", signal.SIGKILL)
+            line_s = None
+            while line_s is None or proc.poll() is None:
+                ended = proc.poll() is not None
+                if line_s is None and "resume with:" in _output(out):
+                    line_s = round(time.monotonic() - killed, 1)
+                if ended:
+                    break
+                assert time.monotonic() - killed < 120, _output(out)
+                time.sleep(0.05)
+            exit_s = time.monotonic() - killed
+        output = _output(out)
+        lost = [x for x in output.splitlines() if x.startswith("farm: error: lost the Ray head")]
+        store = Store(out)
+        before = sorted(r["run_key"] for r in store.records())
+        import pyarrow.parquet as pq
+
+        index = sorted(pq.read_table(out / "index.parquet").column("run_key").to_pylist())
+        rows.append({"kill": i + 1, "stored_at_kill": n_before, "exit": proc.returncode,
+                     "line_s": line_s, "exit_s": round(exit_s, 1), "stored": len(before),
+                     "index_ok": index == before, "tmp": len(list(out.rglob("*.tmp")))})
+        assert proc.returncode == 1 and len(lost) == 1, output
+        assert "resume with: farm sweep" in lost[0] and str(out) in lost[0], output
+        assert line_s is not None and line_s <= LINE_BOUND_S, (line_s, output)
+        assert index == before and rows[-1]["tmp"] == 0
+        assert main(["sweep", "--datasets", "synthetic", "--optimizers", "random", "--seeds",
+                     str(seeds), "--out", str(out), "--serial", "--no-progress"]) == 0
+        _exactly_once(out, runs)
+        running = [(r.data.tags.get("optfarm.kind"), r.info.run_name) for r in _mlflow_runs(out)
+                   if r.info.status == "RUNNING"]
+        rows[-1]["running_after_resume"] = len(running)
+        assert not running, running
+    print("\n" + "\n".join(str(r) for r in rows))

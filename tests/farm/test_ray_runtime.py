@@ -153,25 +153,49 @@ def test_ray_listens_on_loopback_only(ray_local):
         assert host in LOOPBACK, (address, pid)
 
 
-def test_autoscaler_request_follows_the_sweep_and_is_released(ray_local):
-    """What a simulated cluster can show of autoscaling: the CPUs the sweep asks the head for
-    (``request_resources``, the v1 autoscaler's record in the GCS), bounded by max_in_flight,
-    lowered as the sweep drains, withdrawn at its end. Nodes really launched and ended by an
-    autoscaler need a cloud run (README)."""
+def _requested() -> int:
+    """CPUs in the autoscaler request recorded by the head (the v1 autoscaler's key)."""
     import json
 
-    from ray.autoscaler._private.commands import AUTOSCALER_RESOURCE_REQUEST_CHANNEL
+    from ray._private.ray_constants import AUTOSCALER_RESOURCE_REQUEST_CHANNEL
     from ray.experimental.internal_kv import _internal_kv_get
 
+    return len(json.loads(_internal_kv_get(AUTOSCALER_RESOURCE_REQUEST_CHANNEL) or "[]"))
+
+
+def test_autoscaler_request_follows_the_sweep_and_is_released(ray_local):
+    """What a simulated cluster can show of autoscaling: the CPUs the sweep asks the head for
+    (``request_resources``' record in the GCS), bounded by max_in_flight, lowered as the sweep
+    drains, withdrawn at its end. Nodes really launched and ended by an autoscaler need a
+    cloud run (README)."""
     from farm.sweep.ray_runtime import run_on_ray
 
-    def requested() -> int:
-        return len(json.loads(_internal_kv_get(AUTOSCALER_RESOURCE_REQUEST_CHANNEL) or "[]"))
-
     runs = expand(_spec(seeds=3))[:10]
-    seen = [requested() for _ in run_on_ray(runs, max_in_flight=4, autoscale=True)]
-    assert seen == [4] * 7 + [3, 2, 1], seen  # runs left, at most max_in_flight
-    assert requested() == 0
+    seen = [_requested() for _ in run_on_ray(runs, max_in_flight=4, autoscale=True)]
+    assert seen[0] == 4 and set(seen) <= {4, 3, 2, 1}, seen  # runs left, at most max_in_flight
+    assert all(a >= b for a, b in zip(seen, seen[1:])), seen
+    assert _requested() == 0
+
+
+def test_autoscaler_request_is_written_at_most_once_a_second(ray_local):
+    """A 20,000-run sweep without --max-in-flight: the request moves with every run stored,
+    the head is asked when it moved by a tenth, once a second at most (it was once per run,
+    20,000 entries each time: 9x slower), and the withdrawal goes at once."""
+    from farm.sweep.capacity import Demand, HeadWatch
+
+    demand = Demand(HeadWatch(ray_local.get_runtime_context().gcs_address))
+    t0 = time.monotonic()
+    for left in range(20_000, 0, -1):
+        demand.request(left)
+    if time.monotonic() - t0 < 1.0:
+        assert demand.sent == 1 and _requested() == 20_000
+    time.sleep(1.0)
+    demand.request(19_000)  # less than a tenth less: not asked
+    assert demand.requested == 20_000
+    demand.request(17_999)
+    assert demand.requested == 17_999 and _requested() == 17_999
+    demand.request(0)
+    assert _requested() == 0 and demand.requested == 0
 
 
 def test_runs_no_node_can_take_end_the_sweep_in_bounded_time(ray_local):

@@ -136,6 +136,11 @@ def test_trace_file_is_written(tmp_path, capsys):
     (["run", "--param", "bogus=1"], "unknown parameter 'bogus'"),
     (["run", "--constraint", "time<300"], "is not of the form"),
     (["run", "--objective", "cheapest"], "is not of the form"),
+    # a problem the optimizer cannot pose (ProblemError)
+    (["run", "--optimizer", "lynceus", "--objective", "max accuracy"],
+     "lynceus: the objective must be 'min cost'"),
+    (["run", "--optimizer", "guindani", "--objective", "min time"],
+     "guindani: the objective must be 'min cost'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
     assert main(argv) == 2

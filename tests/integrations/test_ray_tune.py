@@ -10,6 +10,8 @@ import pytest
 pytest.importorskip("ray.tune", reason="Ray Tune's dependencies come with optfarm[peers]",
                     exc_type=ImportError)
 
+from farm.run.metrics import cno  # noqa: E402
+
 from .synthetic_job import (  # noqa: E402
     EVALUATIONS,
     OPTIMIZER,
@@ -44,7 +46,7 @@ def test_ray_tune_runs_lynceus_as_farm_run_does(ray_local, tmp_path):
     class Score(tune.Callback):
         def on_trial_complete(self, iteration, trials, trial, **info):
             rec = search.optimizer.recommend()
-            cnos.append(oracle().cno(rec.config_id) if rec is not None else float("nan"))
+            cnos.append(cno(oracle(), rec.config_id) if rec is not None else float("nan"))
             feasible.append(rec is not None and oracle().is_feasible(rec.config_id))
 
     tuner = tune.Tuner(synthetic_trainable,

@@ -13,7 +13,7 @@ import pytest
 
 from farm.run.loop import Stepper, execute
 from optimizers.base import ParameterError, Recommendation
-from optimizers.registry import get, make_optimizer
+from optimizers.registry import get, is_peer, make_optimizer
 from oracle.oracle import Oracle
 from oracle.synthetic import make_synthetic
 
@@ -121,9 +121,16 @@ def test_never_repeats_a_configuration(oracle, name):
     assert len(suggestions) >= 6 and len(set(runs)) == len(runs), runs
 
 
-def test_an_optimizer_that_repeats_says_so(oracle):
-    # Guindani's recurring job runs its incumbent again once the search has stopped
-    assert get("guindani").repeats and not get("lynceus").repeats
+@pytest.mark.parametrize("name", optimizer_names(lambda cls: cls.repeats))
+def test_an_optimizer_that_repeats_says_so(oracle, name):
+    # an optimizer that declares ``repeats`` is seen running a configuration again (Guindani's
+    # taboo queue releases a configuration after q runs, and its recurring job re-runs the
+    # incumbent once the search has stopped); the others are held to never doing it by
+    # test_never_repeats_a_configuration
+    _, trace, _ = _drive(oracle, name, seed=4, steps=60)
+    runs = [(cid, s) for cid, s, _, _ in trace]
+    repeated = [k for k, run in enumerate(runs) if run in runs[:k]]
+    assert repeated, f"{name} declares repeats but ran {len(runs)} distinct configurations"
 
 
 @pytest.mark.parametrize("name", optimizer_names())
@@ -140,12 +147,44 @@ def test_rejects_nan_and_inf_observations(oracle, name):
     assert len(opt.history) == 1 and opt.suggest() is not None
 
 
+class _RecordedConfig(dict):
+    """An optimizer's ``config`` that records every name read from it, however it is read."""
+
+    def __init__(self, values):
+        super().__init__(values)
+        self.read: set[str] = set()
+
+    def __getitem__(self, name):
+        self.read.add(name)
+        return super().__getitem__(name)
+
+    def get(self, name, default=None):
+        self.read.add(name)
+        return super().get(name, default)
+
+    def __contains__(self, name):
+        self.read.add(name)
+        return super().__contains__(name)
+
+
 @pytest.mark.parametrize("name", optimizer_names())
-def test_every_parameter_the_code_reads_is_in_the_table(oracle, name):
-    # variants fix parameters instead of dropping them: config holds every declared one, and
-    # a fixed one accepts its value (a resolved run spec passes it back) but no other
-    opt = make_optimizer(name, oracle.space, oracle.problem, 0, **FAST_PARAMS.get(name, {}))
-    assert list(opt.config) == [p.name for p in get(name).params]
+def test_every_parameter_the_code_reads_is_in_the_table(oracle, name, monkeypatch):
+    # variants fix parameters instead of dropping them (``derive``): every name the code reads
+    # from config, building the optimizer and running it into its model-guided phase, is in
+    # its table; a fixed one accepts its value (a resolved run spec passes it back) but no other
+    cls = get(name)
+    resolve = cls.resolve_params.__func__
+    monkeypatch.setattr(cls, "resolve_params", classmethod(
+        lambda klass, params: _RecordedConfig(resolve(klass, params))))
+    opt, trace, _ = _drive(oracle, name, seed=1, steps=16)
+    assert isinstance(opt.config, _RecordedConfig) and trace
+    assert is_peer(name) or any(phase == "search" for _, _, phase, _ in trace), \
+        f"{name} never left its bootstrap"
+    declared = [p.name for p in cls.params]
+    assert list(opt.config) == declared
+    assert opt.config.read <= set(declared), \
+        f"{name} reads {sorted(opt.config.read - set(declared))}, which its table lacks"
+    monkeypatch.undo()
     for p in get(name).params:
         if p.fixed:
             make_optimizer(name, oracle.space, oracle.problem, 0, **{p.name: p.default})

@@ -118,10 +118,10 @@ def test_stopping_band_stops_exactly_when_the_observed_time_enters_it():
         assert (opt.stopped_at is not None) == (len(steps) >= 7)
     assert opt.stopped_at == 6
     assert [s.phase for s in steps[:3]] == ["init"] * 3
-    assert not any(s.info.get("exploit") for s in steps[:7])
+    assert not any(s.phase == "exploit" for s in steps[:7])
     exploit = steps[7:]
     assert len(steps) == 3 + 12 and len(exploit) == 8
-    assert all(s.info.get("exploit") and s.phase == "exploit" for s in exploit)
+    assert all(s.phase == "exploit" for s in exploit)
     # the recurring job keeps the cheapest configuration observed feasible (on its mean)
     feasible = {steps[i].config_id: t for i, t in ((1, 280.0), (4, 269.99), (6, 270.0))}
     price = opt.space.price_per_s
@@ -138,7 +138,7 @@ def test_recurring_job_keeps_the_best_mean_feasible_configuration():
     assert opt.stopped_at == 1 and opt.stop_config == steady
     assert opt.recommend() == Recommendation(lucky)  # cheapest mean cost among mean-feasible
     s = opt.suggest()
-    assert s.config_id == lucky and s.info["exploit"]
+    assert s.config_id == lucky and s.phase == "exploit"
     _tell(opt, s, 330.0)                     # its second run breaks T_max: mean 310 s
     assert opt.recommend() == Recommendation(steady)
     assert opt.suggest().config_id == steady

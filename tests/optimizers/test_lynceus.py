@@ -14,7 +14,6 @@ from farm.cli import main as farm_main
 from farm.run.loop import Stepper, run_one
 from farm.run.spec import RunSpec
 from optimizers.base import ParameterError
-from optimizers.lynceus import Lynceus
 from optimizers.registry import make_optimizer
 from oracle.oracle import Oracle
 from oracle.registry import import_datasets, load
@@ -57,7 +56,8 @@ def test_tg_timeout_caps_at_incumbent_cost_and_feeds_truncated_gaussian(lynceus_
     capped = [(s, o) for s, o in steps if s.time_cap is not None and o.timed_out]
     assert capped, "expected some runs stopped by the timeout"
     for s, o in capped:
-        best = s.info["incumbent_cost"]
+        best = s.timeout.incumbent_cost
+        assert s.timeout.policy == "tg"
         price = oracle.space.price_per_s[s.config_id]
         assert s.time_cap == pytest.approx(best / price)
         assert o.cost == pytest.approx(best)            # charged what was actually spent
@@ -66,7 +66,7 @@ def test_tg_timeout_caps_at_incumbent_cost_and_feeds_truncated_gaussian(lynceus_
     s, o = capped[0]
     k = next(i for i, (si, _) in enumerate(steps) if si is s)
     fed = opt._cost_y[k]
-    mu, sd, best = s.info["tg_mu"], s.info["tg_sigma"], s.info["incumbent_cost"]
+    mu, sd, best = s.timeout.cost_mu, s.timeout.cost_sigma, s.timeout.incumbent_cost
     want = stats.truncnorm.mean((best - mu) / sd, np.inf, loc=mu, scale=sd)
     assert fed == pytest.approx(want, rel=1e-9) and fed > best
     # a timed-out run is never recommended
@@ -89,7 +89,7 @@ def test_timeout_policies_feed_what_they_say(lynceus_jobs, policy):
     s, o = steps[k]
     price = oracle.space.price_per_s[s.config_id]
     factor = 2.0 if policy == "no-info" else 1.0
-    assert s.time_cap == pytest.approx(factor * s.info["incumbent_cost"] / price)
+    assert s.time_cap == pytest.approx(factor * s.timeout.incumbent_cost / price)
     if policy == "no-info":
         assert len(opt._cost_y) == len(steps) - len(capped)
         return
@@ -99,7 +99,7 @@ def test_timeout_policies_feed_what_they_say(lynceus_jobs, policy):
     elif policy == "max-cost":
         assert fed == pytest.approx(max(opt._cost_y[:k]))  # every earlier run was fed
     else:  # linear: the accuracy curve extended to 0.85, times the price
-        curve = np.asarray(o.extra["acc_curve"])
+        curve = np.asarray(o.accuracy_curve)
         assert len(curve) == int(s.time_cap // 30)
         assert fed >= o.cost
 
@@ -129,8 +129,9 @@ def test_obol_and_cherrypick_trees_under_budget(lynceus_jobs):
         assert all(s.time_cap is None for s, _ in steps)          # no timeouts
         spent_before_last = sum(o.cost for _, o in steps[:-1])
         assert spent_before_last < budget                         # it stops once spent
-    assert Lynceus.discount_cost is False and make_optimizer(
-        "obol", oracle.space, oracle.problem).discount_cost is True
+    assert make_optimizer("lynceus", oracle.space, oracle.problem).config["path_cost"] == "paper"
+    assert make_optimizer("obol", oracle.space, oracle.problem).config["path_cost"] == \
+        "discounted"
 
 
 def test_parameters_validated():

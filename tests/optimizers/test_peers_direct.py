@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from farm.run.loop import run_one
-from farm.run.metrics import quantile
+from farm.run.metrics import cno, quantile
 from farm.run.spec import RunSpec
 from oracle.oracle import Oracle
 
@@ -61,7 +61,7 @@ def direct_tpe(oracle: Oracle, seed: int, evaluations: int = EVALUATIONS,
             seen[config_id] = (obs.cost, violations)
             if all(v <= 0 for v in violations) and (best is None or obs.cost < seen[best][0]):
                 best = config_id
-                if oracle.is_feasible(best) and oracle.cno(best) <= target + 1e-12:
+                if oracle.is_feasible(best) and cno(oracle, best) <= target + 1e-12:
                     return spent
         cost, violations = seen[config_id]
         for c, v in zip(problem.constraints, violations):

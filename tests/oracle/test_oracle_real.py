@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from farm.run.metrics import cno
 from oracle.formats import FORMATS
 from oracle.oracle import Oracle
 
@@ -43,16 +44,16 @@ def test_time_cap_charges_the_cap_and_reveals_only_the_known_curve(lynceus_cnn):
     times = oracle.true_time[:, 0]
     cid = int(np.flatnonzero(times > 200)[0])
     full = oracle.run(cid)
-    curve = full.extra["acc_curve"]
+    curve = full.accuracy_curve
     assert len(curve) >= 4
     stopped = oracle.run(cid, time_cap=95.0)
     price = oracle.space.price_per_s[cid]
     assert stopped.timed_out and stopped.time == 95.0
     assert stopped.cost == pytest.approx(95.0 * price)
-    assert stopped.extra["acc_curve"] == curve[:3]  # 30, 60, 90 s
+    assert stopped.accuracy_curve == curve[:3]  # 30, 60, 90 s
     assert stopped.accuracy == curve[2]
     early = oracle.run(cid, time_cap=20.0)
-    assert early.extra["acc_curve"] == () and math.isnan(early.accuracy)
+    assert early.accuracy_curve == () and math.isnan(early.accuracy)
     assert oracle.run(cid, time_cap=full.time + 1).time == full.time  # not reached: no effect
 
 
@@ -62,6 +63,6 @@ def test_ground_truth_is_the_cheapest_feasible(lynceus_cnn):
     cost = oracle.true_cost[:, 0]
     best = oracle.optimum()
     assert mask[best] and cost[best] == cost[mask].min()
-    assert oracle.cno(best) == 1.0
+    assert cno(oracle, best) == 1.0
     worst_feasible = int(np.argmax(np.where(mask, cost, -np.inf)))
-    assert oracle.cno(worst_feasible) == pytest.approx(cost[worst_feasible] / cost[best])
+    assert cno(oracle, worst_feasible) == pytest.approx(cost[worst_feasible] / cost[best])

@@ -1,0 +1,64 @@
+"""The cost of following a cluster: a sweep on a joined loopback cluster (``farm cluster up``,
+one node) without ``--max-in-flight`` against the same sweep with it.
+
+    farm bench-farm --joined 20000 [--iterations 5] [--workers 2]
+
+(the CLI starts the cluster, ``farm.cluster.local``, and stops it after)
+
+Joined to a cluster, the sweep asks the autoscaler for a CPU per run it could run at once
+(``farm.sweep.capacity.Demand``). Without ``--max-in-flight`` that is every run left, a
+number that moves with each run stored: asked after every run (20,000 entries each time for a
+20,000-run sweep) it ran 9x slower than with ``--max-in-flight 2`` (6.9 against 62.8 runs/s);
+asked when it moved by a tenth, at most once a second, it should cost nothing. Target: without within 1.2x of with. Both
+sweeps run on the same cluster, into new folders, tracking off; the request each left
+behind is read back from the head (0: withdrawn).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+
+# Ray as the farm imports it (before anything else here does: its servers, and this driver,
+# on 127.0.0.1; the CLI starts the cluster after importing this module)
+from farm.sweep.ray_runtime import ray
+
+__all__ = ["joined_cost"]
+
+
+def joined_cost(address: str, sizes: list[int], dataset: str = "synthetic",
+                optimizer: str = "random", iterations: int | None = 5,
+                workers: int = 2) -> list[dict]:
+    """One row per size and case (no ``--max-in-flight``, then ``WORKERS``) of sweeps joined
+    to the cluster at ``address``: runs/s, and the autoscaler request left on the head."""
+    from farm.bench.overhead import _spec
+    from farm.sweep.runner import run_sweep
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="of-bench-", dir="/tmp") as root:
+        try:
+            for n in sizes:
+                for in_flight in (0, workers):
+                    spec = _spec(dataset, optimizer, n, iterations, in_flight)
+                    out = Path(root) / f"out-{n}-{in_flight}"
+                    t0 = time.perf_counter()
+                    report = run_sweep(spec, out, address=address, progress=False)
+                    wall = time.perf_counter() - t0
+                    if not report.complete:
+                        raise RuntimeError(f"{report.failed} runs failed")
+                    rows.append({"runs": n, "max_in_flight": in_flight or "-",
+                                 "wall_s": wall, "runs_per_s": n / wall,
+                                 "request_left": _request_left()})
+        finally:
+            ray.shutdown()
+    return rows
+
+
+def _request_left() -> int:
+    """CPUs of the autoscaler request recorded by the head (the v1 autoscaler's key)."""
+    from ray._private.ray_constants import AUTOSCALER_RESOURCE_REQUEST_CHANNEL
+    from ray.experimental.internal_kv import _internal_kv_get
+
+    return len(json.loads(_internal_kv_get(AUTOSCALER_RESOURCE_REQUEST_CHANNEL) or "[]"))
