@@ -14,7 +14,7 @@ may never come. The parent imports no Ray and does what the driver could not:
   when the driver ended without a word while the head does not answer, or when the head has
   not answered for ``HEAD_TIMEOUT_S`` + ``GRACE_S`` (a driver stuck in a call to the head);
 - then, if the driver did not finish its clean-up, it ends the driver and records what is
-  stored (``settle``: the index, the MLflow runs closed);
+  stored (``settle``: the index, the MLflow runs left RUNNING ended);
 - SIGINT, SIGTERM and SIGHUP are passed on to the driver, which ends as on Ctrl-C;
 - otherwise it exits as the driver did (its code, or the same signal).
 """

@@ -210,8 +210,8 @@ def _holder(uri: str) -> subprocess.Popen:
 
 def test_a_stalled_holder_loses_the_lease_and_stops_writing(s3):
     """A holder paused past the lease's term (SIGSTOP: a stalled machine) is taken over by a
-    driver elsewhere once the server says the lease is that old; resumed, it writes nothing
-    more and ends naming the lost lease."""
+    driver elsewhere once the server says the lease is that old; resumed, it starts no write
+    and ends naming the lost lease."""
     out = s3.bucket("stall") + "/x"
     proc = _holder(out)
     time.sleep(1.0)
@@ -221,12 +221,16 @@ def test_a_stalled_holder_loses_the_lease_and_stops_writing(s3):
     other.acquire()  # waits: the holder is alive (this host, its pid exists) but silent
     waited = time.monotonic() - stopped
     try:
-        assert 4.0 - 1.0 <= waited < 4.0 + 6.0, waited  # the term, by the server's seconds
+        # the term, less the last renewal period and the server's whole seconds
+        assert 4.0 - 2.0 <= waited < 4.0 + 30.0, waited
         written = [o for o in _objects(out) if o.startswith("w")]
         proc.send_signal(signal.SIGCONT)
         assert proc.wait(timeout=30) == 1
         assert "lost the lease" in proc.stderr.read()
-        assert [o for o in _objects(out) if o.startswith("w")] == written
+        # the write in flight when it stalled may land (the fencing limit that locks.py
+        # states); none is started after the lease ran out
+        after = [o for o in _objects(out) if o.startswith("w")]
+        assert set(written) <= set(after) and len(after) <= len(written) + 1, (written, after)
         other.check()  # the new holder still holds it
     finally:
         proc.kill()
