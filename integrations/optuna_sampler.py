@@ -24,9 +24,14 @@ Contract:
   stops itself there, sets ``time`` and ``cost`` of the stopped run and raises
   ``optuna.TrialPruned``: the optimizer is told a timed-out run (Optuna's pruning as the stop);
 - a failed trial is not told (the optimizer may choose that configuration again);
-- when the optimizer stops, the sampler ends the study (``Study.stop``) and gives the trial
-  under way the recommendation (``recommended(trial)`` is then true), which is not told to
-  the optimizer either.
+- each told trial carries the problem's constraint values the way Optuna's own samplers
+  store a ``constraints_func``'s (the trial's ``constraints`` system attribute: one relative
+  violation per constraint, <= 0 when the run met it), so ``study.best_trial`` and
+  ``best_params`` are the best feasible trial;
+- when the optimizer stops, right after the trial it was last told, the sampler ends the
+  study (``Study.stop``): no job runs after that. Outside ``optimize`` (``study.ask()``), a
+  trial asked after the stop gets the recommendation (``recommended(trial)`` is then
+  true), which is not told to the optimizer.
 The farm optimizers choose one job at a time: run the study with ``n_jobs=1``.
 """
 
@@ -36,8 +41,10 @@ from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution
+from optuna.study._constrained_optimization import _CONSTRAINTS_KEY
 from optuna.trial import FrozenTrial, TrialState
 
+from optimizers.peers.grid import constraint_values
 from optimizers.registry import make_optimizer
 from oracle.contract import Suggestion
 from oracle.problem import Problem
@@ -58,6 +65,8 @@ class OptfarmSampler(optuna.samplers.BaseSampler):
         self.problem = problem
         self.optimizer = make_optimizer(optimizer, space, problem, seed, **params)
         self._suggestions: dict[int, Suggestion] = {}   # trial number -> what it runs
+        self._next: Suggestion | None = None   # asked after the last trial: the next one's
+        self._stopped = False                  # the optimizer stopped (suggest gave None)
         self._recommended: set[int] = set()   # trials that run the recommendation (not told)
 
     def suggestion(self, trial: optuna.Trial | FrozenTrial) -> Suggestion:
@@ -76,7 +85,8 @@ class OptfarmSampler(optuna.samplers.BaseSampler):
 
     # -- Optuna's sampler interface ------------------------------------------------------------
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        s = self.optimizer.suggest()
+        s, self._next = self._next or (None if self._stopped else self.optimizer.suggest()), None
+        self._stopped = s is None
         if s is None:
             rec = self.optimizer.recommend()
             if rec is None:
@@ -121,5 +131,18 @@ class OptfarmSampler(optuna.samplers.BaseSampler):
             metrics[self.problem.objective.metric] = values[0]
         where = (f"OptfarmSampler: trial {trial.number}"
                  + (" (pruned)" if state == TrialState.PRUNED else ""))
-        self.optimizer.observe(s, observation_from(
-            metrics, timed_out=state == TrialState.PRUNED, where=where + " user attribute"))
+        observation = observation_from(
+            metrics, timed_out=state == TrialState.PRUNED, where=where + " user attribute")
+        self.optimizer.observe(s, observation)
+        if self.problem.constraints:   # as Optuna's samplers store a constraints_func's
+            study._storage.set_trial_system_attr(
+                trial._trial_id, _CONSTRAINTS_KEY,
+                tuple(constraint_values(self.problem, observation)))
+        self._next = self.optimizer.suggest()
+        if self._next is None:   # stopped: end the study before another job runs
+            self._stopped = True
+            try:
+                study.stop()
+            except RuntimeError:   # study.ask() outside optimize(): the next ask gets the
+                pass               # recommendation
+

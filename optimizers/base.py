@@ -115,6 +115,20 @@ def derive(params: tuple[Param, ...], **changes: Mapping[str, Any]) -> tuple[Par
     return tuple(replace(p, **changes[p.name]) if p.name in changes else p for p in params)
 
 
+def _closest_param(word: str, params: tuple[Param, ...]) -> str:
+    """A "did you mean" for a mistyped parameter: by its name, else by the words of its doc
+    (``lookahead`` -> ``la``, documented as the "look-ahead window")."""
+    hint = did_you_mean(word, [p.name for p in params])
+    if hint:
+        return hint
+    def squash(text: str) -> str:
+        return "".join(ch for ch in text.lower() if ch.isalnum())
+    described = [p.name for p in params if len(squash(word)) >= 4 and any(
+        squash(w).startswith(squash(word)) or squash(word).startswith(squash(w)) and
+        len(squash(w)) >= 4 for w in p.doc.split())]
+    return f" (did you mean {described[0]!r}?)" if len(described) == 1 else ""
+
+
 def _parse_scalar(text: str, kind: type, optimizer: str, name: str):
     try:
         if kind is bool:
@@ -186,7 +200,7 @@ class Optimizer(ABC):
         unknown = sorted(set(params) - set(known))
         if unknown:
             raise ParameterError(f"{cls.name}: unknown parameter {unknown[0]!r}"
-                                 f"{did_you_mean(unknown[0], known)} (parameters: "
+                                 f"{_closest_param(unknown[0], cls.params)} (parameters: "
                                  f"{', '.join(known) or 'none'})")
         return {n: (p.validate(cls.name, params[n]) if n in params else p.default)
                 for n, p in known.items()}

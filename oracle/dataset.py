@@ -75,6 +75,7 @@ class DatasetMeta:
     measured: tuple[str, ...] = ("time", "cost")
     price_model: str = ""
     cost_unit: str = "USD"
+    time_unit: str = "s"     # the source's unit of time (stored in s): a bare time needs a unit
     curve_interval_s: float | None = None
     notes: str = ""
 

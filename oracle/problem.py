@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Mapping
 
 from .contract import METRICS
+from .spelling import did_you_mean
 
 __all__ = ["Objective", "Constraint", "Problem", "ProblemError", "METRICS", "TIME_UNITS",
            "parse_constraint", "to_seconds"]
@@ -22,8 +23,9 @@ _METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class ProblemError(ValueError):
-    """A problem an optimizer cannot pose (e.g. Lynceus without 'min cost'): bad input, the
-    command line exits 2 with this one-line message."""
+    """A problem a dataset or an optimizer cannot take (a metric the dataset does not measure,
+    an objective the optimizer does not optimise, e.g. Lynceus without 'min cost'): bad input,
+    the command line exits 2 with this one-line message."""
 
 
 def _check_metric(what: str, metric: str) -> None:
@@ -60,7 +62,8 @@ class Objective:
     def __post_init__(self):
         _check_metric("objective", self.metric)
         if self.direction not in ("min", "max"):
-            raise ValueError(f"objective direction {self.direction!r} is not 'min' or 'max'")
+            raise ValueError(f"objective direction {self.direction!r} is not 'min' or "
+                             f"'max'{did_you_mean(self.direction, ('min', 'max'))}")
 
     def __str__(self) -> str:
         return f"{self.direction} {self.metric}"
@@ -128,6 +131,18 @@ class Problem:
         """The quality metric of a recommendation: ``cno`` for cost minimisation (Lynceus),
         ``accuracy_c`` for accuracy maximisation under a cost cap (TrimTuner)."""
         return "accuracy_c" if self.objective.metric == "accuracy" else "cno"
+
+    def check_measured(self, dataset: str, measured: tuple[str, ...]) -> None:
+        """Raise ProblemError (with a "did you mean") when the objective or a constraint names
+        a metric that ``dataset`` does not measure (``measured``: ``DatasetMeta.measured``)."""
+        scalars = [m for m in measured if m != "acc_curve"]
+        named = [(f"objective '{self.objective}'", self.objective.metric)]
+        named += [(f"constraint '{c}'", c.metric) for c in self.constraints]
+        for what, metric in named:
+            if metric not in scalars:
+                raise ProblemError(f"{dataset}: the {what} names {metric!r}, which the dataset "
+                                   f"does not measure{did_you_mean(metric, scalars)} (measured: "
+                                   f"{', '.join(scalars)})")
 
     def constraint_on(self, metric: str) -> Constraint | None:
         return next((c for c in self.constraints if c.metric == metric), None)

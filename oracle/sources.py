@@ -166,10 +166,20 @@ def fetch(names: Sequence[str], from_dir: str | Path | None = None,
             datasets.extend(FORMATS[source.format](Path(tmp) / source.import_path, name=name))
     for d in datasets:
         d.write(data_dir() / f"{d.name}.parquet")
+    _drop_manifest(wanted)
     return [d.name for d in datasets]
 
 
 MANIFEST_NAME = "fetch-missing.tsv"
+
+
+def _drop_manifest(fetched: Sequence[str]) -> None:
+    """Remove the manifest of missing files once every dataset it lists is fetched."""
+    manifest = data_dir() / MANIFEST_NAME
+    if manifest.exists():
+        listed = {line.split("\t", 1)[0] for line in manifest.read_text().splitlines()[1:]}
+        if listed <= set(fetched):
+            manifest.unlink(missing_ok=True)
 
 
 def _upstream_path(url: str) -> str:

@@ -4,8 +4,9 @@ points of a real run, next to what the papers report.
 For each case (optimizer, parameters, dataset) one run is driven with a fixed seed by the run
 loop's ``farm.run.loop.Stepper`` (suggest -> oracle.run -> observe). At point ``n`` the run
 has made ``n - 1`` observations and the oracle has run the ``n``-th suggestion; the optimizer
-is deep-copied ``repeats`` times (after one untimed warm-up copy per case and executor: numba
-compilation, Ray workers) and each copy times ``observe(n-th observation)`` (the model refits
+is deep-copied ``repeats`` times (after one untimed warm-up copy per case and executor, at
+every point until one whose suggestion is model-based: numba compilation happens in the
+model, which a bootstrap suggestion never runs; Ray workers) and each copy times ``observe(n-th observation)`` (the model refits
 some optimizers do as data arrive) then ``suggest()`` (the latency the run loop records), so
 the timed suggestion is the one made after ``n`` observations. ``total`` = observe +
 suggest is the papers' "time to recommend the next configuration" (``farm.run.metrics``; the
@@ -47,7 +48,7 @@ import numpy as np
 
 from farm.report.papers import paper_latency
 from farm.run.loop import Stepper
-from farm.run.metrics import latency_stats
+from farm.run.metrics import quantile
 
 __all__ = ["BenchCase", "DEFAULT_CASES", "ONE_THREAD_ENV", "parse_cases", "bench",
            "bench_case", "format_rows", "json_default", "machine_info", "LYNCEUS_TF_SWEEP",
@@ -137,7 +138,10 @@ def _time_point(opt, pending, repeats: int, executor, warm_up: bool) -> dict[str
         obs.append(t_obs)
         total.append(t_obs + t_sug)
         total_cpu.append(c_obs + c_sug)
-    suggest, recommend = latency_stats(sug), latency_stats(total)  # farm.run.metrics
+    # the copies' timings, every one of them (latency_stats would drop the first as a run's
+    # warm-up: the warm-up copy is already apart)
+    suggest, recommend = ({"median": float(np.median(v)), "p90": quantile(v, 0.9)}
+                          for v in (sug, total))
     return {"suggest_median_s": suggest["median"], "suggest_p90_s": suggest["p90"],
             "suggest_cpu_median_s": float(np.median(sug_cpu)),
             "observe_median_s": float(np.median(obs)),
@@ -202,7 +206,8 @@ def bench_case(case: BenchCase, points: Sequence[int], repeats: int, seed: int =
         serial = None
         for label, executor in executors.items():
             timing = _time_point(opt, pending, repeats, executor, warm_up=label not in warm)
-            warm.add(label)
+            if "search" in timing["phase"]:   # the model ran (and compiled) in the warm-up
+                warm.add(label)
             compared = paper is not None and timing["phase"] == "search"
             row = {**base, "at": point, "executor": label, "status": "ok", **timing,
                    "ratio": paper.seconds / timing["total_median_s"] if compared else None,

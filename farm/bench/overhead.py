@@ -39,7 +39,9 @@ server`` backed by its own PostgreSQL cluster on 127.0.0.1 (``farm.bench.trackin
 With ``--resume SIZES`` it times, for each size, a sweep with tracking off, then a resume of it
 as ``farm sweep`` runs one (``resume_s``: files unchanged since written are not hashed again,
 ``farm.sweep.store.VerifiedFiles``) and one with ``--verify`` (``verify_s``: every record and
-trace hashed), each with the driver's CPU time. Target: resume of 20,000 runs < 10 s.
+trace hashed), each with the driver's CPU time, then ``farm report`` of it (``report_s``,
+``report_cpu_s``, ``report_rss_mb``: its peak memory). Targets for 20,000 runs: resume < 10 s; report < 20 s and
+< 500 MB.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["machine_speedup", "resume_cost", "run", "tracking_cost"]
+__all__ = ["machine_speedup", "report_cost", "resume_cost", "run", "tracking_cost"]
 
 
 def _spec(dataset: str, optimizer: str, runs: int, iterations: int | None, in_flight: int):
@@ -133,8 +135,32 @@ def resume_cost(sizes: list[int], dataset: str = "synthetic", optimizer: str = "
                     row[f"{name}_cpu_s"] = time.process_time() - c0
                     if again.skipped != n:
                         raise RuntimeError(f"the resume of {n} runs ran some again")
+                row.update(report_cost(out))
             rows.append(row)
     return rows
+
+
+def report_cost(sweep_dir: str) -> dict[str, float]:
+    """``farm report`` of a finished sweep in a child process, as a user runs it: its wall
+    and CPU time (``report_s``, ``report_cpu_s``: on a loaded machine the CPU time is what it
+    needs) and peak resident memory (``report_rss_mb``), the child's own (``wait4``). Target for 20,000 runs: < 20 s and < 500 MB."""
+    import subprocess
+    import sys
+
+    with tempfile.TemporaryDirectory(prefix="optfarm-bench-report-") as report, \
+            tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        child = subprocess.Popen([sys.executable, "-m", "farm", "report", sweep_dir, "--out",
+                                  report, "--no-tracking"], stdout=subprocess.DEVNULL,
+                                 stderr=err)
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - t0
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(f"farm report failed: {err.read().decode().strip()}")
+    return {"report_s": wall, "report_cpu_s": usage.ru_utime + usage.ru_stime,
+            "report_rss_mb": usage.ru_maxrss / 1024}
 
 
 @contextmanager

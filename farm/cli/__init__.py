@@ -29,14 +29,23 @@ def build_parser() -> argparse.ArgumentParser:
     from .run import add_run_command
     from .sweep import add_sweep_commands
 
-    p = argparse.ArgumentParser(prog="farm", description="optfarm: a benchmark farm for "
-                                "cloud-configuration optimizers")
+    p = _Parser(prog="farm", description="optfarm: a benchmark farm for "
+                "cloud-configuration optimizers")
     sub = p.add_subparsers(dest="command", required=True)
     for add in (add_run_command, add_datasets_commands, add_optimizers_command,
                 add_bench_commands, add_sweep_commands, add_report_commands,
                 add_leaderboard_command, add_cluster_commands):
         add(sub)
     return p
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors are one line (``farm sweep: error: argument
+    --seeds: invalid int value: '1e7'``), exit code 2, as every other bad input; ``--help``
+    still shows the usage. Subcommands' parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -31,10 +31,11 @@ def cmd_bench_farm(args) -> int:
               f"{args.iterations or 5} evaluations per run, tracking off, {args.workers} Ray "
               f"workers (load average {os.getloadavg()[1]:.1f})")
         print_table(rows, ["runs", "sweep_s", "resume_s", "resume_cpu_s", "verify_s",
-                           "verify_cpu_s"])
+                           "verify_cpu_s", "report_s", "report_cpu_s", "report_rss_mb"])
         print("resume: as `farm sweep` resumes (files unchanged since written not hashed "
-              "again); verify: `farm sweep --verify` (every file hashed); target for 20,000 "
-              "runs: resume < 10 s")
+              "again); verify: `farm sweep --verify` (every file hashed); report: `farm "
+              "report` of the sweep (wall, peak memory); targets for 20,000 runs: resume "
+              "< 10 s, report < 20 s and < 500 MB")
         return EXIT_OK
 
     if args.joined:

@@ -56,17 +56,9 @@ def table_blocks(rows: list[dict[str, Any]], columns: Sequence[str],
 
 def print_json(obj: Any) -> None:
     """One JSON object on stdout (numpy scalars as numbers, NaN and infinity as null)."""
-    print(json.dumps(_finite(obj), default=json_default))
+    from farm.run.metrics import finite_json
 
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
+    print(json.dumps(finite_json(obj), default=json_default, allow_nan=False))
 
 
 def fmt(v: Any) -> str:

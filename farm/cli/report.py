@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -19,9 +20,9 @@ from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_json
 
 __all__ = ["add_report_commands", "log_report_files"]
 
-DEFAULT_SPECS = ["sweeps/nightly.yaml", "sweeps/nightly-accuracy.yaml",
-                 "sweeps/nightly-guindani.yaml", "sweeps/nightly-obol.yaml",
-                 "sweeps/nightly-nephele.yaml"]
+DEFAULT_SPECS = ["sweeps/nightly.yaml", "sweeps/nightly-lynceus.yaml",
+                 "sweeps/nightly-accuracy.yaml", "sweeps/nightly-guindani.yaml",
+                 "sweeps/nightly-obol.yaml", "sweeps/nightly-nephele.yaml"]
 
 
 def _error(message: str) -> int:
@@ -30,16 +31,19 @@ def _error(message: str) -> int:
 
 
 def cmd_report(args) -> int:
-    from farm.report.analysis import analyse
+    from farm.report.analysis import TRACE_COLUMNS, analyse
     from farm.report.page import write_report
     from farm.sweep.location import Location
     from farm.sweep.results import load_sweep
 
     sweep_dir = args.sweep_dir  # a path, or a URI (s3://...)
+    if args.out and "://" not in args.out and os.path.isfile(args.out):
+        return _error(f"--out {args.out} is a file; name a folder for the report")
     try:
         sweep = Location.of(sweep_dir)
         out = Location.of(args.out) if args.out else sweep / "report"
-        trace, summaries = load_sweep(sweep_dir, current=args.current)
+        trace, summaries = load_sweep(sweep_dir, current=args.current,
+                                       columns=TRACE_COLUMNS)
         analyses = analyse(trace, summaries)
     except ValueError as e:
         return _error(str(e))
@@ -70,6 +74,12 @@ def log_report_files(sweep_dir: str | Path, files: list[Path], uri: str | None,
     from farm.sweep.tracking import Tracker, sweep_uri
 
     sweep = Store(sweep_dir).read_sweep() or {}
+    if uri is None and (sweep.get("tracking") or {}).get("uri") is None and \
+            not os.environ.get("MLFLOW_TRACKING_URI") and "://" not in str(sweep_dir) and \
+            not (Path(sweep_dir) / "mlflow.db").exists():
+        if not quiet:   # the sweep ran without tracking: no store to log to (none is created)
+            print("MLflow: the sweep was not tracked; report not logged")
+        return False
     tracker = Tracker(sweep_dir, sweep_uri(sweep_dir, uri),
                       (sweep.get("tracking") or {}).get("experiment"), sweep.get("name"),
                       sweep.get("sweep_id"))

@@ -26,7 +26,7 @@ FIRST_RUN = ("lynceus", ["la=1"])
 
 def cmd_run(args) -> int:
     from farm.run.loop import run_one
-    from farm.run.spec import RunSpec
+    from farm.run.spec import MAX_SEED, RunSpec
     from oracle.problem import Constraint, Objective
 
     try:
@@ -36,6 +36,8 @@ def cmd_run(args) -> int:
             Objective.parse(args.objective)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if not 0 <= args.seed <= MAX_SEED:
+        raise UsageError(f"--seed must be in [0, {MAX_SEED}], got {args.seed}")
     if args.iterations is not None and args.iterations < 1:
         raise UsageError(f"--iterations must be at least 1, got {args.iterations}")
     if args.budget is not None and not args.budget > 0:
@@ -57,8 +59,9 @@ def cmd_run(args) -> int:
     progress = Progress(sys.stderr, f"{optimizer} on {args.dataset}",
                         enabled=not (args.quiet or args.json))
     t0 = time.perf_counter()
+    oracle = _oracle(spec)
     try:
-        result = run_one(spec, on_step=progress.step)
+        result = run_one(spec, oracle=oracle, on_step=progress.step)
     finally:
         progress.close()
     if args.trace:
@@ -69,8 +72,25 @@ def cmd_run(args) -> int:
         print(json.dumps(result.summary, default=json_default))
         return EXIT_OK
     print("\n".join(describe(result.summary, time.perf_counter() - t0,
-                             first_run=args.optimizer is None)))
+                             first_run=args.optimizer is None,
+                             given=parse_params(params))))
     return EXIT_OK
+
+
+def _oracle(spec):
+    """The run's oracle; a constraint given on the command line that every or no
+    configuration meets is a ``warning:`` line on stderr (a threshold in another unit looks
+    so), as ``farm datasets import`` says of a description's."""
+    from oracle.oracle import Oracle
+    from oracle.registry import load
+
+    dataset = load(spec.dataset)
+    oracle = Oracle(dataset, spec.problem(dataset), aggregate=spec.aggregate)
+    if spec.constraints is not None:
+        for line in oracle.constraint_report():
+            if line.startswith("warning: "):
+                print(f"farm: {line.replace('the file', 'the dataset')}", file=sys.stderr)
+    return oracle
 
 
 class Progress:
@@ -111,25 +131,38 @@ def _config_text(config: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in config.items())
 
 
+def _unit(metric: str, unit: str) -> str:
+    """The unit a summary shows ``metric`` in: seconds, the dataset's cost unit, else none
+    (accuracy, a named metric in the dataset's own unit)."""
+    return {"time": "s", "cost": unit}.get(metric, "")
+
+
 def _value(metric: str, v, unit: str) -> str:
     if v is None:
         return "-"
-    return {"cost": f"{v:.4g} {unit}", "time": f"{v:.4g} s", "accuracy": f"{v:.3g}"}[metric]
+    digits = 3 if metric == "accuracy" else 4
+    return f"{v:.{digits}g} {_unit(metric, unit)}".rstrip()
 
 
 def _constraint_text(c: str, unit: str) -> str:
     """``time<=5330`` -> ``time <= 5330 s``."""
     for op in ("<=", ">="):
         c = c.replace(op, f" {op} ")
-    return c + {"time": " s", "cost": f" {unit}"}.get(c.split()[0], "")
+    return f"{c} {_unit(c.split()[0], unit)}".rstrip()
 
 
-def _given_params(optimizer: str, params: dict) -> str:
+def _given_params(optimizer: str, params: dict, given: dict | None) -> str:
+    """The parameters the user gave (``given``: as typed, None when not known) or else those
+    set away from the defaults; a given value equal to its default says so."""
     from optimizers.registry import get
 
     defaults = get(optimizer).resolve_params({})
-    given = [f"{k}={v}" for k, v in params.items() if defaults.get(k) != v]
-    return " ".join(given) or "(defaults)"
+    if given is None:
+        changed = [f"{k}={v}" for k, v in params.items() if defaults.get(k) != v]
+        return " ".join(changed) or "(defaults)"
+    texts = [f"{k}={params.get(k, v)}" + (" (its default)" if defaults.get(k) == params.get(k)
+                                          else "") for k, v in given.items()]
+    return " ".join(texts) or "(defaults)"
 
 
 def stop_text(reason: str) -> str:
@@ -146,17 +179,22 @@ def stop_text(reason: str) -> str:
             "target": "its incumbent met the --until target"}.get(reason, reason)
 
 
-def describe(s: dict, wall_s: float, first_run: bool = False) -> list[str]:
-    """The human summary of a run (``s``: the --json summary), lines of at most 100 columns."""
+def describe(s: dict, wall_s: float, first_run: bool = False,
+             given: dict | None = None) -> list[str]:
+    """The human summary of a run (``s``: the --json summary; ``given``: the parameters as
+    the user typed them), lines of at most 100 columns."""
     unit = s["units"]["cost"]
     problem, rec, best, metric = s["problem"], s["recommendation"], s["optimum"], s["metric"]
     objective = problem["objective"].replace("min ", "minimise ").replace("max ", "maximise ")
     constraints = " and ".join(_constraint_text(c, unit) for c in problem["constraints"]) or "nothing"
     stop = stop_text(s["stop_reason"])
-    rows = [("goal", f"{objective} ({unit}) subject to {constraints}"
+    goal_metric = problem["objective"].split()[1]
+    goal_unit = f" ({_unit(goal_metric, unit)})" if _unit(goal_metric, unit) else ""
+    rows = [("goal", f"{objective}{goal_unit} subject to {constraints}"
              + (f", exploration budget {problem['budget']:g} {unit}" if problem["budget"]
                 else "")),
-            ("optimizer", f"{s['optimizer']} {_given_params(s['optimizer'], s['params'])}")]
+            ("optimizer",
+             f"{s['optimizer']} {_given_params(s['optimizer'], s['params'], given)}")]
     if rec is None:
         rows.append(("recommended", "nothing: no configuration was observed feasible"))
     else:
@@ -172,6 +210,12 @@ def describe(s: dict, wall_s: float, first_run: bool = False) -> list[str]:
                 text += f" ({'meets' if checks[m]['holds'] else 'BREAKS'} " \
                         f"{_constraint_text(checks[m]['constraint'], unit)})"
             values.append(text)
+        for m, c in checks.items():  # the named metrics a constraint is on
+            if m in ("cost", "time", "accuracy"):
+                continue
+            verdict = "meets" if c["holds"] else "BREAKS"
+            values.append(f"{m} {_value(m, c['true'], unit)} ({verdict} "
+                          f"{_constraint_text(c['constraint'], unit)})")
         broken = [c for c in rec["constraints"] if not c["holds"]]
         rows.append(("", "true (mean) " + ", ".join(values) + ": "
                      + ("INFEASIBLE" if broken else "feasible")))
@@ -197,9 +241,11 @@ def describe(s: dict, wall_s: float, first_run: bool = False) -> list[str]:
     if rec is not None and metric == "cno":
         cno = rec["cno"]
         rows.append(("CNO", f"{fmt(cno)}: " + (
-            "infeasible, so no cost ratio counts" if cno == float("inf") else
-            f"the recommendation's true cost is {fmt(cno)} x the optimum's") +
-            " (Cost Normalised to the Optimum: 1 is the best possible)"))
+            f"infeasible, so no {goal_metric} ratio counts" if cno == float("inf") else
+            f"the recommendation's true {goal_metric} is {fmt(cno)} x the optimum's") +
+            (" (Cost Normalised to the Optimum: 1 is the best possible)" if goal_metric == "cost"
+             else f" (CNO here normalises the {goal_metric} to the optimum's: 1 is the best "
+             "possible)")))
     elif rec is not None:
         rows.append(("Accuracy_C", f"{fmt(rec['accuracy_c'])} against the optimum's "
                      f"{fmt(best['accuracy_c']) if best else '-'} (its true accuracy, scaled by "

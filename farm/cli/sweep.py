@@ -58,11 +58,19 @@ def cmd_sweep(args) -> int:
         else:
             if not (args.datasets and args.optimizers):
                 raise SpecError("give a SPEC file, or --datasets and --optimizers")
-            spec = inline_spec(args.datasets, args.optimizers, args.seeds or 1,
+            spec = inline_spec(args.datasets, args.optimizers,
+                               1 if args.seeds is None else args.seeds,
                                name=args.name or "inline", iterations=args.iterations,
                                budget=args.budget, params=_param_overrides(args.param))
             source = "inline sweep"
+        if args.max_runs is not None and args.max_runs < 1:
+            raise SpecError(f"--max-runs must be at least 1, got {args.max_runs}")
+        if args.max_in_flight is not None and args.max_in_flight < 1:
+            raise SpecError(f"--max-in-flight must be at least 1, got {args.max_in_flight}")
         out = args.out or str(Path("sweeps-out") / spec.name)  # a path, or a URI (s3://...)
+        if "://" not in out and os.path.isfile(out):
+            raise SpecError(f"--out {out} is a file; name a folder (new, or a sweep's to "
+                            "resume it)")
         return _run(spec, source, out, args)
     except SpecError as e:
         print(f"farm: error: {e}", file=sys.stderr)
@@ -114,7 +122,7 @@ def _sweep(spec, source, out, args, run: bool = True, tracking: bool | None = No
                      tracking=False if args.no_tracking else tracking,
                      tracking_uri=args.tracking_uri,
                      artifacts=True if args.artifacts else None,
-                     max_runs=args.max_runs or DEFAULT_MAX_RUNS,
+                     max_runs=DEFAULT_MAX_RUNS if args.max_runs is None else args.max_runs,
                      progress=run and not args.no_progress, verify=args.verify, run=run,
                      statistics=STATISTICS)
 
@@ -137,8 +145,14 @@ def _run_here(spec, source, out, args) -> int:
             _say_where_tracking_goes(out, args.tracking_uri or spec.tracking.uri)
         with _signals_interrupt():
             report = _sweep(spec, source, out, args)
-    except (FolderBusy, DamagedFile, LocationError) as e:
+    except (FolderBusy, LocationError) as e:
         print(f"farm: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except DamagedFile as e:
+        remedy = ("; restore it from a copy (it holds the sweep's id, which names its MLflow "
+                  "runs), or start the sweep afresh in a new --out folder"
+                  if str(e.path).endswith("sweep.json") else "")
+        print(f"farm: error: {e}{remedy}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except ClusterLost as e:  # what finished is stored, the index written, MLflow's run FAILED
         if not driver.watched():  # else the watching parent printed it when it happened
@@ -243,7 +257,7 @@ def _resume_command(args, out) -> str:
         what = [args.spec]
     else:
         what = ["--datasets", args.datasets, "--optimizers", args.optimizers,
-                "--seeds", str(args.seeds or 1)]
+                "--seeds", str(1 if args.seeds is None else args.seeds)]
         what += [f"--{k}={v}" for k, v in (("iterations", args.iterations),
                                             ("budget", args.budget), ("name", args.name))
                  if v is not None]

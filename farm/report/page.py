@@ -17,7 +17,7 @@ import numpy as np
 from farm.report import plots
 from farm.report.analysis import DatasetAnalysis
 from farm.report.sections import SECTIONS, Section
-from farm.run.metrics import REACH_TARGETS
+from farm.run.metrics import REACH_TARGETS, finite_json
 
 __all__ = ["MAX_CURVES", "chosen_variants", "write_report"]
 
@@ -51,8 +51,8 @@ def write_report(analyses: Mapping[str, DatasetAnalysis], out_dir: Path,
             files += written
             body += [_img(f) for f in written if f.suffix == ".png"]
     stats_path = out_dir / "stats.json"
-    stats_path.write_text(json.dumps({n: a.stats for n, a in analyses.items()}, indent=1,
-                                     default=_json_float))
+    stats_path.write_text(json.dumps(finite_json({n: a.stats for n, a in analyses.items()}),
+                                     indent=1, default=_json_float, allow_nan=False))
     page = out_dir / "report.html"
     page.write_text(_PAGE.format(title=html.escape(title), body="\n".join(body)))
     return files + [stats_path, page]

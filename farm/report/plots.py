@@ -24,9 +24,18 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-__all__ = ["plot_accuracy", "plot_cno", "plot_interaction", "plot_main_effects", "plot_reach_cdf"]
+__all__ = ["plot_accuracy", "plot_cno", "plot_interaction", "plot_main_effects", "plot_reach_cdf",
+           "target_text"]
 
-_CNO_CEILING = 1e3  # CNO drawn at most this high; no valid recommendation is drawn on top
+_NONE_LABEL = "no feasible\nrecommendation"   # CNO = inf: drawn in a band above the values
+_TARGET_TEXT = {"cno<=2": "CNO <= 2", "cno<=1.1": "CNO <= 1.1", "cno<=1": "CNO <= 1",
+                "acc_c>=0.9opt": "Accuracy_C >= 90% of the optimum's"}
+
+
+def target_text(label: str) -> str:
+    """A reach target as figures, tables and ``farm run`` write it (``cno<=2`` -> ``CNO <=
+    2``)."""
+    return _TARGET_TEXT.get(label, label)
 
 
 def _styles(labels: Sequence[str]) -> dict[str, dict]:
@@ -51,12 +60,20 @@ def _log_x(ax) -> None:
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
-def _save(fig, path: Path, title: str) -> Path:
+def _save(fig, path: Path, title: str, legend_below: bool = False) -> Path:
     fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.1, 1, 1) if legend_below else (0, 0, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _legend_below(fig, ax, y: float = 0.0) -> None:
+    """The legend under the panels (its bottom at figure height ``y``: above a footnote),
+    never over a curve."""
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, y),
+               ncol=min(len(labels), 4), fontsize=8, frameon=False)
 
 
 def plot_cno(path: Path, dataset: str, grid: np.ndarray,
@@ -64,9 +81,18 @@ def plot_cno(path: Path, dataset: str, grid: np.ndarray,
     """Two panels: the p50 of CNO over seeds at each exploration cost (``curves[label]["p50"]``
     over ``grid``), and Lynceus Fig. 4's form, the p90 of CNO against the p90 of the
     exploration cost, step by step (``fig4_cost``, ``fig4_cno``; ``analysis.paper_p90_curve``).
-    CNO = inf (no valid recommendation yet) is drawn at the top edge."""
+
+    CNO = inf (no feasible recommendation yet) is not a value: it is drawn in a shaded band
+    above the axis' values, labelled as such. A curve can climb back into it, or up at all:
+    an incumbent is chosen on what the optimizer observed (one noisy draw per run), CNO on the
+    configuration's true mean, so a new incumbent whose draw met the constraints can be
+    infeasible, or costlier, on average (random search on the synthetic job does so)."""
     styles = _styles(list(curves))
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    values = np.concatenate([np.ravel(c[k]) for c in curves.values() for k in ("p50", "fig4_cno")])
+    finite = values[np.isfinite(values)]
+    top = max(float(finite.max()) if len(finite) else 2.0, 2.0)
+    none_at, band = top * 4.0, (top * 2.0, top * 8.0)   # log axis: the band's middle
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), sharey=True)
     panels = ((axes[0], "p50 of CNO over seeds at each cost", "cumulative exploration cost ($)",
                lambda c: (grid, c["p50"])),
               (axes[1], "Lynceus Fig. 4: p90 of CNO at each step",
@@ -75,18 +101,26 @@ def plot_cno(path: Path, dataset: str, grid: np.ndarray,
     for ax, title, xlabel, xy in panels:
         for label, c in curves.items():
             x, y = xy(c)
-            ax.step(x, np.minimum(y, _CNO_CEILING), where="post", **styles[label], label=label,
-                    lw=1.6)
+            ax.step(x, np.where(np.isfinite(y), y, none_at), where="post", **styles[label],
+                    label=label, lw=1.6)
         ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+        ax.axhspan(*band, color="0.9", zorder=0)
         _log_x(ax)
         ax.set_yscale("log")
-        ax.set_ylim(0.9, _CNO_CEILING * 1.2)
+        ax.set_ylim(0.9, band[1])
         ax.set_xlabel(xlabel)
         ax.set_title(title, fontsize=10)
         ax.grid(True, which="both", alpha=0.25)
-    axes[0].set_ylabel("CNO (top edge: no feasible recommendation)")
-    axes[1].legend(fontsize=8, loc="upper right")
-    return _save(fig, path, dataset)
+    ticks = [t for t in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000) if t <= top * 1.5]
+    axes[0].set_yticks(ticks + [none_at], [f"{t:g}" for t in ticks] + [_NONE_LABEL],
+                       fontsize=8)
+    axes[0].yaxis.set_minor_formatter(NullFormatter())
+    axes[0].set_ylabel("CNO (1: the optimum)")
+    fig.text(0.5, 0.005, "A curve may climb back: incumbents are chosen on observed (noisy) "
+             "runs, CNO is the true mean's; grey band: no feasible recommendation yet.",
+             ha="center", va="bottom", fontsize=7.5, color="0.35")
+    _legend_below(fig, axes[1], y=0.035)
+    return _save(fig, path, dataset, legend_below=True)
 
 
 def plot_reach_cdf(path: Path, dataset: str,
@@ -108,15 +142,18 @@ def plot_reach_cdf(path: Path, dataset: str,
             y = np.concatenate([[0.0], np.arange(1, np.isfinite(costs).sum() + 1) / n])
             y = np.append(y, y[-1])
             ax.step(x, y, where="post", **styles[label], label=label, lw=1.6)
+        ax.axhline(0.9, color="grey", lw=0.9, ls="--")
+        ax.text(lo, 0.9, " 0.9: read the p90 cost here", va="bottom", ha="left", fontsize=7.5,
+                color="0.35")
         ax.set_xlim(lo, hi)
         _log_x(ax)
         ax.set_ylim(0, 1.02)
-        ax.set_xlabel(f"exploration cost to reach {target} ($)")
-        ax.set_title(f"CDF over seeds, {target}")
+        ax.set_xlabel(f"exploration cost to reach {target_text(target)} ($)")
+        ax.set_title(f"CDF over seeds, {target_text(target)}")
         ax.grid(True, which="both", alpha=0.25)
     axes[0].set_ylabel("fraction of runs")
-    axes[-1].legend(fontsize=8, loc="lower right")
-    return _save(fig, path, dataset)
+    _legend_below(fig, axes[-1])
+    return _save(fig, path, dataset, legend_below=True)
 
 
 def plot_accuracy(path: Path, dataset: str, optimum: float,
@@ -138,8 +175,8 @@ def plot_accuracy(path: Path, dataset: str, optimum: float,
         ax.set_title("mean Accuracy_C over seeds")
         ax.grid(True, which="both", alpha=0.25)
     axes[0].set_ylabel("Accuracy_C")
-    axes[-1].legend(fontsize=8, loc="lower right")
-    return _save(fig, path, dataset)
+    _legend_below(fig, axes[-1])
+    return _save(fig, path, dataset, legend_below=True)
 
 
 def plot_main_effects(path: Path, title: str, sens, ylabel: str) -> Path:

@@ -289,6 +289,7 @@ def figures(analyses: Mapping, out_dir) -> list:
     from pathlib import Path
 
     from farm.report import plots
+    from farm.run.metrics import finite_json
 
     out_dir = Path(out_dir)
     files, doc = [], {}
@@ -308,6 +309,6 @@ def figures(analyses: Mapping, out_dir) -> list:
                 out_dir / f"interaction_{slug}_{a}_{b}.png", optimizer, s, a, b))
     if doc:
         path = out_dir / "sensitivity.json"
-        path.write_text(json.dumps(doc, indent=1, default=str))
+        path.write_text(json.dumps(finite_json(doc), indent=1, default=str, allow_nan=False))
         files.append(path)
     return files

@@ -54,6 +54,9 @@ TRACE_SCHEMA = pa.schema([
     ("pick_config_id", pa.int64()), ("pick_fidelity", pa.float64()),
     ("pick_cno", pa.float64()), ("pick_cno_raw", pa.float64()),
     ("pick_accuracy_c", pa.float64()), ("pick_feasible", pa.bool_()),
+    # the observed values of the dataset's named metrics (``DatasetMeta.named_metrics``;
+    # empty for a run stopped by its time cap or a dataset that measures none)
+    ("metrics", pa.map_(pa.string(), pa.float64())),
 ])
 # the columns that are measured, not computed: they differ between two runs of one spec
 TIMING_COLUMNS = ("recommendation_latency_s", "model_fit_s", "warmup_s")
@@ -209,6 +212,7 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
             "pick_cno_raw": picked.get("cno_raw", math.nan),
             "pick_accuracy_c": picked.get("accuracy_c", math.nan),
             "pick_feasible": picked["feasible"],
+            "metrics": {k: float(v) for k, v in obs.metrics.items()},
         })
         if on_step is not None:
             on_step(rows[-1])

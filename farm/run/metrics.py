@@ -36,9 +36,9 @@ from farm.run.recurring_job import recurring_job_metrics
 from oracle.oracle import Oracle
 
 __all__ = ["AUC_CNO_CAP", "QUANTILE_METHOD", "REACH_TARGETS", "TARGET_LABELS", "accuracy_c",
-           "after_warmup", "cno", "final_quality", "first_reach", "latency_stats", "pick_quality",
-           "quality_auc", "quantile", "recommendation_quality", "step_quality", "summarize",
-           "target_check", "true_quality", "worse_quantile"]
+           "after_warmup", "cno", "final_quality", "finite_json", "first_reach", "latency_stats",
+           "pick_quality", "quality_auc", "quantile", "recommendation_quality", "step_quality",
+           "summarize", "target_check", "true_quality", "worse_quantile"]
 
 # metric -> {label: threshold}: CNO thresholds of Lynceus Fig. 4-5 (1: the optimum itself), and
 # Accuracy_C as a fraction of the feasible optimum's (TrimTuner Fig. 1).
@@ -171,6 +171,21 @@ def final_quality(summary: Mapping, pick: bool = False) -> float:
     if metric == "cno":
         return float(rec["cno"]) if rec and rec["feasible"] else math.inf
     return float(rec["accuracy_c"]) if rec else 0.0
+
+
+def finite_json(obj: Any) -> Any:
+    """``obj`` (dicts, lists, numbers, numpy scalars) as strict JSON takes it: a value that is
+    not finite (a CNO never reached, an infeasible run's inf) is None, numpy scalars are
+    Python numbers. ``farm run``'s summary, the record sweeps store, keeps inf instead."""
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    return obj
 
 
 def after_warmup(latency: np.ndarray) -> np.ndarray:

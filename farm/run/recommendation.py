@@ -27,13 +27,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from oracle.oracle import Oracle
-from oracle.problem import METRICS
+from oracle.problem import METRICS, Problem
 
-from oracle.problem import Problem
-
-__all__ = ["TestedIncumbent", "constraint_checks", "true_values"]
+__all__ = ["TestedIncumbent", "constraint_checks", "observed_values", "true_values"]
 
 
 class TestedIncumbent:
@@ -99,18 +98,28 @@ def constraint_checks(oracle: Oracle, config_id: int, trace: pa.Table,
                       fidelity: float = 1.0) -> list[dict[str, Any]]:
     """One entry per constraint of the problem: ``constraint`` (``time<=5330``), ``metric``,
     ``true`` (mean value) and ``holds`` on it, and the values ``observed`` when the run
-    evaluated this configuration at this fidelity (a timed-out run observes its cap; none for
-    a metric the trace does not record)."""
+    evaluated this configuration at this fidelity (a timed-out run observes its cap, and
+    none of a named metric)."""
     ids = trace.column("config_id").to_numpy()
     fids = trace.column("fidelity").to_numpy()
     seen = (ids == config_id) & np.isclose(fids, fidelity)
     checks = []
     for c in oracle.problem.constraints:
         true = oracle.true_value(config_id, fidelity, metric=c.metric)
-        observed = (trace.column(c.metric).to_numpy(zero_copy_only=False)[seen].astype(float)
-                    if c.metric in trace.column_names else [])
+        observed = observed_values(trace, c.metric)[seen]
         with np.errstate(invalid="ignore"):
             holds = bool(c.holds(true))
         checks.append({"constraint": str(c), "metric": c.metric, "true": _number(true),
                        "holds": holds, "observed": [_number(v) for v in observed]})
     return checks
+
+
+def observed_values(trace: pa.Table, metric: str) -> np.ndarray:
+    """Each step's observed ``metric``: a column of the trace, or a named metric from its
+    ``metrics`` map (NaN where the step did not measure it)."""
+    if metric in trace.column_names:
+        return trace.column(metric).to_numpy(zero_copy_only=False).astype(float)
+    if "metrics" not in trace.column_names:
+        return np.full(trace.num_rows, np.nan)
+    return pc.map_lookup(trace.column("metrics"), metric, "first").to_numpy(
+        zero_copy_only=False).astype(float)

@@ -13,9 +13,11 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from oracle.dataset import Dataset
-from oracle.problem import Constraint, Objective, Problem
+from oracle.problem import Constraint, Objective, Problem, ProblemError, parse_constraint
 
-__all__ = ["RunSpec", "changed_params"]
+__all__ = ["MAX_SEED", "RunSpec", "changed_params", "problem_for"]
+
+MAX_SEED = 2**32 - 1   # the largest seed: traces store it as int64, numpy's generators take it
 
 
 @dataclass(frozen=True)
@@ -32,12 +34,8 @@ class RunSpec:
     until: str | None = None             # stop once the incumbent meets this REACH_TARGETS label
 
     def problem(self, dataset: Dataset) -> Problem:
-        """The dataset's default problem with this spec's overrides."""
-        return dataset.meta.problem.with_overrides(
-            objective=None if self.objective is None else Objective.parse(self.objective),
-            constraints=None if self.constraints is None else
-            [Constraint.parse(c) for c in self.constraints],
-            budget=self.budget)
+        """The dataset's default problem with this spec's overrides (``problem_for``)."""
+        return problem_for(dataset, self.objective, self.constraints, self.budget)
 
     def resolved(self) -> "RunSpec":
         """The same spec with every optimizer parameter made explicit (defaults filled in)."""
@@ -72,6 +70,27 @@ class RunSpec:
 
 
 _FIELDS = tuple(f.name for f in fields(RunSpec))
+
+
+def problem_for(dataset: Dataset, objective: str | None, constraints: tuple[str, ...] | None,
+                budget: float | None = None) -> Problem:
+    """The dataset's default problem with a run's overrides (None: the dataset's). Raises
+    ProblemError when they name a metric the dataset does not measure, or give a time without
+    its unit on a dataset whose source measured time in another unit than seconds."""
+    for text in constraints or ():
+        metric, op, value, unit = parse_constraint(text)
+        if metric == "time" and unit is None and dataset.meta.time_unit != "s":
+            raise ProblemError(
+                f"{dataset.name}: constraint {text!r} needs its unit: the table gave times in "
+                f"{dataset.meta.time_unit} (its description's constraints are in "
+                f"{dataset.meta.time_unit}), farm stores seconds; write "
+                f"'time{op}{value:g} {dataset.meta.time_unit}' or 'time{op}... s'")
+    problem = dataset.meta.problem.with_overrides(
+        objective=None if objective is None else Objective.parse(objective),
+        constraints=None if constraints is None else [Constraint.parse(c) for c in constraints],
+        budget=budget)
+    problem.check_measured(dataset.name, dataset.meta.measured)
+    return problem
 
 
 def changed_params(optimizer, resolved: dict[str, Any]) -> dict[str, Any]:

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from farm.run.metrics import final_quality, worse_quantile
-from farm.run.spec import RunSpec
+from farm.run.spec import RunSpec, problem_for
 from farm.sweep.spec import DEFAULT_MAX_RUNS, SweepSpec, expand_keyed
-from farm.sweep.store import Store, StoreError, spec_to_dict
+from farm.sweep.store import DamagedFile, Store, StoreError, spec_to_dict
 
 if TYPE_CHECKING:
     from farm.sweep.tracking import Statistics
@@ -77,15 +77,24 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
     t0 = time.perf_counter()
     keyed = expand_keyed(spec, source, max_runs=max_runs)  # each run key computed once
     runs = list(keyed.values())
-    for name in sorted({r.dataset for r in runs}):
-        load(name)  # a missing dataset is bad input, reported before anything runs
+    # a missing dataset, or a problem naming a metric it does not measure, is bad input,
+    # reported before anything runs
+    datasets = {name: load(name) for name in sorted({r.dataset for r in runs})}
+    for name, objective, constraints in {(r.dataset, r.objective, r.constraints) for r in runs}:
+        problem_for(datasets[name], objective, constraints)
     store = Store(out)
     with store.lock():
         previous = store.read_sweep() or {}
+        if not previous and store.holds_records():
+            raise DamagedFile(store.show(store.root / "sweep.json"), "missing, though the "
+                              "folder holds stored runs (without it, a new sweep id would log "
+                              "them to MLflow again)")
         sweep_id = previous.get("sweep_id") or uuid.uuid4().hex
         stored = spec.model_dump(mode="json")
-        if tracking_uri:
-            stored["tracking"]["uri"] = tracking_uri
+        # the tracking URI given now, else the one the sweep was started with (README)
+        uri = tracking_uri or (previous.get("tracking") or {}).get("uri")
+        if uri:
+            stored["tracking"]["uri"] = uri
         if artifacts is not None:
             stored["tracking"]["artifacts"] = artifacts
         store.write_spec(stored, sweep_id)

@@ -41,12 +41,14 @@ from pydantic import (
     StrictInt,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
-from farm.run.spec import RunSpec, changed_params
+from farm.run.spec import MAX_SEED, RunSpec, changed_params
 from optimizers.base import ParameterError
 from oracle.problem import Constraint, Objective
 from oracle.spelling import did_you_mean
+from oracle.unique_yaml import load_unique
 
 __all__ = ["DEFAULT_MAX_RUNS", "SpecError", "SweepSpec", "expand", "expand_keyed", "inline_spec",
            "load_spec", "parse_spec", "read_yaml"]
@@ -54,6 +56,7 @@ __all__ = ["DEFAULT_MAX_RUNS", "SpecError", "SweepSpec", "expand", "expand_keyed
 Scalar = bool | int | float | str
 DEFAULT_MAX_RUNS = 200_000   # a sweep larger than this needs --max-runs
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+MAX_NAME = 100               # a sweep's name names folders and MLflow experiments
 
 
 class SpecError(ValueError):
@@ -124,8 +127,15 @@ class OptimizerEntry(_Model):
 
 
 class SeedRange(_Model):
-    start: StrictInt = Field(0, ge=0)
+    start: StrictInt = Field(0, ge=0, le=MAX_SEED)
     count: StrictInt = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _last_seed(self):
+        if self.start + self.count - 1 > MAX_SEED:
+            raise ValueError(f"the last seed, {self.start + self.count - 1}, is above "
+                             f"{MAX_SEED} (2**32 - 1)")
+        return self
 
 
 class Runtime(_Model):
@@ -158,6 +168,9 @@ class SweepSpec(_Model):
     @field_validator("name")
     @classmethod
     def _name(cls, v):
+        if len(v) > MAX_NAME:
+            raise ValueError(f"a sweep name has at most {MAX_NAME} characters, got {len(v):,} "
+                             "(it names the output folder and the MLflow experiment)")
         if not _NAME.fullmatch(v) or ".." in v:
             raise ValueError(f"{v!r} is not a sweep name (letters, digits and ._+- only, no "
                              "path separators or '..': it names the output folder)")
@@ -170,6 +183,8 @@ class SweepSpec(_Model):
             raise ValueError("must be a positive number of seeds, a list or {start, count}")
         if isinstance(v, list) and (not v or min(v) < 0 or len(set(v)) != len(v)):
             raise ValueError("must list distinct non-negative seeds")
+        if isinstance(v, list) and max(v) > MAX_SEED or isinstance(v, int) and v > MAX_SEED:
+            raise ValueError(f"seeds are at most {MAX_SEED} (2**32 - 1)")
         return v
 
     def n_runs(self) -> int:
@@ -260,29 +275,17 @@ def read_yaml(path: str | Path) -> Any:
     if not path.is_file():
         raise SpecError(f"{path}: no such sweep spec")
     try:
-        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
+        data = load_unique(path.read_text())
     except OSError as e:
         raise SpecError(f"{path}: cannot read the file ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{path}: not a text file (byte {e.start} is not UTF-8): a sweep spec "
+                        "is YAML") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
         raise SpecError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
     return data
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, refusing a mapping that gives one key twice (YAML keeps the last
-    silently)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} is given twice", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep)
 
 
 def inline_spec(datasets: str, optimizers: str, seeds: int, *, name: str = "inline",

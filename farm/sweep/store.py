@@ -473,9 +473,15 @@ class Store:
                               f"({size} bytes, {record['trace_bytes']} written)", key)
         return sig
 
-    def verified(self) -> Scan:
-        """``scan``, refusing any damaged file (for readers: ``farm report``, ``farm sync``)."""
-        scan = self.scan()
+    def holds_records(self) -> bool:
+        """Whether any run record is stored (one listing of ``runs/``)."""
+        listed = self.fs.get_file_info(pafs.FileSelector(str(self.runs), allow_not_found=True))
+        return any(i.base_name.endswith(".json") for i in listed)
+
+    def verified(self, *, trust_unchanged: bool = False) -> Scan:
+        """``scan``, refusing any damaged file (for readers: ``farm report``, ``farm sync``);
+        ``trust_unchanged`` as ``scan``'s."""
+        scan = self.scan(trust_unchanged=trust_unchanged)
         if scan.damaged:
             first = scan.damaged[0]
             more = f" (and {len(scan.damaged) - 1} more)" if len(scan.damaged) > 1 else ""
@@ -494,10 +500,17 @@ class Store:
         """run_keys whose record says done and whose record and trace are intact."""
         return self.verified().finished()
 
-    def trace(self, run_key: str) -> pa.Table:
+    def trace(self, run_key: str, columns: Iterable[str] | None = None) -> pa.Table:
+        """The run's trace; with ``columns``, only those of them the trace has (a trace
+        written before a column was added lacks it). No dataset discovery: a report reads
+        20,000 of them."""
         path = self.trace_path(run_key)
         try:
-            return pq.read_table(pa.BufferReader(self._read(path)))
+            file = pq.ParquetFile(pa.BufferReader(self._read(path)))
+            if columns is None:
+                return file.read()
+            names = set(file.schema_arrow.names)
+            return file.read(columns=[c for c in columns if c in names])
         except FileNotFoundError:
             raise DamagedFile(self.show(path), "trace missing", run_key) from None
         except pa.ArrowInvalid as e:

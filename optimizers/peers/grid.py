@@ -11,6 +11,7 @@ library expects a failed evaluation to be answered).
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 import numpy as np
@@ -56,16 +57,15 @@ class GridView:
 def constraint_values(problem: Problem, observation: Observation) -> list[float]:
     """One value per constraint, <= 0 when the observed run met it (Optuna's convention):
     the relative violation ``value / threshold - 1`` (``1 - value / threshold`` for ``>=``),
-    or the difference when the threshold is 0. A timed-out run violates every constraint."""
-    values = {"time": observation.time, "cost": observation.cost,
-              "accuracy": observation.accuracy}
+    or the difference when the threshold is 0, on any measured metric (``Observation.value``).
+    A timed-out run violates every constraint (its named metrics are unknown)."""
     out = []
     for c in problem.constraints:
-        v, t = values[c.metric], c.threshold
+        v, t = observation.value(c.metric), c.threshold
         gap = (v - t if c.op == "<=" else t - v)
         out.append(gap / abs(t) if t != 0 else gap)
     if observation.timed_out:
-        out = [max(v, 1e-9) for v in out]
+        out = [1e-9 if math.isnan(v) else max(v, 1e-9) for v in out]
     return out
 
 
@@ -73,7 +73,7 @@ def penalised_objective(problem: Problem, observation: Observation) -> float:
     """The objective for a peer with no constraint mechanism: an infeasible run's value is
     made worse by the factor (1 + total relative violation), as TrimTuner's Accuracy_C scales
     an over-budget accuracy by C_max / cost."""
-    value = getattr(observation, problem.objective.metric)
+    value = observation.value(problem.objective.metric)
     factor = 1.0 + sum(max(v, 0.0) for v in constraint_values(problem, observation))
     return value * factor if problem.objective.direction == "min" else value / factor
 

@@ -75,6 +75,7 @@ from ..problem import (
     to_seconds,
 )
 from ..space import Dimension
+from ..unique_yaml import load_unique
 from ._expression import Expression
 from ._table import RawTable, build_dataset, ordered_values, read_csv, read_parquet
 
@@ -177,9 +178,11 @@ class Description(_Strict):
 
 def _read_yaml(path: Path):
     try:
-        return yaml.safe_load(path.read_text())
+        return load_unique(path.read_text())
     except OSError as e:
         raise DatasetError(f"{path}: cannot read the description ({e})") from None
+    except UnicodeDecodeError as e:
+        raise DatasetError(f"{path}: not a text file (byte {e.start} is not UTF-8)") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark else ""
@@ -285,7 +288,7 @@ def load(path: Path, description: str | Path | None = None,
         price_model=(f"column {price.column} per hour" if price.column else
                      f"formula {price.formula} per hour" if price.formula else
                      f"median of {price.cost_column} / time per configuration"),
-        cost_unit=desc.units.get("cost", "USD"), notes=desc.notes,
+        cost_unit=desc.units.get("cost", "USD"), time_unit=time_unit, notes=desc.notes,
     )
     return [build_dataset(t, columns, meta, price_column=price_col, time_column=c.time)]
 

@@ -197,3 +197,15 @@ def test_the_paper_value_lands_on_the_bench_row(shared_datasets):
     assert row["status"] == "ok" and row["phase"] == "search"
     assert row["paper_s"] == 0.05 and row["paper_ref"] == "Lynceus Tab. II LA=0"
     assert row["ratio"] == pytest.approx(0.05 / row["total_median_s"])
+
+
+def test_the_warm_up_runs_the_model_not_only_the_bootstrap():
+    """The first point of Lynceus' run is in its bootstrap (no model, nothing compiled): the
+    warm-up copy is made again at every point until the model runs, so numba compiles there,
+    untimed, and not in the p90 of the first model-based point."""
+    rows = bench([BenchCase("lynceus", "synthetic", {"la": 0})], [2, 3, 15], repeats=2)
+    phases = [r["phase"] for r in rows]
+    assert phases[:2] == ["init", "init"] and phases[2] == "search"
+    assert all(r["warmup_s"] is not None for r in rows)   # warmed at each until the model ran
+    more = bench([BenchCase("lynceus", "synthetic", {"la": 0})], [15, 16], repeats=2)
+    assert more[0]["warmup_s"] is not None and more[1]["warmup_s"] is None

@@ -469,3 +469,52 @@ def test_lookahead_table_gives_quantiles_per_la_and_the_p90_ratio_to_la0():
     assert la0["p50 ($)"] == 4.0 and la0["p90 ($)"] == math.inf and la0["seeds"] == 4
     assert la1["p90 ($)"] == 2.0 and la1["p90 LA0 / LA"] == math.inf
     assert la0["p90 LA0 / LA"] is None   # never reached at p90: no ratio
+
+
+def _drawn(monkeypatch, draw):
+    """The matplotlib figure ``draw()`` saves (captured before it is closed)."""
+    from farm.report import plots
+
+    figures, save = [], plots._save
+    monkeypatch.setattr(plots, "_save", lambda fig, *a, **k: (figures.append(fig),
+                                                               save(fig, *a, **k))[1])
+    draw()
+    fig, = figures
+    fig.canvas.draw()
+    return fig
+
+
+def _legend_clear_of_the_axes(fig):
+    legend, = fig.legends
+    box = legend.get_window_extent()
+    assert all(box.y1 <= ax.get_window_extent().y0 for ax in fig.axes)
+
+
+def test_cno_figure_shows_no_feasible_recommendation_as_such(tmp_path, monkeypatch):
+    from farm.report import plots
+
+    grid = np.geomspace(1, 100, 20)
+    curve = np.where(grid < 10, np.inf, 2.0)
+    curves = {"random": {"p50": curve, "fig4_cost": grid, "fig4_cno": curve}}
+    fig = _drawn(monkeypatch, lambda: plots.plot_cno(tmp_path / "c.png", "d", grid, curves))
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert "no feasible\nrecommendation" in labels and "1000" not in labels
+    none_at = ax.get_yticks()[labels.index("no feasible\nrecommendation")]
+    x, y = ax.lines[0].get_data()
+    assert np.all(y[x < 10] == none_at) and np.all(y[x >= 10] == 2.0)
+    assert none_at > 2.0 * 2 and ax.get_ylim()[1] < 100   # a band just above the values
+    _legend_clear_of_the_axes(fig)
+
+
+def test_reach_figure_says_cno_and_draws_the_read_off_line(tmp_path, monkeypatch):
+    from farm.report import plots
+
+    reach = {"random": {"cno<=2": np.array([1.0, 2.0, np.inf]),
+                        "cno<=1.1": np.array([3.0, np.inf, np.inf])}}
+    fig = _drawn(monkeypatch, lambda: plots.plot_reach_cdf(tmp_path / "r.png", "d", reach))
+    assert [ax.get_title() for ax in fig.axes] == ["CDF over seeds, CNO <= 2",
+                                                   "CDF over seeds, CNO <= 1.1"]
+    for ax in fig.axes:
+        assert any(np.allclose(line.get_ydata(), 0.9) for line in ax.lines[1:])
+    _legend_clear_of_the_axes(fig)

@@ -73,11 +73,38 @@ def test_a_parameter_outside_the_space_is_named():
         study.optimize(lambda t: len(t.suggest_categorical("gpu", ["a100", "h100"])), n_trials=1)
 
 
-def test_the_sampler_stops_the_study_on_the_recommendation():
-    # eic-usd stops on its own (1% marginal-reward rule); the study then ends on the
-    # recommendation, which is not told to the optimizer
+def test_the_sampler_stops_the_study_when_the_optimizer_stops():
+    # eic-usd stops on its own (1% marginal-reward rule); the study then ends at once: every
+    # trial ran a job the optimizer chose and was told (none runs after the stop)
     sampler = OptfarmSampler("eic-usd", oracle().space, oracle().problem, seed=1)
     study, _, _ = _study(sampler, 200)
-    assert sampler.recommended(study.trials[-1]) and len(study.trials) < 200
-    assert not any(sampler.recommended(t) for t in study.trials[:-1])
-    assert len(sampler.optimizer.history) == len(study.trials) - 1
+    assert len(study.trials) < 200
+    assert len(sampler.optimizer.history) == len(study.trials)
+    assert not any(sampler.recommended(t) for t in study.trials)
+    # asked outside optimize(), a trial after the stop gets the recommendation
+    trial = study.ask()
+    assert sampler.recommended(trial)
+    assert sampler.suggestion(trial).config_id == sampler.optimizer.recommend().config_id
+
+
+def test_best_trial_is_the_best_feasible_one_as_with_optunas_own_samplers():
+    """Optuna's samplers store the constraint values on each trial (``Trial.set_constraint``)
+    so that ``best_trial`` / ``best_params`` skip infeasible ones: so does OptfarmSampler.
+    Random search on the synthetic job meets cheap infeasible configurations (accuracy or
+    time), which ``best_trial`` would otherwise return."""
+    o = oracle()
+    traps = 0
+    for seed in range(5):
+        sampler = OptfarmSampler("random", o.space, o.problem, seed=seed)
+        study, _, _ = _study(sampler, 30)
+        done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+        assert all(len(t.constraints) == len(o.problem.constraints) for t in done)
+        feasible = [t for t in done if all(v <= 0 for v in t.constraints.values())]
+        if not feasible:   # as Optuna says of a constrained study with no feasible trial
+            with pytest.raises(ValueError):
+                study.best_trial
+            continue
+        traps += min(t.value for t in done) < min(t.value for t in feasible)
+        assert study.best_trial.value == min(t.value for t in feasible)
+        assert o.is_feasible(o.space.index(study.best_params))   # mean job: observed = true
+    assert traps  # in some study the cheapest trial broke a constraint: best_trial skipped it

@@ -103,7 +103,9 @@ def test_farm_run_on_a_table_constrained_on_a_named_metric(tmp_path, isolated_ca
                  "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["recommendation"] is None or summary["recommendation"]["config_id"] >= 0
-    assert summary["recurring_job"]["unfeasible_executions"] is None  # energy is not traced
-    [check] = [c for c in (summary["recommendation"] or {}).get("constraints", [])
-               if c["metric"] == "energy"] or [{"observed": []}]
-    assert check["observed"] == []
+    # the trace carries energy (its metrics map): Table 1 counts on it, the check shows it
+    assert 0 <= summary["recurring_job"]["unfeasible_executions"] <= 5
+    if summary["recommendation"] is not None:
+        [check] = [c for c in summary["recommendation"]["constraints"]
+                   if c["metric"] == "energy"]
+        assert check["observed"] and all(v > 0 for v in check["observed"])

@@ -113,6 +113,16 @@ def test_fetch_takes_the_files_placed_as_the_manifest_says(shared_datasets, monk
         shutil.copy(shared_datasets / Path(put_at).relative_to(isolated_cache / "sources"),
                     put_at)
     assert fetch(["guindani-kmeans"]) == ["guindani-kmeans"]
+    assert not (isolated_cache / "fetch-missing.tsv").exists()   # done with: removed
+
+
+def test_the_manifest_stays_while_it_lists_datasets_still_missing(shared_datasets, monkeypatch,
+                                                                  isolated_cache):
+    monkeypatch.setenv("OPTFARM_OFFLINE", "1")
+    with pytest.raises(DatasetError):
+        fetch(["guindani-kmeans", "lynceus-rnn"])
+    assert fetch(["guindani-kmeans"], from_dir=shared_datasets) == ["guindani-kmeans"]
+    assert (isolated_cache / "fetch-missing.tsv").exists()   # lynceus-rnn is still missing
 
 
 def test_an_unknown_dataset_gets_a_suggestion_on_one_short_line(capsys):

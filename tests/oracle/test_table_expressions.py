@@ -113,8 +113,9 @@ CASES = {
         BASE + "price: {formula: '`#vm` * 2'}\nmetrics: {p95: '`p95 latency (ms)` / 1000'}\n",
         ["job.csv", "'p95 latency (ms)'", "row 3 (line 4)", "'fast'"]),
     "wrong unit for a named metric": (
-        BASE + "price: {formula: '`#vm` * 2'}\nmetrics: {p95: '`p95 latency (ms)`'}\n"
-        "units: {time: ms, p95: ms}\nconstraints: ['p95 <= 0.1 s']\n",
+        BASE.replace("units: {time: ms}", "units: {time: ms, p95: ms}")
+        + "price: {formula: '`#vm` * 2'}\nmetrics: {p95: '`p95 latency (ms)`'}\n"
+        "constraints: ['p95 <= 0.1 s']\n",
         ["job.optfarm.yaml", "'constraints'", "'p95 <= 0.1 s'", "unit 's'", "'ms'"]),
     "unknown time unit in a constraint": (
         BASE + "price: {formula: '`#vm` * 2'}\nconstraints: ['time <= 3 weeks']\n",
