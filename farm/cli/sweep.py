@@ -100,10 +100,11 @@ def _ray_running_here() -> bool:
 
 
 def _settle(spec, source, out, args) -> None:
-    """What a driver lost with its head could not do: the index of what is stored, and the
-    sweep's MLflow runs left RUNNING ended (``farm.sweep.tracking.close_open_runs``); the
-    runs MLflow missed are logged by the resume."""
-    _sweep(spec, source, out, args, run=False, tracking=False)
+    """What a driver lost with its head could not do: the index of what is stored, its runs
+    MLflow missed logged and the sweep run ended FAILED (created if the driver died before
+    it made one), then any run of the sweep still RUNNING ended
+    (``farm.sweep.tracking.close_open_runs``)."""
+    _sweep(spec, source, out, args, run=False)
     if not (args.no_tracking or not spec.tracking.enabled):
         from farm.sweep.tracking import close_open_runs
 

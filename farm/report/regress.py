@@ -322,10 +322,11 @@ def model_guided_share(trace) -> dict[str, float]:
 
 # -- the baseline file ------------------------------------------------------------------------
 def write_baseline(path: Path, values: Mapping[str, Mapping], spec: str) -> None:
-    """JSON with per-seed values (inf written as "inf"), atomically replaced."""
+    """JSON with per-seed values (inf written as "inf"), entries, seeds and metrics in sorted
+    order (a re-record's diff shows only what moved), atomically replaced."""
     doc = {"version": BASELINE_VERSION, "spec": spec,
            "entries": {k: {"metric": e["metric"],
-                           "seeds": {str(s): {q: _encode(v) for q, v in vals.items()}
+                           "seeds": {str(s): {q: _encode(v) for q, v in sorted(vals.items())}
                                      for s, vals in sorted(e["seeds"].items())}}
                        for k, e in sorted(values.items())}}
     path = Path(path)

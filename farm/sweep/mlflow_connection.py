@@ -90,8 +90,8 @@ class Connection:
         if self.client is not None:
             return True
         if self.uri.startswith(("http://", "https://")):
-            try:
-                urllib.request.urlopen(self.uri.rstrip("/") + "/health", timeout=3).read()
+            try:  # a server that is down refuses at once; a busy one may take seconds
+                urllib.request.urlopen(self.uri.rstrip("/") + "/health", timeout=10).read()
             except OSError as e:
                 self.warn("no answer", e)
                 return False
