@@ -57,13 +57,16 @@ __all__ = ["OptfarmSampler"]
 
 class OptfarmSampler(optuna.samplers.BaseSampler):
     """An Optuna sampler that asks the farm optimizer ``optimizer`` (a name of ``farm
-    optimizers``, with its ``params``) for each trial's configuration."""
+    optimizers``, with its ``params``) for each trial's configuration. ``evaluations`` is the
+    study's trial budget (``n_trials``) when it has one: as ``farm run --iterations``, the
+    optimizer's initial design then takes at most its ``init_share`` of it."""
 
     def __init__(self, optimizer: str, space: SearchSpace, problem: Problem, seed: int = 0,
-                 **params: Any):
+                 evaluations: int | None = None, **params: Any):
         self.space = space
         self.problem = problem
-        self.optimizer = make_optimizer(optimizer, space, problem, seed, **params)
+        self.optimizer = make_optimizer(optimizer, space, problem, seed,
+                                        evaluations=evaluations, **params)
         self._suggestions: dict[int, Suggestion] = {}   # trial number -> what it runs
         self._next: Suggestion | None = None   # asked after the last trial: the next one's
         self._stopped = False                  # the optimizer stopped (suggest gave None)

@@ -43,15 +43,18 @@ __all__ = ["OptfarmSearch"]
 class OptfarmSearch(Searcher):
     """A Ray Tune searcher that asks the farm optimizer ``optimizer`` (a name of ``farm
     optimizers``, with its ``params``) for each trial's configuration. The metric is the
-    problem's objective (``cost`` to minimise, or ``accuracy`` to maximise)."""
+    problem's objective (``cost`` to minimise, or ``accuracy`` to maximise). ``evaluations`` is
+    the run's trial budget (``num_samples``) when it has one: as ``farm run --iterations``, the
+    optimizer's initial design then takes at most its ``init_share`` of it."""
 
     def __init__(self, optimizer: str, space: SearchSpace, problem: Problem, seed: int = 0,
-                 **params: Any):
+                 evaluations: int | None = None, **params: Any):
         super().__init__(metric=problem.objective.metric,
                          mode="min" if problem.objective.direction == "min" else "max")
         self.space = space
         self.problem = problem
-        self.optimizer = make_optimizer(optimizer, space, problem, seed, **params)
+        self.optimizer = make_optimizer(optimizer, space, problem, seed,
+                                        evaluations=evaluations, **params)
         self._running: dict[str, Suggestion] = {}
 
     def recommendation(self) -> dict[str, Any] | None:

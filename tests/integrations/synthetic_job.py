@@ -14,7 +14,7 @@ from farm.run.spec import RunSpec
 from oracle.oracle import Observation, Oracle
 from oracle.synthetic import make_synthetic
 
-OPTIMIZER, SEED, PARAMS, EVALUATIONS = "lynceus", 0, {"la": 1}, 20
+OPTIMIZER, SEED, PARAMS, EVALUATIONS = "lynceus", 0, {"la": 1}, 40
 
 
 @functools.cache

@@ -52,7 +52,8 @@ def _study(sampler, n_trials):
 
 def test_optuna_study_runs_lynceus_as_farm_run_does():
     trace = farm_run()
-    sampler = OptfarmSampler(OPTIMIZER, oracle().space, oracle().problem, seed=SEED, **PARAMS)
+    sampler = OptfarmSampler(OPTIMIZER, oracle().space, oracle().problem, seed=SEED,
+                             evaluations=EVALUATIONS, **PARAMS)
     study, cnos, feasible = _study(sampler, EVALUATIONS)
     ids = [sampler.suggestion(t).config_id for t in study.trials]
     assert ids == trace.column("config_id").to_pylist()

@@ -40,7 +40,8 @@ def test_ray_tune_runs_lynceus_as_farm_run_does(ray_local, tmp_path):
     from integrations.ray_tune import OptfarmSearch
 
     trace = farm_run()
-    search = OptfarmSearch(OPTIMIZER, oracle().space, oracle().problem, seed=SEED, **PARAMS)
+    search = OptfarmSearch(OPTIMIZER, oracle().space, oracle().problem, seed=SEED,
+                           evaluations=EVALUATIONS, **PARAMS)
     cnos, feasible = [], []
 
     class Score(tune.Callback):
