@@ -212,6 +212,7 @@ KILLS = [(1, 0.0), (2, 0.4), (3, 0.0), (1, 1.3), (4, 0.7), (2, 0.0), (5, 0.2), (
          (6, 0.0), (2, 3.0)]
 
 
+@pytest.mark.long   # ten cluster starts and kills: run apart, `pytest -m long`
 def test_head_killed_ten_times_in_a_row_reported_every_time(tmp_path):
     """The head (the driver's own raylet: a one-node cluster of 2 CPUs) SIGKILLed 10 times at
     different moments of 10 sweeps: every time exit 1 and the resume line within

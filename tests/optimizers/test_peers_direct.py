@@ -79,6 +79,7 @@ def optuna_tpe(seed: int) -> tuple[float, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.long   # the direct TPE's 10 seeds take hours here: not in CI
 def test_the_tpe_peer_reaches_the_target_as_often_as_a_direct_categorical_tpe(
         shared_datasets):
     pytest.importorskip("optuna", reason="the peers need optfarm[peers]")
