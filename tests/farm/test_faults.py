@@ -14,6 +14,7 @@ during the creation of the folder's MLflow store, then space freed and the sweep
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -111,6 +112,12 @@ def start_farm(args: list[str], **env) -> subprocess.Popen:
                             start_new_session=True)
 
 
+def _children(pid: int) -> list[int]:
+    """The pids of ``pid``'s child processes (from /proc)."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in path.read_text().split()] if path.exists() else []
+
+
 def _wait_for(condition, timeout: float = 180.0) -> None:
     end = time.monotonic() + timeout
     while not condition():
@@ -162,13 +169,17 @@ def test_a_second_sweep_on_a_busy_folder_exits_2_naming_the_holder(ray_head, ser
     first = start_farm(args)
     try:
         lock = out / "lock"
-        _wait_for(lambda: lock.exists() and f'"pid": {first.pid}' in lock.read_text())
-        os.kill(first.pid, signal.SIGSTOP)  # the first driver holds the folder, stopped
+        # the folder is held by the sweep's driver: on the Ray path a child of `farm sweep`
+        # (farm.sweep.driver), so the holder is read from the lock, not assumed to be `first`
+        _wait_for(lambda: lock.exists() and '"pid"' in lock.read_text())
+        holder = json.loads(lock.read_text())["pid"]
+        assert holder in (first.pid, *_children(first.pid))
+        os.kill(holder, signal.SIGSTOP)  # the first driver holds the folder, stopped
         second = farm(args)
-        os.kill(first.pid, signal.SIGCONT)
+        os.kill(holder, signal.SIGCONT)
         assert second.returncode == 2
         err = second.stderr.strip()
-        assert len(err.splitlines()) == 1 and f"pid {first.pid}" in err and "in use" in err
+        assert len(err.splitlines()) == 1 and f"pid {holder}" in err and "in use" in err
         _, stderr = first.communicate(timeout=300)
         assert first.returncode == 0, stderr
     finally:
