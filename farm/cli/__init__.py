@@ -86,7 +86,8 @@ def run() -> NoReturn:
     if code < 0:
         sys.stdout.flush()
         sys.stderr.flush()
-        signal.signal(-code, signal.SIG_DFL)
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # their handlers cannot be set
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     sys.exit(code)
 
