@@ -21,6 +21,8 @@ they print (``-s``) are those of the issue's note.
 from __future__ import annotations
 
 import collections
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -129,15 +131,19 @@ def test_worker_killed_mid_sweep_the_sweep_finishes_by_itself(cluster, tmp_path)
 
 def test_worker_added_mid_sweep_runs_a_share(cluster, tmp_path):
     """The driver is paused (SIGSTOP) while the node starts, so the sweep cannot end first
-    however slowly a node starts on a busy machine; its actors finish what they hold."""
+    however slowly a node starts on a busy machine; its actors finish what they hold. The
+    driver is the child of ``farm sweep`` that holds the folder's lock (farm.sweep.driver):
+    stopping ``farm sweep`` itself would leave the sweep running."""
     out, runs = tmp_path / "out", _runs(60)
     proc = _sweep(cluster, out, 60, "--no-tracking")
     _wait_stored(out, 4, proc)
-    proc.send_signal(signal.SIGSTOP)
+    driver = json.loads((out / "lock").read_text())["pid"]
+    assert driver != proc.pid  # the watched driver, not its parent
+    os.kill(driver, signal.SIGSTOP)
     try:
         node = cluster.add_node()
     finally:
-        proc.send_signal(signal.SIGCONT)
+        os.kill(driver, signal.SIGCONT)
     resumed = time.time()
     stored_before = len(list((out / "runs").glob("*.json")))
     assert proc.wait(timeout=600) == 0, _output(out)
