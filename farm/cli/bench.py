@@ -93,7 +93,8 @@ def _tracking_cost(args) -> int:
     servers = {"server": args.tracking_uri} if args.tracking_uri else {}
     with contextlib.ExitStack() as stack:
         if args.tracking_server == "postgresql":
-            pg = stack.enter_context(PostgresMlflowServer(workers=args.server_workers))
+            pg = stack.enter_context(PostgresMlflowServer(workers=args.server_workers,
+                                                            threads=args.server_threads))
             servers["postgresql"] = pg.url
         rows = tracking_cost(sizes, args.dataset, args.optimizer, args.iterations or 5,
                              args.workers, servers)
@@ -149,7 +150,10 @@ def add_bench_commands(sub) -> None:
                    "default 5)")
     b.add_argument("--tracking-server", choices=["postgresql"], help="with --tracking: also "
                    "track to an mlflow server backed by its own PostgreSQL on 127.0.0.1")
-    b.add_argument("--server-workers", type=int, default=4, help="that server's workers")
+    b.add_argument("--server-workers", type=int, default=2, help="that server's gunicorn "
+                   "workers (default 2)")
+    b.add_argument("--server-threads", type=int, default=4, help="threads per worker "
+                   "(default 4)")
     b.add_argument("--tracking-uri", help="with --tracking: also track to this server")
     b.add_argument("--resume", metavar="SIZES", help="instead: the resume time of finished "
                    "sweeps of these sizes, e.g. 2000,20000 (--iterations default 5)")
