@@ -145,11 +145,14 @@ def _jsonable(o):
 def spec_to_dict(spec: RunSpec) -> dict[str, Any]:
     # its fields one level deep: ``dataclasses.asdict`` deep-copies, 8x slower (measured), and
     # a resume of 20,000 runs hands every spec to the tracker
-    d = {f.name: getattr(spec, f.name) for f in fields(spec)}
+    d = {name: getattr(spec, name) for name in _SPEC_FIELDS}
     d["params"] = dict(spec.params)
     d["constraints"] = None if spec.constraints is None else list(spec.constraints)
     d["budget"] = None if spec.budget is None or math.isinf(spec.budget) else spec.budget
     return d
+
+
+_SPEC_FIELDS = tuple(f.name for f in fields(RunSpec))
 
 
 def spec_from_dict(d: dict[str, Any]) -> RunSpec:
