@@ -183,9 +183,8 @@ sys.exit(os.waitstatus_to_exitcode(status))
 @contextmanager
 def _local_ray(workers: int):
     """A local Ray of ``workers`` CPUs for the time of a benchmark."""
-    import ray
-
-    from farm.sweep.ray_runtime import init_ray
+    # Ray as the farm imports it: imported here first, Ray's servers would not stay on 127.0.0.1
+    from farm.sweep.ray_runtime import init_ray, ray
 
     init_ray(num_cpus=workers)
     try:
@@ -281,9 +280,7 @@ def run(runs: int = 200, dataset: str = "synthetic", optimizer: str = "random",
     """Time the three cases ``repeats`` times, interleaved, and keep each case's fastest wall
     time (on a shared machine the minimum is the estimate least disturbed by other load);
     returns the table rows and the two ratios."""
-    import ray
-
-    from farm.sweep.ray_runtime import init_ray
+    from farm.sweep.ray_runtime import init_ray, ray  # first: Ray's servers on 127.0.0.1
 
     t0 = time.perf_counter()
     init_ray(num_cpus=workers)
