@@ -43,6 +43,7 @@ from farm.run.metrics import (
     after_warmup,
     final_quality,
     first_reach,
+    meets_target,
     pick_quality,
     quantile,
     step_quality,
@@ -66,6 +67,7 @@ __all__ = [
 # Guindani et al. Table 1: the per-run metrics guindani runs carry in summary["recurring_job"]
 GUINDANI_METRICS = ("unfeasible_executions", "unfeasible_cost_ratio", "mean_feasible_cost")
 GRID_POINTS = 200
+_CHUNK = 1000  # runs of a group put on the grid at once
 
 
 @dataclass
@@ -97,19 +99,21 @@ def variant_labels(summaries: Sequence[Mapping]) -> dict[str, str]:
     """run_key -> a label per optimizer variant: the optimizer name, plus the parameters
     whose values differ between that optimizer's variants in the sweep (``lynceus[la=1]``)."""
     variants: dict[str, dict[str, dict]] = {}
-    for s in summaries:
-        variants.setdefault(s["optimizer"], {})[_params_key(s["params"])] = s["params"]
-    labels = {}
-    for s in summaries:
-        params = variants[s["optimizer"]]
+    # the parameters' key once per distinct parameters (their repr: 20,000 runs, few variants)
+    by_repr = {repr(s["params"]): s["params"] for s in summaries}
+    key_of = {r: _params_key(params) for r, params in by_repr.items()}
+    keys = [key_of[repr(s["params"])] for s in summaries]
+    for s, key in zip(summaries, keys):
+        variants.setdefault(s["optimizer"], {})[key] = s["params"]
+    names = {}
+    for optimizer, params in variants.items():
         differing = sorted({k for p in params.values() for k in p
                             if len({_fmt_value(q.get(k)) for q in params.values()}) > 1})
-        label = s["optimizer"]
-        if differing:
-            label += "[" + ",".join(f"{k}={_fmt_value(s['params'].get(k))}"
-                                    for k in differing) + "]"
-        labels[s["run_key"]] = label
-    return labels
+        for key, p in params.items():
+            names[optimizer, key] = optimizer + (
+                "[" + ",".join(f"{k}={_fmt_value(p.get(k))}" for k in differing) + "]"
+                if differing else "")
+    return {s["run_key"]: names[s["optimizer"], key] for s, key in zip(summaries, keys)}
 
 
 def _params_key(params: Mapping) -> str:
@@ -132,22 +136,25 @@ def analyse(trace: pa.Table, summaries: Sequence[Mapping]) -> dict[str, DatasetA
     by_run = _split_runs(trace.select([c for c in TRACE_COLUMNS
                                        if c in trace.column_names]))
     labels = variant_labels(summaries)
+    texts = [_problem_text(s) for s in summaries]
     problems: dict[str, set[str]] = {}
-    for s in summaries:
-        problems.setdefault(s["dataset"], set()).add(_problem_text(s))
+    for s, text in zip(summaries, texts):
+        problems.setdefault(s["dataset"], set()).add(text)
     sections: dict[tuple[str, str], dict[str, Group]] = {}
-    for s in sorted(summaries, key=lambda s: (s["dataset"], _problem_text(s),
-                                              labels[s["run_key"]], s["seed"])):
+    for i in sorted(range(len(summaries)), key=lambda i: (
+            summaries[i]["dataset"], texts[i], labels[summaries[i]["run_key"]],
+            summaries[i]["seed"])):
+        s = summaries[i]
         if s["run_key"] not in by_run and s["n_evaluations"]:
             raise ValueError(f"trace table has no rows for run {s['run_key']}")
         section = s["dataset"]
         if len(problems[s["dataset"]]) > 1:
-            section += f" [{_problem_text(s)}]"
+            section += f" [{texts[i]}]"
         g = sections.setdefault((section, s["dataset"]), {}).setdefault(
             labels[s["run_key"]], Group(s["optimizer"], dict(s["params"])))
         g.seeds.append(s["seed"])
         g.summaries.append(s)
-        g.traces.append(by_run.get(s["run_key"], _empty_run()))
+        g.traces.append(by_run[s["run_key"]] if s["run_key"] in by_run else _empty_run())
     return {section: _analyse_dataset(dataset, groups)
             for (section, dataset), groups in sections.items()}
 
@@ -190,20 +197,21 @@ def _analyse_dataset(dataset: str, groups: dict[str, Group]) -> DatasetAnalysis:
     time_grid = _grid([t["cum_exploration_time"] for t in runs])
     curves, reach, stats = {}, {}, {}
     for label, g in groups.items():
-        values = np.stack([_on_grid(t["cum_exploration_cost"], step_quality(t, metric),
-                                    cost_grid, _before(metric)) for t in g.traces])
+        steps = _Steps(g.traces)
+        quality = steps.quality(metric)
+        values = steps.on_grid("cum_exploration_cost", quality, cost_grid, _before(metric))
         if metric == "cno":
-            fig4_cost, fig4_cno = paper_p90_curve(g.traces)
+            fig4_cost, fig4_cno = _p90_curve(steps, quality)
             curves[label] = {"p50": np.quantile(values, 0.5, axis=0, method=QUANTILE_METHOD),
                              "fig4_cost": fig4_cost, "fig4_cno": fig4_cno}
         else:
-            by_time = np.stack([_on_grid(t["cum_exploration_time"], step_quality(t, metric),
-                                         time_grid, 0.0) for t in g.traces])
+            by_time = steps.on_grid("cum_exploration_time", quality, time_grid, 0.0)
             curves[label] = {"mean": values.mean(axis=0), "mean_by_time": by_time.mean(axis=0)}
-        reached = {target: np.array([_first_reach(t, metric, thr, optimum) for t in g.traces])
+        # the optimizer's own pick, where the traces have it (else the credited incumbent)
+        own = steps.quality(metric, pick=True) if steps.has("pick_feasible") else quality
+        reached = {target: steps.first_reach(quality, metric, thr, optimum)
                    for target, thr in REACH_TARGETS[metric].items()}
-        picked = {target: np.array([_first_reach(t, metric, thr, optimum, pick=True)
-                                    for t in g.traces])
+        picked = {target: steps.first_reach(own, metric, thr, optimum)
                   for target, thr in REACH_TARGETS[metric].items()}
         reach[label] = {target: r[:, 0] for target, r in reached.items()}
         stats[label] = group_stats(g, metric, reached, picked)
@@ -221,20 +229,17 @@ def paper_p90_curve(traces: Sequence[Mapping[str, np.ndarray]], q: float = 0.9
     included), the q-quantile over runs of the cumulative exploration cost and the q-quantile
     over runs of the incumbent's CNO; a run that stopped keeps its last cost and CNO, a run
     without a feasible recommendation has CNO = inf. Returns (cost, cno), one entry a step."""
-    steps = max((len(t["cum_exploration_cost"]) for t in traces), default=0)
-    if steps == 0:
+    steps = _Steps(traces)
+    return _p90_curve(steps, steps.quality("cno"), q)
+
+
+def _p90_curve(steps: _Steps, cno: np.ndarray, q: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
+    """``paper_p90_curve`` of the runs ``steps``, their per-step CNO ``cno`` (flat)."""
+    if steps.width == 0:
         return np.empty(0), np.empty(0)
-    cost = np.stack([_held(t["cum_exploration_cost"], steps, 0.0) for t in traces])
-    cno = np.stack([_held(step_quality(t, "cno"), steps, math.inf) for t in traces])
-    return (np.quantile(cost, q, axis=0, method=QUANTILE_METHOD),
-            np.quantile(cno, q, axis=0, method=QUANTILE_METHOD))
-
-
-def _held(values: np.ndarray, steps: int, before: float) -> np.ndarray:
-    """``values`` padded to ``steps`` entries with its last one (``before`` if empty)."""
-    values = np.asarray(values, dtype=float)
-    last = values[-1] if len(values) else before
-    return np.concatenate([values, np.full(steps - len(values), last)])
+    return (np.quantile(steps.held(steps.column("cum_exploration_cost"), 0.0), q, axis=0,
+                        method=QUANTILE_METHOD),
+            np.quantile(steps.held(cno, math.inf), q, axis=0, method=QUANTILE_METHOD))
 
 
 def cost_where_curve_reaches(cost: np.ndarray, cno: np.ndarray, threshold: float) -> float:
@@ -259,23 +264,91 @@ def _before(metric: str) -> float:
     return math.inf if metric == "cno" else 0.0
 
 
-def _on_grid(cum: np.ndarray, values: np.ndarray, grid: np.ndarray, before: float) -> np.ndarray:
-    """The step function ``values`` (changing at ``cum``) evaluated at ``grid``."""
-    idx = np.searchsorted(cum, grid, side="right") - 1
-    return np.where(idx >= 0, values[np.maximum(idx, 0)] if len(values) else before, before)
+class _Steps:
+    """The runs of a group step by step, as arrays over all of them at once: a column's
+    values of every run one after the other (``column``, ``quality``), and as a (runs x
+    steps) table where a run that stopped holds its last value (``held``). A report of
+    20,000 runs computes each run's quality once and makes no Python call per run and
+    statistic (the numbers are those of the per-run definitions in ``farm.run.metrics``)."""
 
+    def __init__(self, traces: Sequence[Mapping[str, np.ndarray]]):
+        self.traces = traces
+        self.lengths = np.array([len(t["cum_exploration_cost"]) for t in traces], dtype=np.intp)
+        self.width = int(self.lengths.max(initial=0))
+        starts = np.cumsum(self.lengths) - self.lengths
+        step = np.arange(self.width)
+        self.valid = step < self.lengths[:, None]   # (runs x steps): a step the run made
+        last = np.maximum(self.lengths[:, None] - 1, 0)
+        self._at = starts[:, None] + np.minimum(step, last)  # where step j of run r is held
+        self._columns: dict[str, np.ndarray] = {}
+        self._reach_at: dict[str, np.ndarray] = {}
 
-def _first_reach(run: Mapping[str, np.ndarray], metric: str, threshold: float,
-                 optimum: float, pick: bool = False) -> tuple[float, float]:
-    """(cumulative exploration cost, time) at the first step whose credited incumbent (with
-    ``pick``: the optimizer's own pick, where the trace has it) meets the target
-    (``farm.run.metrics.first_reach``); (inf, inf) when never reached."""
-    own = pick and "pick_feasible" in run
-    i = first_reach((pick_quality if own else step_quality)(run, metric), metric, threshold,
-                    optimum)
-    if i is None:
-        return math.inf, math.inf
-    return float(run["cum_exploration_cost"][i]), float(run["cum_exploration_time"][i])
+    def has(self, name: str) -> bool:
+        return all(name in t for t in self.traces)
+
+    def column(self, name: str) -> np.ndarray:
+        """The column's values of every run, one run after the other."""
+        if name not in self._columns:
+            self._columns[name] = (np.concatenate([t[name] for t in self.traces])
+                                   if self.traces else np.empty(0))
+        return self._columns[name]
+
+    def quality(self, metric: str, pick: bool = False) -> np.ndarray:
+        """Each step's credited quality (``farm.run.metrics.step_quality``; with ``pick``:
+        the optimizer's own pick's, ``pick_quality``)."""
+        names = ("pick_feasible", "pick_cno", "pick_accuracy_c") if pick else \
+            ("incumbent_feasible", "incumbent_cno", "incumbent_accuracy_c")
+        used = names[2:] if metric != "cno" else names[:2]
+        columns = {name: self.column(name) for name in used}
+        return (pick_quality if pick else step_quality)(columns, metric)
+
+    def held(self, flat: np.ndarray, before: float) -> np.ndarray:
+        """The (runs x steps) table of ``flat`` (a ``column`` or ``quality``), each run
+        padded with its last value (``before`` for a run without steps)."""
+        flat = np.asarray(flat, dtype=float)
+        if not len(flat):
+            return np.full((len(self.lengths), self.width), before)
+        table = flat[np.minimum(self._at, len(flat) - 1)]
+        table[self.lengths == 0] = before
+        return table
+
+    def on_grid(self, cum: str, quality: np.ndarray, grid: np.ndarray, before: float
+                ) -> np.ndarray:
+        """(runs x grid points): each run's step function ``quality`` (changing at its column
+        ``cum``) at ``grid``, ``before`` ahead of its first step."""
+        table = np.full((len(self.lengths), len(grid)), before)
+        if self.width == 0:
+            return table
+        values = self.held(quality, before)
+        # the grid point from which each step counts (searchsorted(cum, grid, "right") of
+        # each run is how many of its steps count at a grid point)
+        first = np.searchsorted(grid, np.where(self.valid, self.held(self.column(cum),
+                                                                     math.inf), math.inf))
+        for lo in range(0, len(table), _CHUNK):  # a thousand runs at a time: bounded memory
+            rows = first[lo:lo + _CHUNK]
+            flat = (np.arange(len(rows))[:, None] * (len(grid) + 1) + rows).ravel()
+            counts = np.bincount(flat, minlength=len(rows) * (len(grid) + 1))
+            idx = np.cumsum(counts.reshape(len(rows), -1)[:, :-1], axis=1) - 1
+            table[lo:lo + _CHUNK] = np.where(idx >= 0, np.take_along_axis(
+                values[lo:lo + _CHUNK], np.maximum(idx, 0), axis=1), before)
+        return table
+
+    def first_reach(self, quality: np.ndarray, metric: str, threshold: float,
+                    optimum: float) -> np.ndarray:
+        """(runs x 2): each run's (cumulative exploration cost, time) at its first step whose
+        ``quality`` meets the target (``farm.run.metrics.meets_target``); (inf, inf) when
+        it never does."""
+        hits = self.valid & meets_target(self.held(quality, np.nan), metric, threshold,
+                                         optimum)
+        reached = hits.any(axis=1)
+        first = hits.argmax(axis=1)[:, None]
+        for name in ("cum_exploration_cost", "cum_exploration_time"):
+            if name not in self._reach_at:
+                self._reach_at[name] = self.held(self.column(name), math.inf)
+        return np.column_stack([
+            np.where(reached, np.take_along_axis(self._reach_at[name], first, axis=1)[:, 0],
+                     math.inf)
+            for name in ("cum_exploration_cost", "cum_exploration_time")])
 
 
 def group_stats(g: Group, metric: str, reached: Mapping[str, np.ndarray],

@@ -37,8 +37,8 @@ from oracle.oracle import Oracle
 
 __all__ = ["AUC_CNO_CAP", "QUANTILE_METHOD", "REACH_TARGETS", "TARGET_LABELS", "accuracy_c",
            "after_warmup", "cno", "final_quality", "finite_json", "first_reach", "latency_stats",
-           "pick_quality", "quality_auc", "quantile", "recommendation_quality", "step_quality",
-           "summarize", "target_check", "true_quality", "worse_quantile"]
+           "meets_target", "pick_quality", "quality_auc", "quantile", "recommendation_quality",
+           "step_quality", "summarize", "target_check", "true_quality", "worse_quantile"]
 
 # metric -> {label: threshold}: CNO thresholds of Lynceus Fig. 4-5 (1: the optimum itself), and
 # Accuracy_C as a fraction of the feasible optimum's (TrimTuner Fig. 1).
@@ -132,13 +132,19 @@ def _quality(run: Mapping[str, np.ndarray], metric: str, prefix: str) -> np.ndar
     return np.nan_to_num(np.asarray(run[f"{prefix}_accuracy_c"], dtype=float), nan=0.0)
 
 
+def meets_target(quality: np.ndarray, metric: str, threshold: float,
+                 optimum: float) -> np.ndarray:
+    """Whether each quality meets the target: CNO <= threshold; Accuracy_C >= threshold x the
+    optimum's."""
+    quality = np.asarray(quality)
+    return quality <= threshold + _TOL if metric == "cno" else \
+        quality >= threshold * optimum - _TOL
+
+
 def first_reach(quality: np.ndarray, metric: str, threshold: float,
                 optimum: float) -> int | None:
-    """Index of the first step whose quality meets the target (CNO <= threshold; Accuracy_C
-    >= threshold x the optimum's), or None."""
-    hit = (quality <= threshold + _TOL if metric == "cno"
-           else quality >= threshold * optimum - _TOL)
-    idx = np.flatnonzero(hit)
+    """Index of the first step whose quality meets the target (``meets_target``), or None."""
+    idx = np.flatnonzero(meets_target(quality, metric, threshold, optimum))
     return int(idx[0]) if len(idx) else None
 
 

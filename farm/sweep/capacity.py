@@ -3,11 +3,20 @@ flight, what to ask the autoscaler for, and when the cluster is lost.
 
 - ``target_actors``: one actor per run in flight, as many as the cluster has CPUs right now
   (polled every ``POLL_S``), never more than ``--max-in-flight`` nor than the runs left.
-- ``Demand`` asks the autoscaler for one CPU per run the sweep could run at once, and lowers
-  the request as the sweep drains, to zero at its end. It asks when the demand moved by a
-  step (a tenth), at most once per ``POLL_S`` (the withdrawal at once), as one bundle shape with a count where the autoscaler takes that
-  (Ray's autoscaler v2: a cluster resource constraint); the v1 autoscaler of a
-  ``cluster.yaml`` cluster reads a list with one entry per CPU from the head's key-value store
+- ``wanted_cpus``: what to ask the autoscaler for: one CPU per run the sweep could run at
+  once (at most ``--max-in-flight`` and the runs left), and no more than the cluster's CPUs
+  now plus ``AHEAD`` or 1.1 times them, whichever is more. That is the bound Ray Tune puts on
+  a random or grid search (its pending trials, ``TUNE_MAX_PENDING_TRIALS_PG="auto"``: at
+  least 200, or 1.1 x the cluster's CPUs), here taken at every poll, so the request grows
+  with the nodes that join (about doubling a small cluster at each step) and never names
+  the whole sweep: asked for all 20,000 runs of a sweep, Ray's v1 autoscaler monitor (running
+  beside every ``ray start --head``) re-read and bin-packed 20,000 entries at every update,
+  on the sweep's own CPUs.
+- ``Demand`` sends that request and lowers it as the sweep drains, to zero at its end. It
+  asks when the demand moved by a step (a tenth), at most once per ``POLL_S`` (the withdrawal
+  at once), as one bundle shape with a count where the autoscaler takes that (Ray's
+  autoscaler v2: a cluster resource constraint); the v1 autoscaler of a ``cluster.yaml``
+  cluster reads a list with one entry per CPU from the head's key-value store
   (``ray.autoscaler.sdk.request_resources`` writes the same). Without an autoscaler the
   request is only recorded by the head, and harmless.
 - ``HeadWatch``: the head's GCS port does not accept a connection, or a call to the GCS does
@@ -26,14 +35,15 @@ import socket
 import sys
 import time
 
-__all__ = ["HEAD_CALL_S", "HEAD_TIMEOUT_S", "PLACEMENT_TIMEOUT_S", "POLL_S", "ClusterLost",
-           "Demand", "HeadWatch", "RayStartError", "target_actors"]
+__all__ = ["AHEAD", "HEAD_CALL_S", "HEAD_TIMEOUT_S", "PLACEMENT_TIMEOUT_S", "POLL_S",
+           "ClusterLost", "Demand", "HeadWatch", "RayStartError", "target_actors", "wanted_cpus"]
 
 POLL_S = 1.0                 # how often the cluster's CPUs and its head are checked
 HEAD_TIMEOUT_S = 10.0        # the head does not answer this long: it is lost
 HEAD_CALL_S = 2.0            # one call to the head's GCS gives up after this long
 PLACEMENT_TIMEOUT_S = 300.0  # runs wait and no actor could be placed this long: give up
 STEP = 10                    # the autoscaler request moves by a tenth of itself at least
+AHEAD = 200                  # CPUs asked beyond the cluster's at least (Ray Tune's 200 pending)
 
 
 class ClusterLost(RuntimeError):
@@ -49,6 +59,13 @@ def target_actors(max_in_flight: int, cpus: int, runs_left: int) -> int:
     """Actors to keep: one per CPU of the cluster now, at most ``max_in_flight`` (0: no
     limit) and at most one per run not finished."""
     return max(0, min(max_in_flight or cpus, cpus, runs_left))
+
+
+def wanted_cpus(max_in_flight: int, cpus: int, runs_left: int) -> int:
+    """CPUs to ask the autoscaler for: one per run left, at most ``max_in_flight`` (0: no
+    limit), and at most the cluster's ``cpus`` now plus ``max(AHEAD, 1.1 x cpus)``."""
+    ahead = cpus + max(AHEAD, int(cpus * 1.1))
+    return max(0, min(max_in_flight or runs_left, runs_left, ahead))
 
 
 class HeadWatch:

@@ -50,6 +50,7 @@ from farm.sweep.capacity import (  # noqa: E402
     HeadWatch,
     RayStartError,
     target_actors,
+    wanted_cpus,
 )
 from farm.sweep.driver import notify  # noqa: E402
 from farm.sweep.ray_setup import INIT_QUIET, quiet_ray, start_local_ray  # noqa: E402
@@ -276,7 +277,8 @@ def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: 
     actor the sweep no longer needs is ended, so it holds no CPU that a queued run needs. A run
     whose actor died goes back to the queue, to any live actor, up to ``max_retries`` times.
     ``autoscale`` (default: when joined to an existing cluster) asks the autoscaler for a CPU
-    per run that could be in flight (``capacity.Demand``). Every call to the head is bounded
+    per run that could be in flight, up to what the cluster could start next
+    (``capacity.wanted_cpus``, ``capacity.Demand``). Every call to the head is bounded
     (``capacity.HeadWatch``); ``ClusterLost`` ends it when the head has not answered for
     ``head_timeout`` s, or when runs waited ``placement_timeout`` s with none running, and is
     told a watching parent first (``farm.sweep.driver``).
@@ -308,8 +310,7 @@ def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: 
                             lambda: _Actor(RunActor.options(**options).remote(
                                 shared, executor, chunk_size)))
             if head.lost_since is None:
-                left = len(pending) + len(in_flight)
-                demand.request(min(max_in_flight or left, left))
+                demand.request(wanted_cpus(max_in_flight, cpus, len(pending) + len(in_flight)))
             while pending:
                 ready = [a for a in actors if a.where is not None and a.runs < QUEUE_DEPTH]
                 if not ready:

@@ -16,13 +16,16 @@ __all__ = ["load_sweep"]
 
 def load_sweep(sweep_dir: Path, current: bool = False,
                columns: Sequence[str] | None = None) -> tuple[pa.Table, list[dict]]:
-    """The finished runs of a sweep's results store: their traces concatenated (only
-    ``columns`` of them, when given: a 20,000-run report reads a quarter of each trace), and
-    their summaries. Failed runs are left out; with ``current``, so are runs the stored spec no
-    longer expands to (e.g. runs of an optimizer whose ``version`` has been bumped since: its
-    results changed on purpose). Records and traces unchanged since the sweep wrote or last
-    verified them are not hashed again, as a resume does (``farm.sweep.store.VerifiedFiles``);
-    a damaged one is refused."""
+    """The finished runs of a sweep's results store: their traces concatenated, in the order
+    of their run keys (only ``columns`` of them, when given: a report reads a third of each
+    trace), and their summaries. Failed runs are left out; with ``current``, so are runs the
+    stored spec no longer expands to (e.g. runs of an optimizer whose ``version`` has been
+    bumped since: its results changed on purpose). Records and traces unchanged since the
+    sweep wrote or last verified them are not hashed again, as a resume does
+    (``farm.sweep.store.VerifiedFiles``); a damaged one is refused.
+
+    Each run's trace is read from a trace segment that holds it as its record says
+    (``farm.sweep.trace_segments``: the sweep wrote them), else from its own file."""
     store = Store(sweep_dir)
     spec = store.read_spec()  # a damaged file raises DamagedFile (a ValueError) naming it
     if spec is None:
@@ -35,15 +38,22 @@ def load_sweep(sweep_dir: Path, current: bool = False,
     if not done:
         raise ValueError(f"{sweep_dir}: no finished run to report on")
     summaries = [records[key]["summary"] for key in done]
+    checksums = {key: records[key].get("trace_sha256") for key in done}  # None: no checksum
     del records
-    # older runs may lack newer columns; a thousand traces at a time are made one table, so
-    # that 20,000 small tables (each with its own buffers) are never held at once
-    batches = []
-    for start in range(0, len(done), _BATCH):
-        batches.append(pa.concat_tables([store.trace(key, columns)
-                                         for key in done[start:start + _BATCH]],
+    batches, covered = store.read_segments({k: s for k, s in checksums.items() if s}, columns)
+    rest = [key for key in done if key not in covered]
+    read = None if columns is None else list(dict.fromkeys([*columns, "run_key"]))
+    # a thousand traces at a time are made one table, so that 20,000 small tables (each with
+    # its own buffers) are never held at once
+    for start in range(0, len(rest), _BATCH):
+        batches.append(pa.concat_tables([store.trace(key, read)
+                                         for key in rest[start:start + _BATCH]],
                                         promote_options="default").combine_chunks())
-    return pa.concat_tables(batches, promote_options="default"), summaries
+    # older runs may lack newer columns
+    table = pa.concat_tables(batches, promote_options="default").sort_by("run_key")
+    if columns is not None:
+        table = table.select([c for c in columns if c in table.column_names])
+    return table, summaries
 
 
 _BATCH = 1000

@@ -166,6 +166,7 @@ def _run_todo(todo, spec, store, tracker, report, backend, max_in_flight, on_sub
         # an error on its way out (disk full, Ctrl-C) is the one to report, not a second one
         quiet = contextlib.suppress(StoreError) if sys.exc_info()[1] else contextlib.nullcontext()
         with quiet:
+            store.flush_segment()
             store.refresh_index(report.records.values())
             store.save_verified()
         if tracker is not None:

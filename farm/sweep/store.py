@@ -14,6 +14,8 @@ layout::
     runs/<run_key>.json         the run's record: spec, status (done|failed), summary or error,
                                 attempts, node, wall and CPU time of the run, the trace's
                                 sha256 and size, and the record's own sha256
+    traces/<sha256>.parquet     the traces of up to a thousand done runs again, for readers
+                                (``farm.sweep.trace_segments``: copies, never the truth)
     verified.json               the signature of each record and trace when last written or hashed
                                 (``VerifiedFiles``: a resume hashes only the files changed since)
     quarantine/                 damaged records and traces, moved aside (their runs are redone)
@@ -43,11 +45,12 @@ import json
 import math
 import os
 import signal
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -66,6 +69,7 @@ from farm.sweep.location import (
     write_atomically,
 )
 from farm.sweep.locks import FolderBusy, FolderLock, ObjectLease, lock_for
+from farm.sweep.trace_segments import FOLDER, SEGMENT_RUNS, pack, unpack
 
 # the errors a Store raises, whichever module defines them, are importable from here
 __all__ = ["DamagedFile", "FolderBusy", "LocationError", "Scan", "Store", "StoreError",
@@ -139,10 +143,16 @@ def _jsonable(o):
 
 
 def spec_to_dict(spec: RunSpec) -> dict[str, Any]:
-    d = asdict(spec)
+    # its fields one level deep: ``dataclasses.asdict`` deep-copies, 8x slower (measured), and
+    # a resume of 20,000 runs hands every spec to the tracker
+    d = {name: getattr(spec, name) for name in _SPEC_FIELDS}
+    d["params"] = dict(spec.params)
     d["constraints"] = None if spec.constraints is None else list(spec.constraints)
     d["budget"] = None if spec.budget is None or math.isinf(spec.budget) else spec.budget
     return d
+
+
+_SPEC_FIELDS = tuple(f.name for f in fields(RunSpec))
 
 
 def spec_from_dict(d: dict[str, Any]) -> RunSpec:
@@ -188,9 +198,9 @@ class VerifiedFiles:
     damage below the file system that leaves the inode as it was (a disk's bit rot, unflushed
     data lost in a power cut after the signature was kept), and on an object store an object
     of the same size uploaded over it within the second it was written (its modification
-    time has whole seconds); ``farm sweep --verify`` hashes every file, and ``farm report``
-    and ``farm sync`` always do. A damaged or foreign ``verified.json`` is ignored
-    (everything is hashed)."""
+    time has whole seconds); ``farm sweep --verify`` hashes every file, and so does ``farm
+    sync`` (``farm report`` trusts unchanged files as a resume does). A damaged or foreign
+    ``verified.json`` is ignored (everything is hashed)."""
 
     NAME = "verified.json"
 
@@ -236,6 +246,7 @@ class Store:
         self.runs = self.root / "runs"
         self.verified_files = VerifiedFiles(self.location)
         self._lock: FolderLock | None = None
+        self._segment: list[tuple[str, str, pa.Table]] = []  # stored since the last segment
 
     def trace_path(self, run_key: str) -> PurePath:
         return self.runs / f"{run_key}.parquet"
@@ -313,7 +324,42 @@ class Store:
         fault_point("after-record")
         self.verified_files.add(key, self.signature(self.record_path(key)),
                                 self.signature(self.trace_path(key)))
+        self._segment.append((key, record["trace_sha256"], result.trace))
+        if len(self._segment) >= SEGMENT_RUNS:
+            self.flush_segment()
         return record
+
+    def flush_segment(self) -> None:
+        """Write the traces stored since the last segment as one (``trace_segments``)."""
+        if self._segment:
+            self.write_segment(self._segment)
+            self._segment = []
+
+    def write_segment(self, runs: list[tuple[str, str, pa.Table]]) -> None:
+        """Write ``runs`` (run_key, trace sha256, trace) as one trace segment."""
+        name, data = pack(runs)
+        self._write(self.root / FOLDER / f"{name}.parquet", data)
+
+    def read_segments(self, wanted: dict[str, str], columns: Iterable[str] | None = None
+                      ) -> tuple[list[pa.Table], set[str]]:
+        """The rows (``columns`` of them, and ``run_key``) that the trace segments hold of
+        the runs ``wanted`` (run_key -> the trace sha256 its record holds), each run's from
+        one segment, and those runs (``trace_segments.unpack`` says which a segment holds)."""
+        listed = self.fs.get_file_info(pafs.FileSelector(str(self.root / FOLDER),
+                                                         allow_not_found=True))
+        paths = sorted(i.path for i in listed if i.type == pafs.FileType.File and
+                       i.base_name.endswith(".parquet"))
+        columns = None if columns is None else set(columns)
+        tables, covered = [], set()
+        for path, data in zip(paths, self._read_many(paths)):
+            left = {k: sha for k, sha in wanted.items() if k not in covered}
+            if data is None or not left:
+                continue
+            table, keys = unpack(PurePath(path).stem, data, left, columns)
+            if table is not None:
+                tables.append(table)
+                covered |= keys
+        return tables, covered
 
     def write_failure(self, spec: RunSpec, error: str, *, attempts: int = 1,
                       duration_s: float = math.nan, where: dict | None = None) -> dict:
@@ -438,7 +484,7 @@ class Store:
         except FileNotFoundError:
             raise DamagedFile(self.show(self.record_path(key)), "record missing", key) from None
         try:
-            record = json.loads(data)
+            record = json.loads(data, object_pairs_hook=_interned_keys)
         except ValueError:
             _parse_json(self.show(self.record_path(key)), data)  # raises, naming the file
         if not isinstance(record, dict) or record.get("run_key") != key:
@@ -507,10 +553,9 @@ class Store:
         path = self.trace_path(run_key)
         try:
             file = pq.ParquetFile(pa.BufferReader(self._read(path)))
-            if columns is None:
-                return file.read()
             names = set(file.schema_arrow.names)
-            return file.read(columns=[c for c in columns if c in names])
+            return file.read(columns=None if columns is None else
+                             [c for c in columns if c in names], use_threads=False)
         except FileNotFoundError:
             raise DamagedFile(self.show(path), "trace missing", run_key) from None
         except pa.ArrowInvalid as e:
@@ -574,6 +619,13 @@ def _no_cyclic_gc():
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _interned_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are shared with every other record's (``sys.intern``): the
+    20,000 records of a sweep repeat the same hundred keys, which as copies are about 40% of
+    their memory (225 MB parsed as copies, 126 MB shared, measured; 10% more parsing time)."""
+    return {sys.intern(k): v for k, v in pairs}
 
 
 INDEX_DIGEST = b"optfarm.records_sha256"

@@ -7,9 +7,8 @@ Each peer drives an in-memory Optuna study with the sampler's own ask/tell API, 
 distributions: a categorical dimension is a ``CategoricalDistribution`` of its values, an
 ordinal or numeric one an ``IntDistribution`` over the ranks of its measured values (Optuna
 has no ordinal distribution; an integer keeps the order, and every rank is a value the table
-measured; CMA-ES samples integers natively, with its margin, and restarts with a doubled
-population once it has converged (IPOP), its own way to use the budget left; Optuna 5 marks
-``restart_strategy`` deprecated, to move to OptunaHub, and still runs it). A combination the table never
+measured; CMA-ES samples integers natively, with its margin, and is restarted with a doubled
+population when its own stopping tests fire (IPOP, ``OptunaCmaEs``)). A combination the table never
 measured is told as a pruned trial (``TrialState.PRUNED``): TPE ranks pruned trials below
 every complete one, so it learns to avoid the region; the GP and CMA-ES samplers ignore them,
 as they do failed trials. Constraints go through Optuna's own mechanism, ``Trial.set_constraint`` (Optuna 5; TPE and
@@ -21,6 +20,7 @@ Optuna is imported when a peer is built, never when the registry lists it.
 from __future__ import annotations
 
 import math
+import pickle
 import warnings
 from typing import Any, Mapping
 
@@ -31,6 +31,8 @@ from ..base import Param
 from .table_peer import TablePeer
 
 __all__ = ["OptunaTPE", "OptunaGP", "OptunaCmaEs", "OptunaRandom"]
+
+OPTIMIZER_ATTR = "cmawm:optimizer:"   # Optuna's key of the pickled CMA-ES with margin (chunks)
 
 
 class OptunaPeer(TablePeer):
@@ -50,12 +52,28 @@ class OptunaPeer(TablePeer):
             name: (optuna.distributions.CategoricalDistribution(values) if kind == "categorical"
                    else optuna.distributions.IntDistribution(0, len(values) - 1))
             for name, kind, values in self.grid.parameters()}
+        self.studies = [self.new_study()]   # CMA-ES: one per restart
+
+    @property
+    def study(self):
+        """The study the sampler asks in now."""
+        return self.studies[-1]
+
+    def trials(self, states=None) -> list:
+        """Every trial of the run, over its studies, in order: a trial's index is the
+        ``trial`` a suggestion's info names."""
+        return [t for study in self.studies for t in study.get_trials(deepcopy=False,
+                                                                      states=states)]
+
+    def new_study(self):
+        """An in-memory study with the peer's sampler, in the problem's direction."""
+        import optuna
+
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            warnings.simplefilter("ignore", FutureWarning)   # CMA-ES' restart_strategy
             sampler = self.sampler(optuna)
-        direction = "minimize" if problem.objective.direction == "min" else "maximize"
-        self.study = optuna.create_study(direction=direction, sampler=sampler)
+        direction = "minimize" if self.problem.objective.direction == "min" else "maximize"
+        return optuna.create_study(direction=direction, sampler=sampler)
 
     def sampler(self, optuna):
         """The Optuna sampler, seeded with the run's seed."""
@@ -68,23 +86,24 @@ class OptunaPeer(TablePeer):
         # an ordinal parameter's value is the rank of the dimension's value
         point = {name: self.ranked[name][v] if name in self.ranked else v
                  for name, v in trial.params.items()}
-        return trial, point, trial.number
+        earlier = sum(len(study.get_trials(deepcopy=False)) for study in self.studies[:-1])
+        return trial, point, earlier + trial.number
 
     def reject(self, trial) -> None:
         from optuna.trial import TrialState
 
-        self.study.tell(trial, state=TrialState.PRUNED)
+        trial.study.tell(trial, state=TrialState.PRUNED)
 
     def tell(self, trial, value: float, constraints: list[float]) -> None:
         from optuna.trial import TrialState
 
         if math.isnan(value) or any(math.isnan(c) for c in constraints):
-            self.study.tell(trial, state=TrialState.FAIL)   # e.g. a run pending elsewhere
+            trial.study.tell(trial, state=TrialState.FAIL)   # e.g. a run pending elsewhere
             return
         if self.constrained:
             for c, v in zip(self.problem.constraints, constraints):
                 trial.set_constraint(str(c), v)
-        self.study.tell(trial, value)
+        trial.study.tell(trial, value)   # the trial's own study (CMA-ES: maybe not the current)
 
     def startup(self) -> int:
         """The sampler's random start (``n_startup_trials``, where its table has one), at most
@@ -115,6 +134,26 @@ class OptunaGP(OptunaPeer):
 
 
 class OptunaCmaEs(OptunaPeer):
+    """Optuna's CMA-ES sampler, restarted with a doubled population whenever it has stopped
+    making progress (IPOP: Auger and Hansen, CEC 2005).
+
+    Optuna runs no restart since 4.4 (``restart_strategy`` falls back to None; the peers pin
+    Optuna 5.0), and without one a run went wrong both ways on the leaderboard's tables:
+    converged, it proposed configurations already run until it gave up (cherrypick-kmeans,
+    after 13-29 of the table's 47 configurations, at 50x its mean configuration cost);
+    diverged, it overflowed. The divergence: the margin leaves an integer dimension's internal
+    coordinate unbounded, and where the objective seen by CMA-ES is dominated by the
+    categorical dimensions (sampled at random beside it), nothing pulls the mean back: on
+    scout-join_bigdata_spark seed 1 (50x) its step size grew from 0.17 to 1e21 in 380
+    generations, and cmaes refused the next one ("Abs of all param values must be less than
+    1e+32"). The peer restarts CMA-ES when cmaes' own ``should_stop`` fires on the state
+    Optuna keeps with each generation (flat values, tolx, divergence as tolxup, no-effect axis
+    or coordinate, conditioning), or when it has stagnated: no new configuration within pycma's
+    default ``tolstagnation`` of ``100 + 100 n^1.5 / popsize`` generations (a converged CMA-ES
+    whose values vary with the categoricals passes cmaes' flat-values test). A restart is a new
+    study whose sampler has twice the population and starts from scratch, as IPOP does;
+    configurations already run are answered from memory."""
+
     name = "optuna-cmaes"
     summary = ("Optuna's CMA-ES sampler (no constraint mechanism: penalised objective; "
                "integers with margin, IPOP restarts, categoricals sampled at random) over the "
@@ -123,11 +162,39 @@ class OptunaCmaEs(OptunaPeer):
     modules = ("optuna", "cmaes")
     constrained = False
 
+    def __init__(self, *args, **params: Any):
+        self.restarts = 0
+        self.popsize: int | None = None   # cmaes' default (4 + 3 ln n) until a restart
+        self.stuck = 0                    # asks since the last new configuration
+        self.configurations = 0           # configurations run or running at the last ask
+        super().__init__(*args, **params)
+
     def sampler(self, optuna):
-        return optuna.samplers.CmaEsSampler(seed=self.seed, warn_independent_sampling=False,
-                                            with_margin=True, restart_strategy="ipop",
-                                            independent_sampler=optuna.samplers.RandomSampler(
-                                                seed=self.seed))
+        seed = (self.seed + self.restarts) % 2**32   # a restart draws anew
+        return optuna.samplers.CmaEsSampler(
+            seed=seed, warn_independent_sampling=False, with_margin=True, popsize=self.popsize,
+            independent_sampler=optuna.samplers.RandomSampler(seed=seed))
+
+    def ask(self) -> tuple[Any, Mapping[str, Any], int]:
+        configurations = len(self.answers) + len(self.pending)
+        self.stuck = 0 if configurations > self.configurations else self.stuck + 1
+        self.configurations = configurations
+        state = self.cma_state()
+        if state is not None and (state.should_stop() or self.stuck > stagnation(state)):
+            self.restarts += 1
+            self.popsize = 2 * state.population_size
+            self.studies.append(self.new_study())
+            self.stuck = 0
+        return super().ask()
+
+    def cma_state(self):
+        """The CMA-ES state Optuna stored with the study's latest trial (pickled in its
+        system attributes when that trial's ask told CMA-ES a generation), or None."""
+        trials = self.study.get_trials(deepcopy=False)
+        attrs = trials[-1].system_attrs if trials else {}
+        parts = sorted((k for k in attrs if k.startswith(OPTIMIZER_ATTR)),
+                       key=lambda k: int(k.rsplit(":", 1)[1]))
+        return pickle.loads(bytes.fromhex("".join(attrs[k] for k in parts))) if parts else None
 
 
 class OptunaRandom(OptunaPeer):
@@ -136,3 +203,10 @@ class OptunaRandom(OptunaPeer):
 
     def sampler(self, optuna):
         return optuna.samplers.RandomSampler(seed=self.seed)
+
+
+def stagnation(cma) -> int:
+    """Asks without a new configuration after which CMA-ES has stagnated: pycma's default
+    ``tolstagnation``, ``100 + 100 n^1.5 / popsize`` generations, of ``popsize`` asks each."""
+    generations = int(100 + 100 * cma.dim ** 1.5 / cma.population_size)
+    return generations * cma.population_size

@@ -184,3 +184,106 @@ def test_unreachable_cluster_one_line_exit_1_in_bounded_time(tmp_path):
     assert err[0].startswith("farm: error: no Ray cluster answers at 127.0.0.1:1"), err
     assert not (out / "mlflow.db").exists()
     print(f"\nunreachable cluster: exit 1 after {took:.1f} s (interpreter start-ups included)")
+
+
+@pytest.mark.slow  # three starts of about 30 s each
+def test_local_ray_start_that_times_out_one_line_exit_1(tmp_path):
+    """A local Ray whose start times out every time (each new raylet stopped, SIGSTOP, the
+    moment it appears: a raylet that gets no CPU on a loaded machine): Ray gives up after its
+    30 s wait for the node ("The current node timed out during startup"), the farm tries
+    ``START_ATTEMPTS`` times, then one ``farm: error:`` line and exit 1; no MLflow store made,
+    nothing run, no process of the attempts left."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from farm.sweep.ray_setup import START_ATTEMPTS
+
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "farm", "sweep", "--datasets", "synthetic",
+                             "--optimizers", "random", "--seeds", "1", "--out", str(out),
+                             "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    stopped, seen = [], set()
+    while proc.poll() is None and time.monotonic() - t0 < 600:
+        for pid in descendants(proc.pid) - seen:
+            try:
+                comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            except OSError:
+                continue
+            seen.add(pid)
+            if comm == "raylet":
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+        time.sleep(0.02)
+    _, stderr = proc.communicate(timeout=60)
+    took = time.monotonic() - t0
+    errors = [line for line in stderr.splitlines() if line.startswith("farm: error:")]
+    retries = [line for line in stderr.splitlines() if "starting it again" in line]
+    assert proc.returncode == 1 and len(stopped) == START_ATTEMPTS, (stopped, stderr)
+    assert len(errors) == 1 and errors[0].startswith("farm: error: could not start a local "
+                                                     "Ray:"), stderr
+    assert "timed out during startup" in errors[0] and len(retries) == START_ATTEMPTS - 1
+    assert not (out / "mlflow.db").exists() and not list(out.glob("runs/*.json"))
+    left = [pid for pid in seen if Path(f"/proc/{pid}").exists()
+            and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert not left, left
+    print(f"\nlocal Ray start timed out {START_ATTEMPTS} times: exit 1 after {took:.1f} s")
+
+
+@pytest.mark.slow  # a node start of Ray's 30 s wait, then one that works
+def test_node_start_that_times_out_is_tried_again(capsys):
+    """``farm cluster add`` whose first start times out (the new worker's raylet stopped,
+    SIGSTOP, the moment it appears, as a raylet that gets no CPU on a loaded machine): one
+    line naming the cause, a pause, and the second start joins the cluster; the stopped
+    raylet ends with its first try's process group."""
+    import signal
+    import threading
+    import time
+    from pathlib import Path
+
+    from farm.cluster.local import ClusterError
+
+    def raylets() -> set[int]:
+        found = set()
+        for pid in descendants(os.getpid()):
+            try:
+                if Path(f"/proc/{pid}/comm").read_text().strip() == "raylet":
+                    found.add(pid)
+            except OSError:
+                continue
+        return found
+
+    with loopback_cluster(1, "of-retry-") as cluster:
+        before, result = raylets(), {}
+
+        def add():
+            try:
+                result["node"] = cluster.add_node()
+            except ClusterError as e:  # the test's assertion says what
+                result["error"] = e
+
+        t0 = time.monotonic()
+        adding = threading.Thread(target=add)
+        adding.start()
+        stopped = None
+        while adding.is_alive() and stopped is None:
+            for pid in raylets() - before:
+                os.kill(pid, signal.SIGSTOP)
+                stopped = pid
+            time.sleep(0.02)
+        adding.join(timeout=600)
+        took = time.monotonic() - t0
+        node = result.get("node")
+        assert stopped is not None and node is not None, result
+        assert node.alive() and node.name in cluster.node_ids()
+        assert not Path(f"/proc/{stopped}").exists() or Path(
+            f"/proc/{stopped}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        retries = [line for line in capsys.readouterr().err.splitlines()
+                   if line.startswith(f"farm: node {node.name} did not start")]
+        assert len(retries) == 1 and "timed out during startup" in retries[0], retries
+        assert "(2/" in retries[0]
+    print(f"\nnode {node.name}: first start timed out, joined on the second after {took:.1f} s")

@@ -55,10 +55,15 @@ def test_a_sweep_on_s3_stores_each_run_once_and_resumes(s3, server, capsys):
     keys = sorted(r.run_key for r in expand(inline_spec("synthetic", "random", 4,
                                                         iterations=8)))
     assert _sweep(out, 4, "--tracking-uri", server.url) == 0
-    # no temporary object, and no lease: it is deleted when the driver ends
-    assert _objects(out) == sorted(["index.parquet", "sweep.json", "verified.json"]
+    # no temporary object, and no lease: it is deleted when the driver ends; the four traces
+    # again in one segment (farm.sweep.trace_segments), named by its sha256
+    segment = [o for o in _objects(out) if o.startswith("traces/")]
+    assert len(segment) == 1 and len(segment[0]) == len("traces/.parquet") + 64
+    assert _objects(out) == sorted(["index.parquet", "sweep.json", "verified.json", *segment]
                                    + [f"runs/{k}.{ext}" for k in keys
                                       for ext in ("json", "parquet")])
+    assert Store(out).read_segments({k: Store(out).record(k)["trace_sha256"]
+                                     for k in keys})[1] == set(keys)
     store = Store(out)
     assert sorted(store.finished()) == keys and store.write_index().num_rows == 4
     capsys.readouterr()

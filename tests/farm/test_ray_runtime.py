@@ -4,6 +4,7 @@ resumed, the Ray executor, and Ray listening on loopback only."""
 
 from __future__ import annotations
 
+import itertools
 import operator
 import os
 import signal
@@ -175,6 +176,23 @@ def test_autoscaler_request_follows_the_sweep_and_is_released(ray_local):
     assert seen[0] == 4 and set(seen) <= {4, 3, 2, 1}, seen  # runs left, at most max_in_flight
     assert all(a >= b for a, b in zip(seen, seen[1:])), seen
     assert _requested() == 0
+
+
+def test_autoscaler_request_of_a_big_sweep_is_what_the_cluster_could_start_next(ray_local):
+    """Without --max-in-flight, 250 runs on 2 CPUs ask for the cluster's CPUs plus 200 (Ray
+    Tune's bound on pending trials), not for every run left: the request for all 20,000 runs
+    of a sweep made Ray's v1 autoscaler monitor bin-pack 20,000 entries at every update. It
+    comes down as the sweep drains below that, and is withdrawn at the end."""
+    from farm.sweep.capacity import AHEAD, wanted_cpus
+    from farm.sweep.ray_runtime import run_on_ray
+
+    runs = expand(_spec(seeds=63, iterations=2))[:250]
+    seen = [_requested() for _ in run_on_ray(runs, max_in_flight=0, autoscale=True)]
+    assert seen[0] == 2 + AHEAD < len(runs) and max(seen) == 2 + AHEAD, seen[:5]
+    assert seen[-1] < seen[0] and all(a >= b for a, b in itertools.pairwise(seen))
+    assert _requested() == 0
+    assert wanted_cpus(0, 1000, 20_000) == 2100  # a big cluster: 1.1 x its CPUs beyond them
+    assert wanted_cpus(4, 1000, 20_000) == 4 and wanted_cpus(0, 2, 3) == 3
 
 
 def test_autoscaler_request_is_written_at_most_once_a_second(ray_local):
