@@ -40,6 +40,12 @@ def _pg_bin(name: str) -> str | None:
     return str(versions[-1]) if versions else None
 
 
+def _runuser() -> str | None:
+    """util-linux's ``runuser``: on PATH, or in the sbin folders a non-login PATH leaves out."""
+    return shutil.which("runuser") or next(
+        (str(p) for p in (Path("/usr/sbin/runuser"), Path("/sbin/runuser")) if p.exists()), None)
+
+
 def _user() -> str | None:
     """The user the cluster runs as: ours, or ``postgres`` when we are root."""
     if os.geteuid() != 0:
@@ -59,6 +65,8 @@ def available() -> str | None:
             pwd.getpwnam("postgres")
         except KeyError:
             return "running as root without a postgres user to run PostgreSQL as"
+        if _runuser() is None:
+            return "running as root without runuser (util-linux) to run PostgreSQL as postgres"
     try:
         import psycopg  # noqa: F401  (MLflow's server talks to PostgreSQL through it)
     except ImportError:
@@ -104,7 +112,7 @@ class PostgresMlflowServer:
 
     def _as_user(self, args: list[str]) -> list[str]:
         user = _user()
-        return ["runuser", "-u", user, "--", *args] if user else args
+        return [_runuser(), "-u", user, "--", *args] if user else args
 
     def start(self) -> PostgresMlflowServer:
         why = available()

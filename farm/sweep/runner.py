@@ -142,8 +142,10 @@ def _run_todo(todo, spec, store, tracker, report, backend, max_in_flight, on_sub
               progress) -> None:
     outcomes = _outcomes(todo, spec, backend, max_in_flight, on_submit)
     bar = _progress(len(report.runs), report.skipped, spec.name, progress)
+    storing = None  # the run being stored: on disk, perhaps, before Ctrl-C lets it be counted
     try:
         for o in outcomes:
+            storing = o.spec.run_key
             if o.error is None:
                 record = store.write_result(o.spec, o.result, attempts=o.attempts,
                                             duration_s=o.duration_s, cpu_s=o.cpu_s,
@@ -166,6 +168,9 @@ def _run_todo(todo, spec, store, tracker, report, backend, max_in_flight, on_sub
         # an error on its way out (disk full, Ctrl-C) is the one to report, not a second one
         quiet = contextlib.suppress(StoreError) if sys.exc_info()[1] else contextlib.nullcontext()
         with quiet:
+            if storing is not None and storing not in report.records:
+                if (record := store.record(storing)) is not None:
+                    report.records[storing] = record
             store.flush_segment()
             store.refresh_index(report.records.values())
             store.save_verified()

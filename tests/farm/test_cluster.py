@@ -88,6 +88,32 @@ def test_cluster_command_bad_input_and_no_cluster(tmp_path, capsys):
     assert len(err) == 2
 
 
+def test_ctrl_c_just_after_a_record_is_written_still_indexes_it(tmp_path, monkeypatch):
+    """Ctrl-C that lands between a run's record reaching the disk and the sweep counting it
+    (the window the SIGTERM test below met on a loaded machine): the index still lists every
+    stored run."""
+    import pyarrow.parquet as pq
+
+    import farm.sweep.store as store_module
+
+    passes = []
+
+    def interrupt_after_second_record(name):
+        passes.append(name)
+        if passes.count("after-record") == 2 and name == "after-record":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(store_module, "fault_point", interrupt_after_second_record)
+    spec = parse_spec({"name": "ctrl-c", "datasets": ["synthetic"], "optimizers": ["random"],
+                       "seeds": 5, "limits": {"iterations": 5}})
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(spec, out, backend="serial", tracking=False, progress=False)
+    stored = sorted(r["run_key"] for r in Store(out).records())
+    assert len(stored) == 2
+    assert sorted(pq.read_table(out / "index.parquet").column("run_key").to_pylist()) == stored
+
+
 def test_driver_stopped_by_sigterm_keeps_the_store_consistent(tmp_path):
     """SIGTERM (a scheduler stopping the driver) ends a sweep as Ctrl-C does: exit 130, the
     finished runs stored and indexed, the MLflow sweep run FAILED; the next run resumes."""
