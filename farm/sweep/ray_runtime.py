@@ -36,7 +36,7 @@ os.environ.setdefault("RAY_DISABLE_USAGE_STATS", "1")
 
 import pyarrow as pa  # noqa: E402  (after the environment Ray reads at import)
 import ray  # noqa: E402
-from ray.exceptions import RayActorError, RayError, RayTaskError  # noqa: E402
+from ray.exceptions import ObjectLostError, RayActorError, RayError, RayTaskError  # noqa: E402
 
 from farm.run.loop import RunResult, run_one  # noqa: E402
 from farm.run.spec import RunSpec  # noqa: E402
@@ -342,7 +342,9 @@ def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: 
                 try:
                     result, cpu, wall = ray.get(ref)
                     result = _off_the_store(result)
-                except RayActorError as e:
+                except (RayActorError, ObjectLostError) as e:
+                    # the actor died, or it had finished and its result was lost with its
+                    # node's object store (ObjectReconstructionFailedError): the run again
                     if actor in actors:  # report and drop it once, whatever it had queued
                         _drop(actor, actors, e)
                     if n <= max_retries:
