@@ -310,7 +310,11 @@ def test_disk_full_while_the_mlflow_store_is_created_then_freed(ray_head, tmpfs,
     out = disk.path / "out"
     args = _sweep_args("store-full", out, ray_head, None)
     full = farm(args)
-    assert full.returncode == 1, full
+    # where MLflow's store creation stopped decides whether the runs' files still fit on the
+    # disk: either the sweep ends incomplete (exit 1), or every run is stored and MLflow is
+    # reported offline (exit 0); the store's warning comes once either way
+    assert full.returncode in (0, 1), full
+    assert full.returncode == 1 or "offline, run `farm sync` later" in full.stdout, full
     assert len(_lines(full.stderr, f"{out / 'mlflow.db'} cannot be opened")) == 1, full.stderr
     assert "free space" in full.stderr
     disk.resize("64m")
