@@ -11,7 +11,11 @@ and its children, which also silences Ray's "token authentication is enabled" wa
 Start-up under load (``start_local_ray``): the raylet waits 15 s (fixed in Ray 2.60) for its
 dashboard agent, a Python process that imports much, to report its ports, and aborts if it has
 not ("Timed out waiting for file .../metrics_agent_port_..." in ``raylet.out``); on a machine
-whose cores are busy that happens, so a local start is tried up to three times.
+whose cores are busy that happens, so a local start is tried up to three times. A start that
+fails leaves its processes behind: ``ray.init`` raises before it records the node, so
+``ray.shutdown`` does not know them, and Ray's reaper ends them only when this process exits
+(late, on a loaded machine). Each failed try's processes (the GCS, a raylet that may hang,
+its agents, the reaper) are killed and waited for before the next try.
 
 Quiet start-up (``quiet_ray``): ``ray.init`` gets ``INIT_QUIET`` (no "Started a local Ray
 instance" line), and the colorama wrapper Ray's CLI logger installs on import is taken off
@@ -39,18 +43,36 @@ def start_local_ray(num_cpus: int | None = None, **init) -> None:
     import ray
 
     ensure_auth_token()
+    import psutil  # Ray's own copy (ray/thirdparty_files), importable once Ray is
+
+    this = psutil.Process()
     for attempt in range(1, START_ATTEMPTS + 1):
+        before = set(this.children(recursive=True))
         try:
             ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
                      _node_ip_address="127.0.0.1", **init)
             return
         except Exception as e:  # the raylet or another of Ray's processes died at start-up
+            _kill_and_wait(set(this.children(recursive=True)) - before)
             ray.shutdown()
             if attempt == START_ATTEMPTS:
                 raise
             why = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
             print(f"farm: the local Ray did not start ({why}); starting it again "
                   f"({attempt + 1}/{START_ATTEMPTS})", file=sys.stderr, flush=True)
+
+
+def _kill_and_wait(processes, timeout: float = 10.0) -> None:
+    """SIGKILL ``processes`` (psutil processes; a stopped one dies too) and wait until they
+    are gone, the ones this process started reaped."""
+    import psutil
+
+    for process in processes:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(processes, timeout=timeout)
 
 
 def ensure_auth_token() -> Path | None:

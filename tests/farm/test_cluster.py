@@ -218,7 +218,8 @@ def test_local_ray_start_that_times_out_one_line_exit_1(tmp_path):
     moment it appears: a raylet that gets no CPU on a loaded machine): Ray gives up after its
     30 s wait for the node ("The current node timed out during startup"), the farm tries
     ``START_ATTEMPTS`` times, then one ``farm: error:`` line and exit 1; no MLflow store made,
-    nothing run, no process of the attempts left."""
+    nothing run, no process of the attempts left, and each try's stopped raylet gone before
+    the next try's starts (Ray's reaper would end them only at exit)."""
     import signal
     import subprocess
     import sys
@@ -233,16 +234,23 @@ def test_local_ray_start_that_times_out_one_line_exit_1(tmp_path):
                              "--optimizers", "random", "--seeds", "1", "--out", str(out),
                              "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    stopped, seen = [], set()
+    def alive(pid):
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    stopped, seen, names, earlier_alive = [], set(), {}, []
     while proc.poll() is None and time.monotonic() - t0 < 600:
         for pid in descendants(proc.pid) - seen:
             try:
-                comm = Path(f"/proc/{pid}/comm").read_text().strip()
+                names[pid] = Path(f"/proc/{pid}/comm").read_text().strip()
             except OSError:
                 continue
             seen.add(pid)
-            if comm == "raylet":
+            if names[pid] == "raylet":
                 os.kill(pid, signal.SIGSTOP)
+                earlier_alive += [p for p in stopped if alive(p)]
                 stopped.append(pid)
         time.sleep(0.02)
     _, stderr = proc.communicate(timeout=60)
@@ -254,8 +262,8 @@ def test_local_ray_start_that_times_out_one_line_exit_1(tmp_path):
                                                      "Ray:"), stderr
     assert "timed out during startup" in errors[0] and len(retries) == START_ATTEMPTS - 1
     assert not (out / "mlflow.db").exists() and not list(out.glob("runs/*.json"))
-    left = [pid for pid in seen if Path(f"/proc/{pid}").exists()
-            and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert not earlier_alive, [(pid, names[pid]) for pid in earlier_alive]
+    left = [(pid, names[pid]) for pid in seen if alive(pid)]
     assert not left, left
     print(f"\nlocal Ray start timed out {START_ATTEMPTS} times: exit 1 after {took:.1f} s")
 
