@@ -7,11 +7,12 @@ Each peer drives an in-memory Optuna study with the sampler's own ask/tell API, 
 distributions: a categorical dimension is a ``CategoricalDistribution`` of its values, an
 ordinal or numeric one an ``IntDistribution`` over the ranks of its measured values (Optuna
 has no ordinal distribution; an integer keeps the order, and every rank is a value the table
-measured; CMA-ES samples integers natively, with its margin, and is restarted with a doubled
-population when its own stopping tests fire (IPOP, ``OptunaCmaEs``)). A combination the table never
-measured is told as a pruned trial (``TrialState.PRUNED``): TPE ranks pruned trials below
-every complete one, so it learns to avoid the region; the GP and CMA-ES samplers ignore them,
-as they do failed trials. Constraints go through Optuna's own mechanism, ``Trial.set_constraint`` (Optuna 5; TPE and
+measured; CMA-ES samples integers natively, with its margin, and is restarted from a random
+mean with a doubled population when it stops bringing new configurations: IPOP,
+``OptunaCmaEs``). A combination the table never measured is told as a pruned trial
+(``TrialState.PRUNED``): TPE ranks pruned trials below every complete one, so it learns to
+avoid the region; the GP and CMA-ES samplers ignore them, as they do failed trials.
+Constraints go through Optuna's own mechanism, ``Trial.set_constraint`` (Optuna 5; TPE and
 GP read them: relative violations, <= 0 feasible); CMA-ES has no constraint mechanism and is
 told the penalised objective; random search ignores values. The sampler's seed is the run's.
 Optuna is imported when a peer is built, never when the registry lists it.
@@ -134,8 +135,9 @@ class OptunaGP(OptunaPeer):
 
 
 class OptunaCmaEs(OptunaPeer):
-    """Optuna's CMA-ES sampler, restarted with a doubled population whenever it has stopped
-    making progress (IPOP: Auger and Hansen, CEC 2005).
+    """Optuna's CMA-ES sampler, restarted from a random mean with a doubled population
+    whenever it has stopped bringing new configurations (IPOP: Auger and Hansen, "A Restart
+    CMA Evolution Strategy With Increasing Population Size", CEC 2005).
 
     Optuna runs no restart since 4.4 (``restart_strategy`` falls back to None; the peers pin
     Optuna 5.0), and without one a run went wrong both ways on the leaderboard's tables:
@@ -146,13 +148,20 @@ class OptunaCmaEs(OptunaPeer):
     categorical dimensions (sampled at random beside it), nothing pulls the mean back: on
     scout-join_bigdata_spark seed 1 (50x) its step size grew from 0.17 to 1e21 in 380
     generations, and cmaes refused the next one ("Abs of all param values must be less than
-    1e+32"). The peer restarts CMA-ES when cmaes' own ``should_stop`` fires on the state
-    Optuna keeps with each generation (flat values, tolx, divergence as tolxup, no-effect axis
-    or coordinate, conditioning), or when it has stagnated: no new configuration within pycma's
-    default ``tolstagnation`` of ``100 + 100 n^1.5 / popsize`` generations (a converged CMA-ES
-    whose values vary with the categoricals passes cmaes' flat-values test). A restart is a new
-    study whose sampler has twice the population and starts from scratch, as IPOP does;
-    configurations already run are answered from memory."""
+    1e+32").
+
+    The peer restarts CMA-ES when cmaes' own ``should_stop`` fires on the state Optuna keeps
+    with each generation (flat values, tolx, divergence as tolxup, no-effect axis or
+    coordinate, conditioning), or when no new configuration has come for ``stagnation`` asks.
+    A restart is a new study whose sampler has twice the population, a mean drawn uniformly
+    over the space and the first start's step size (Optuna's ``min_range / 6``), as IPOP
+    restarts and as Optuna's own ``restart_strategy`` did until 4.4 (its ``x0`` "is sampled
+    uniformly within the search space domain for each restart"); configurations already run
+    are answered from memory. Each restart starting at the space's centre, as it did before,
+    and pycma's ``tolstagnation`` horizon (which grows with the population past the peer's
+    patience), made CMA-ES give up on guindani-kmeans (20 configurations, one dimension) in
+    10 of 10 runs after 15-19 configurations: three restarts converged back to the same
+    configurations and never proposed the table's ends."""
 
     name = "optuna-cmaes"
     summary = ("Optuna's CMA-ES sampler (no constraint mechanism: penalised objective; "
@@ -165,29 +174,40 @@ class OptunaCmaEs(OptunaPeer):
     def __init__(self, *args, **params: Any):
         self.restarts = 0
         self.popsize: int | None = None   # cmaes' default (4 + 3 ln n) until a restart
+        self.x0: dict[str, float] | None = None   # the space's centre until a restart
         self.stuck = 0                    # asks since the last new configuration
         self.configurations = 0           # configurations run or running at the last ask
+        self.state = None                 # the CMA-ES state after the last generation told
         super().__init__(*args, **params)
 
     def sampler(self, optuna):
         seed = (self.seed + self.restarts) % 2**32   # a restart draws anew
-        return optuna.samplers.CmaEsSampler(
-            seed=seed, warn_independent_sampling=False, with_margin=True, popsize=self.popsize,
-            independent_sampler=optuna.samplers.RandomSampler(seed=seed))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)   # x0: deprecated, kept until 6.0
+            return optuna.samplers.CmaEsSampler(
+                x0=self.x0, seed=seed, warn_independent_sampling=False, with_margin=True,
+                popsize=self.popsize, independent_sampler=optuna.samplers.RandomSampler(seed=seed))
 
     def ask(self) -> tuple[Any, Mapping[str, Any], int]:
         configurations = len(self.answers) + len(self.pending)
         self.stuck = 0 if configurations > self.configurations else self.stuck + 1
         self.configurations = configurations
-        state = self.cma_state()
-        if state is not None and (state.should_stop() or self.stuck > stagnation(state)):
+        told = self.told_state()
+        self.state = self.state if told is None else told
+        dim = len(self.ranked)   # CMA-ES's dimensions; categoricals are sampled at random
+        popsize = self.popsize or 4 + math.floor(3 * math.log(max(dim, 1)))   # cmaes' default
+        if dim and ((self.state is not None and self.state.should_stop()) or
+                    self.stuck > stagnation(dim, popsize, self.config["patience"])):
             self.restarts += 1
-            self.popsize = 2 * state.population_size
+            self.popsize = 2 * popsize
+            self.x0 = {name: float(self.rng.uniform(0, len(values) - 1))
+                       for name, values in self.ranked.items()}
             self.studies.append(self.new_study())
+            self.state = None
             self.stuck = 0
         return super().ask()
 
-    def cma_state(self):
+    def told_state(self):
         """The CMA-ES state Optuna stored with the study's latest trial (pickled in its
         system attributes when that trial's ask told CMA-ES a generation), or None."""
         trials = self.study.get_trials(deepcopy=False)
@@ -205,8 +225,16 @@ class OptunaRandom(OptunaPeer):
         return optuna.samplers.RandomSampler(seed=self.seed)
 
 
-def stagnation(cma) -> int:
-    """Asks without a new configuration after which CMA-ES has stagnated: pycma's default
-    ``tolstagnation``, ``100 + 100 n^1.5 / popsize`` generations, of ``popsize`` asks each."""
-    generations = int(100 + 100 * cma.dim ** 1.5 / cma.population_size)
-    return generations * cma.population_size
+def stagnation(dim: int, popsize: int, patience: int) -> int:
+    """Asks without a new configuration after which CMA-ES has stagnated: the generations
+    over which cmaes and the BIPOP-CMA-ES test equal values, ``10 + ceil(30 n / popsize)``
+    (Hansen, "Benchmarking a BI-Population CMA-ES on the BBOB-2009 Function Testbed",
+    EqualFunValues; cmaes' ``tolfun`` history), of ``popsize`` asks each; a run's best value
+    stays flat while no new configuration comes. At most half the peer's patience, so that
+    CMA-ES restarts before the peer gives up (pycma's ``tolstagnation``, ``100 + 100 n^1.5 /
+    popsize`` generations, was 3,300 asks at the population of 32 that guindani-kmeans
+    reached, beyond the patience of 2,000). Counted in asks, not in generations told: a
+    restart whose mean falls where the table measured nothing tells CMA-ES no generation
+    (every ask is a pruned trial, which it ignores)."""
+    generations = 10 + math.ceil(30 * dim / popsize)
+    return min(generations * popsize, patience // 2)
