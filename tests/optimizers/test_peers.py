@@ -271,6 +271,30 @@ def test_cma_es_runs_the_guindani_tables_to_their_end(shared_datasets, name, end
         ends[seed] = (summary["stop_reason"], summary["n_evaluations"])
     assert ends == {seed: end for seed in range(10)}
 
+
+def test_gp_draws_at_random_after_a_repeat_and_runs_a_small_table_to_its_end(shared_datasets):
+    # guindani-kmeans, 33 evaluations: converged, Optuna's GP proposed configurations it had
+    # run, refitting itself at every ask (seed 0: 111 asks and 91 s for its 11th configuration;
+    # a run had not ended after 13 minutes at the patience of 2,000), and with a patience of 200
+    # it gave up before the table's end; after an ask that brought nothing new the peer now
+    # draws at random, so even that patience runs the whole table
+    pytest.importorskip("torch", reason="optuna-gp needs torch (optfarm[peers])")
+    from farm.run.loop import Stepper
+    from farm.run.spec import RunSpec
+    from oracle.formats import FORMATS
+
+    dataset = next(d for d in FORMATS["guindani"](shared_datasets / "guindani")
+                   if d.name == "guindani-kmeans")
+    for seed in range(3):
+        spec = RunSpec(dataset.name, "optuna-gp", seed, {}, iterations=33)
+        oracle = Oracle(dataset, spec.problem(dataset))
+        opt = make_optimizer("optuna-gp", oracle.space, oracle.problem, seed, evaluations=33,
+                             patience=200)
+        stepper = Stepper(opt, oracle, seed)
+        while stepper.stop_reason(33) is None and stepper.step() is not None:
+            pass
+        assert (opt.stop_reason, len(opt.answers)) == ("exhausted", 20), seed
+
 # -- without the extra ------------------------------------------------------------------------
 _WITHOUT_OPTUNA = """
 import sys
