@@ -71,7 +71,7 @@ class TablePeer(Optimizer):
 
     def ask(self) -> tuple[Any, Mapping[str, Any], int] | None:
         """The library's next point: (handle to tell, {parameter: value}, its trial number);
-        None when the library has no point left to propose."""
+        None when the library gives up proposing (after ``patience`` repeats of its own)."""
         raise NotImplementedError
 
     def tell(self, handle: Any, value: float, constraints: list[float]) -> None:
@@ -93,8 +93,8 @@ class TablePeer(Optimizer):
             return self.stopped("exhausted")
         for _ in range(self.config["patience"]):
             asked = self.ask()
-            if asked is None:
-                return self.stopped("exhausted")
+            if asked is None:   # the library's own patience ran out (SMAC)
+                return self.stopped(f"gave up: {self.config['patience']} repeats")
             handle, point, number = asked
             config_id = self.grid.lookup(point)
             if config_id is None:
