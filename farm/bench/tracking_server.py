@@ -74,10 +74,13 @@ def available() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _two_free_ports() -> tuple[int, int]:
+    """Two distinct ports free on 127.0.0.1 now (both bound while chosen: a port closed again
+    may be handed out again)."""
+    with socket.socket() as a, socket.socket() as b:
+        a.bind(("127.0.0.1", 0))
+        b.bind(("127.0.0.1", 0))
+        return a.getsockname()[1], b.getsockname()[1]
 
 
 def _wait(url_or_port, proc: subprocess.Popen, timeout: float, log: Path) -> None:
@@ -104,7 +107,7 @@ class PostgresMlflowServer:
     def __init__(self, root: str | Path | None = None, workers: int = 2, threads: int = 4):
         self.root = Path(root or tempfile.mkdtemp(prefix="mlflow-pg-", dir="/tmp"))
         self.workers, self.threads = workers, threads
-        self.pg_port, self.port = _free_port(), _free_port()
+        self.pg_port, self.port = _two_free_ports()
         self.url = f"http://127.0.0.1:{self.port}"
         self.database_uri = f"postgresql+psycopg://postgres@127.0.0.1:{self.pg_port}/mlflow"
         self._postgres: subprocess.Popen | None = None

@@ -24,6 +24,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,7 @@ _START_TIMEOUTS = ("timed out during startup", "Timed out waiting for file")
 _PORT_FLAGS = ("--node-manager-port", "--object-manager-port", "--metrics-export-port",
                "--dashboard-agent-grpc-port", "--dashboard-agent-listen-port",
                "--runtime-env-agent-port")
+_HEAD_PORT_FLAGS = ("--ray-client-server-port", "--dashboard-port")
 
 
 class ClusterError(RuntimeError):
@@ -104,7 +106,7 @@ class LocalCluster:
             raise ClusterError("no host name of this machine resolves to 127.0.0.1 (add one to "
                                "/etc/hosts): a joining node could not stay on loopback")
         root.mkdir(parents=True, exist_ok=True)
-        cluster = cls(root, port=_free_port(), join_host=host, object_store_mb=object_store_mb)
+        cluster = cls(root, port=_free_ports(1)[0], join_host=host, object_store_mb=object_store_mb)
         try:
             cluster._start("head", cpus, timeout)
             for _ in range(nodes - 1):
@@ -138,13 +140,14 @@ class LocalCluster:
     def _start_once(self, name: str, cpus: int, timeout: float) -> Node:
         temp_dir = self.root / name
         shutil.rmtree(temp_dir, ignore_errors=True)
+        flags = _PORT_FLAGS + (_HEAD_PORT_FLAGS if name == "head" else ())
+        ports = _free_ports(len(flags), taken={self.port})
         args = [_ray_cli(), "start", "--block", f"--num-cpus={cpus}", "--disable-usage-stats",
                 f"--object-store-memory={self.object_store_mb * 2**20}",
-                f"--temp-dir={temp_dir}", *(f"{flag}={_free_port()}" for flag in _PORT_FLAGS)]
+                f"--temp-dir={temp_dir}", *(f"{f}={p}" for f, p in zip(flags, ports))]
         if name == "head":
             args += ["--head", "--node-ip-address=127.0.0.1", f"--port={self.port}",
-                     "--include-dashboard=false", f"--ray-client-server-port={_free_port()}",
-                     f"--dashboard-port={_free_port()}"]
+                     "--include-dashboard=false"]
             env = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
         else:
             args += [f"--address={self.join_host}:{self.port}"]
@@ -262,10 +265,19 @@ def loopback_name() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(count: int, taken: set[int] = frozenset()) -> list[int]:
+    """``count`` distinct ports free on 127.0.0.1 now, none of them in ``taken``. The sockets
+    stay bound until all are chosen: a port closed again may be handed out again, and a node
+    given one port for two of its flags does not start ("... is trying to use a port number
+    ... that is used by other components")."""
+    with ExitStack() as bound:
+        ports: list[int] = []
+        while len(ports) < count:
+            s = bound.enter_context(socket.socket())
+            s.bind(("127.0.0.1", 0))
+            if s.getsockname()[1] not in taken:
+                ports.append(s.getsockname()[1])
+        return ports
 
 
 def _ray_cli() -> str:
