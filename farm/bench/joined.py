@@ -1,7 +1,7 @@
 """The cost of following a cluster: a sweep on a joined loopback cluster (``farm cluster up``,
 one node) without ``--max-in-flight`` against the same sweep with it.
 
-    farm bench-farm --joined 20000 [--iterations 5] [--workers 2]
+    farm bench-farm --joined 20000 [--iterations 5] [--workers 2] [--repeats 2]
 
 (the CLI starts the cluster, ``farm.cluster.local``, and stops it after)
 
@@ -35,30 +35,40 @@ from farm.sweep.ray_runtime import ray
 
 __all__ = ["joined_cost"]
 
+WARM_UP_RUNS = 100
+
 
 def joined_cost(address: str, sizes: list[int], dataset: str = "synthetic",
                 optimizer: str = "random", iterations: int | None = 5,
-                workers: int = 2) -> list[dict]:
-    """One row per size and case (no ``--max-in-flight``, then ``WORKERS``) of sweeps joined
-    to the cluster at ``address``: runs/s, and the autoscaler request left on the head."""
+                workers: int = 2, pairs: int = 1) -> list[dict]:
+    """One row per size, pair and case (no ``--max-in-flight``, and ``WORKERS``) of sweeps
+    joined to the cluster at ``address``: runs/s, and the autoscaler request left on the head.
+    The two cases of a pair run back to back, in turns first (ABBA...), so that a load that
+    rises or falls through the pairs weighs on both cases alike, after an untimed warm-up
+    sweep of ``WARM_UP_RUNS`` (300 runs, one pair: 10.0 s against 4.6 s without it, the first
+    sweep starting the cluster's workers)."""
     from farm.bench.overhead import _spec
     from farm.sweep.runner import run_sweep
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="of-bench-", dir="/tmp") as root:
         try:
+            # untimed warm-up: the cluster's first sweep starts its workers and imports
+            run_sweep(_spec(dataset, optimizer, WARM_UP_RUNS, iterations, workers),
+                      Path(root) / "warm-up", address=address, progress=False)
             for n in sizes:
-                for in_flight in (0, workers):
-                    spec = _spec(dataset, optimizer, n, iterations, in_flight)
-                    out = Path(root) / f"out-{n}-{in_flight}"
-                    t0 = time.perf_counter()
-                    report = run_sweep(spec, out, address=address, progress=False)
-                    wall = time.perf_counter() - t0
-                    if not report.complete:
-                        raise RuntimeError(f"{report.failed} runs failed")
-                    rows.append({"runs": n, "max_in_flight": in_flight or "-",
-                                 "wall_s": wall, "runs_per_s": n / wall,
-                                 "request_left": _request_left()})
+                for pair in range(1, pairs + 1):
+                    for in_flight in (0, workers)[::1 if pair % 2 else -1]:
+                        spec = _spec(dataset, optimizer, n, iterations, in_flight)
+                        out = Path(root) / f"out-{n}-{pair}-{in_flight}"
+                        t0 = time.perf_counter()
+                        report = run_sweep(spec, out, address=address, progress=False)
+                        wall = time.perf_counter() - t0
+                        if not report.complete:
+                            raise RuntimeError(f"{report.failed} runs failed")
+                        rows.append({"runs": n, "pair": pair, "max_in_flight": in_flight or "-",
+                                     "wall_s": wall, "runs_per_s": n / wall,
+                                     "request_left": _request_left()})
         finally:
             ray.shutdown()
     return rows

@@ -49,18 +49,25 @@ def cmd_bench_farm(args) -> int:
             cluster = LocalCluster.up(root, nodes=1, cpus=args.workers)
             try:
                 rows = joined_cost(cluster.address, sizes, args.dataset, args.optimizer,
-                                   args.iterations or 5, args.workers)
+                                   args.iterations or 5, args.workers, args.repeats)
             finally:
                 cluster.down()
         print(f"a sweep on a joined loopback cluster (one node of {args.workers} CPUs): "
               f"{args.optimizer} on {args.dataset}, {args.iterations or 5} evaluations per "
               f"run, tracking off (load average {os.getloadavg()[1]:.1f})")
-        print_table(rows, ["runs", "max_in_flight", "wall_s", "runs_per_s", "request_left"])
+        print_table(rows, ["runs", "pair", "max_in_flight", "wall_s", "runs_per_s",
+                           "request_left"])
         for n in sizes:
-            without, with_ = (r for r in rows if r["runs"] == n)
+            wall = {case: [r["wall_s"] for r in rows if r["runs"] == n
+                           and (r["max_in_flight"] == "-") == (case == "without")]
+                    for case in ("without", "with")}
+            pairs = ", ".join(f"{a / b:.2f}x" for a, b in zip(wall["without"], wall["with"]))
+            left = max(r["request_left"] for r in rows if r["runs"] == n
+                       and r["max_in_flight"] == "-")
             print(f"{n} runs: runs/s with --max-in-flight / without "
-                  f"{with_['runs_per_s'] / without['runs_per_s']:.2f}x (target <= 1.2x); "
-                  f"autoscaler request left {without['request_left']} (target 0)")
+                  f"{sum(wall['without']) / sum(wall['with']):.2f}x over {len(wall['with'])} "
+                  f"pair(s) ({pairs}; target <= 1.2x); autoscaler request left {left} "
+                  "(target 0)")
         return EXIT_OK
 
     if args.tracking:
@@ -159,5 +166,5 @@ def add_bench_commands(sub) -> None:
                    "sweeps of these sizes, e.g. 2000,20000 (--iterations default 5)")
     b.add_argument("--joined", metavar="SIZES", help="instead: sweeps of these sizes on a "
                    "joined loopback cluster without --max-in-flight against with it "
-                   "(farm.bench.joined; --iterations default 5)")
+                   "(farm.bench.joined; --iterations default 5; --repeats: pairs, in turns first)")
     b.set_defaults(func=cmd_bench_farm)
