@@ -19,7 +19,9 @@ without / with: uncapped request 97.2 / 123.4 (1.27x); capped 118.7 / 105.0, 93.
 this command, its "without" sweep at load ~20, its "with" one as the load fell to 7: the
 machine's load moves the ratio more than the request does. CPU-s of the head's processes
 over each sweep: Ray's v1 autoscaler monitor 3.2 uncapped against 1.2-2.1 in the other five,
-the driver 86-102 in all six.
+the driver 86-102 in all six. With this command's pairs in turns first after a warm-up, on
+a machine otherwise quiet (load 0.3-5 from the bench itself), ``--repeats 2``: 147.7 / 134.6
+and 187.5 / 149.0 runs/s without / with, 0.86x over both pairs (0.91x, 0.79x).
 """
 
 from __future__ import annotations
