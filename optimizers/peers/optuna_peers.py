@@ -47,6 +47,7 @@ class OptunaPeer(TablePeer):
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # no line per trial
+        self.configurations = 0   # configurations run or running at the last ask
         self.ranked = {name: values for name, kind, values in self.grid.parameters()
                        if kind == "ordinal"}
         self.distributions = {
@@ -79,6 +80,13 @@ class OptunaPeer(TablePeer):
     def sampler(self, optuna):
         """The Optuna sampler, seeded with the run's seed."""
         raise NotImplementedError
+
+    def new_since_last_ask(self) -> int:
+        """Configurations run or running that came since the previous ask (called once an
+        ask): 0 when that ask brought none (one already run, or one the table never measured)."""
+        configurations = len(self.answers) + len(self.pending)
+        new, self.configurations = configurations - self.configurations, configurations
+        return new
 
     def ask(self) -> tuple[Any, Mapping[str, Any], int]:
         with warnings.catch_warnings():
@@ -138,18 +146,12 @@ class OptunaGP(OptunaPeer):
     params = TablePeer.params + (
         Param("n_startup_trials", 10, "random trials before the GP", low=0),)
 
-    def __init__(self, *args, **params: Any):
-        self.configurations = 0   # configurations run or running at the last ask
-        super().__init__(*args, **params)
-
     def sampler(self, optuna):
         return optuna.samplers.GPSampler(seed=self.seed, n_startup_trials=self.startup())
 
     def ask(self) -> tuple[Any, Mapping[str, Any], int]:
-        configurations = len(self.answers) + len(self.pending)
-        if configurations == self.configurations and self.trials():
+        if self.new_since_last_ask() == 0 and self.trials():
             self.study.enqueue_trial(self.random_point())   # its params skip the GP
-        self.configurations = configurations
         return super().ask()
 
     def random_point(self) -> dict[str, Any]:
@@ -202,7 +204,6 @@ class OptunaCmaEs(OptunaPeer):
         self.popsize: int | None = None   # cmaes' default (4 + 3 ln n) until a restart
         self.x0: dict[str, float] | None = None   # the space's centre until a restart
         self.stuck = 0                    # asks since the last new configuration
-        self.configurations = 0           # configurations run or running at the last ask
         self.state = None                 # the CMA-ES state after the last generation told
         super().__init__(*args, **params)
 
@@ -215,9 +216,7 @@ class OptunaCmaEs(OptunaPeer):
                 popsize=self.popsize, independent_sampler=optuna.samplers.RandomSampler(seed=seed))
 
     def ask(self) -> tuple[Any, Mapping[str, Any], int]:
-        configurations = len(self.answers) + len(self.pending)
-        self.stuck = 0 if configurations > self.configurations else self.stuck + 1
-        self.configurations = configurations
+        self.stuck = 0 if self.new_since_last_ask() > 0 else self.stuck + 1
         told = self.told_state()
         self.state = self.state if told is None else told
         dim = len(self.ranked)   # CMA-ES's dimensions; categoricals are sampled at random

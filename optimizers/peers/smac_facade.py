@@ -18,7 +18,8 @@ seed, and sized by ``n_trials``, the evaluations a user would plan: SMAC's initi
 a quarter of it at most. Costs are told in units of the first value observed (``scale``):
 SMAC's log-scaled cost encoder subtracts 1e-10 from the smallest cost before its log, which
 rounds away at Guindani's costs of order 1e7 (VM x ms) and gives log(0) = -inf. SMAC
-writes its run history into a temporary folder that goes with the optimizer. SMAC is imported when the peer is built, never when the registry lists it.
+writes its run history into a temporary folder that goes with the optimizer. SMAC is imported
+when the peer is built, never when the registry lists it.
 """
 
 from __future__ import annotations
