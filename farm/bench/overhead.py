@@ -34,7 +34,9 @@ find nothing to run or log). Targets: tracking on >= half the runs/s of tracking
 runs; last tenth within 10% of the first at 20,000; resume of 20,000 runs < 10 s. With
 ``--tracking-server postgresql`` the same sweeps are also tracked to a team's server: ``mlflow
 server`` backed by its own PostgreSQL cluster on 127.0.0.1 (``farm.bench.tracking_server``;
-``--tracking-uri URI``: an existing server), the rows "postgresql" beside "sqlite".
+``--tracking-uri URI``: an existing server): the row "postgresql" through the server's REST
+API, "postgresql-db" into the server's database (MLflow's database tracking URI), beside
+"sqlite".
 
 With ``--resume SIZES`` it times, for each size, a sweep with tracking off, then a resume of it
 as ``farm sweep`` runs one (``resume_s``: files unchanged since written are not hashed again,

@@ -48,7 +48,7 @@ def _param_overrides(pairs) -> dict[str, dict[str, str]]:
 
 
 def cmd_sweep(args) -> int:
-    from farm.sweep.spec import SpecError, inline_spec, load_spec
+    from farm.sweep.spec import SpecError, inline_spec, load_spec, no_password
 
     try:
         if args.spec:
@@ -63,6 +63,11 @@ def cmd_sweep(args) -> int:
                                name=args.name or "inline", iterations=args.iterations,
                                budget=args.budget, params=_param_overrides(args.param))
             source = "inline sweep"
+        if args.tracking_uri:
+            try:
+                no_password(args.tracking_uri)
+            except ValueError as e:
+                raise SpecError(str(e)) from None
         if args.max_runs is not None and args.max_runs < 1:
             raise SpecError(f"--max-runs must be at least 1, got {args.max_runs}")
         if args.max_in_flight is not None and args.max_in_flight < 1:

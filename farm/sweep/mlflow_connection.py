@@ -25,6 +25,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from farm.sweep.spec import hide_password
+
 __all__ = ["EXPERIMENT_KIND", "Connection", "resolve_uri", "sqlite_path"]
 
 # an unreachable server should cost seconds, not MLflow's default minutes of retries
@@ -71,14 +73,14 @@ class Connection:
         self.local_dir = local_dir
         self.offline = False
         self.client = None
-        self.bulk = None                 # the sqlite store, for ``farm.sweep.mlflow_bulk``
+        self.bulk = None                 # a database store, for ``farm.sweep.mlflow_bulk``
         self.experiment_id: str | None = None
         self.artifact_location: str | None = None
 
     def warn(self, what: str, e: BaseException | str) -> None:
         """Go offline; the first time, say so on stderr with the remedy (``farm sync``)."""
         if not self.offline:
-            print(f"farm: warning: MLflow tracking at {self.uri} unavailable ({what}: "
+            print(f"farm: warning: MLflow tracking at {hide_password(self.uri)} unavailable ({what}: "
                   f"{first_line(e)}); results are stored, upload them later with `farm sync "
                   f"{self.folder}`", file=sys.stderr)
         self.offline = True

@@ -24,7 +24,7 @@ import numpy as np
 
 from farm.run.metrics import final_quality, worse_quantile
 from farm.run.spec import RunSpec, problem_for
-from farm.sweep.spec import DEFAULT_MAX_RUNS, SweepSpec, expand_keyed
+from farm.sweep.spec import DEFAULT_MAX_RUNS, SweepSpec, expand_keyed, hide_password
 from farm.sweep.store import DamagedFile, Store, StoreError, spec_to_dict
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
 
             tracker = Tracker(out, stored["tracking"]["uri"], spec.tracking.experiment,
                               spec.name, sweep_id, stored["tracking"]["artifacts"], statistics)
-            report.tracking_uri = tracker.uri
+            report.tracking_uri = hide_password(tracker.uri)  # printed, in --json
             if tracker.start({k: spec_to_dict(r) for k, r in keyed.items()},
                              {"sweep": spec.name, "runs": len(runs)}, report.records):
                 for key in keyed:  # catch up on runs stored while tracking was down

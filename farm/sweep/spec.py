@@ -32,6 +32,7 @@ import math
 import re
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -50,8 +51,8 @@ from oracle.problem import Constraint, Objective
 from oracle.spelling import did_you_mean
 from oracle.unique_yaml import load_unique
 
-__all__ = ["DEFAULT_MAX_RUNS", "SpecError", "SweepSpec", "expand", "expand_keyed", "inline_spec",
-           "load_spec", "parse_spec", "read_yaml"]
+__all__ = ["DEFAULT_MAX_RUNS", "SpecError", "SweepSpec", "expand", "expand_keyed",
+           "hide_password", "inline_spec", "load_spec", "no_password", "parse_spec", "read_yaml"]
 
 Scalar = bool | int | float | str
 DEFAULT_MAX_RUNS = 200_000   # a sweep larger than this needs --max-runs
@@ -151,6 +152,28 @@ class Tracking(_Model):
     uri: str | None = None                # None: $MLFLOW_TRACKING_URI or sqlite in the out dir
     experiment: str | None = None         # None: the sweep's name
     artifacts: bool = False               # upload each trace (else its store path is a tag)
+
+    @field_validator("uri")
+    @classmethod
+    def _uri(cls, v):
+        return v if v is None else no_password(v)
+
+
+def hide_password(uri: str) -> str:
+    """``uri`` with its password, if any, shown as ``***`` (to print it, or keep it on disk)."""
+    password = urlsplit(uri).password
+    return uri if password is None else uri.replace(f":{password}@", ":***@", 1)
+
+
+def no_password(uri: str) -> str:
+    """``uri``, refused (ValueError) when it carries a password: a tracking URI is kept in
+    ``sweep.json`` and travels with the output folder."""
+    if hide_password(uri) != uri:
+        raise ValueError(f"the tracking URI {hide_password(uri)} carries a password, which "
+                         "sweep.json would "
+                         "keep: give it through the environment instead (PGPASSWORD or "
+                         "~/.pgpass for a database, MLFLOW_TRACKING_PASSWORD for a server)")
+    return uri
 
 
 class SweepSpec(_Model):

@@ -1,8 +1,8 @@
 """MLflow tracking of sweeps (ARCHITECTURE.md, "Where each concept lives"): every MLflow call of
 optfarm is in this module and its helpers, one job each: ``mlflow_connection`` (the URI, the
 store and its repair, the experiment), ``mlflow_mapping`` (stored run -> MLflow run, pure
-functions), ``mlflow_logger`` (the background thread), ``mlflow_bulk`` (the folder's own sqlite
-store written in batches) and ``variants`` (the variant level, names, parameters).
+functions), ``mlflow_logger`` (the background thread), ``mlflow_bulk`` (an MLflow database,
+sqlite or PostgreSQL, written in batches) and ``variants`` (the variant level, names, parameters).
 
 Layout: one parent run per sweep, one nested run per variant (dataset x optimizer x
 parameters x problem) and, nested in it, one run per run key (a seed). A variant run spans its
@@ -35,7 +35,8 @@ there. It is never the truth: a moved folder, another URI or a damaged line send
 to the server.
 
 Cost: the logger thread writes the runs queued together: to the folder's own sqlite store (or
-any ``sqlite:///`` URI), each created complete in one transaction per batch
+any ``sqlite:///`` or ``postgresql+psycopg://`` database URI, e.g. the database a team's
+``mlflow server`` serves), each created complete in one transaction per batch
 (``farm.sweep.mlflow_bulk``); to a tracking server each run is one ``create_run``, one
 ``log_batch`` (parameters, metrics and tags together) and one status update, several runs at a
 time (``_CLIENT_THREADS``). The parent run is touched once when a sweep starts and once when
@@ -63,6 +64,7 @@ from farm.sweep.mlflow_mapping import (
     variant_span,
     variant_status,
 )
+from farm.sweep.spec import hide_password
 from farm.sweep.store import Store, fault_point
 
 __all__ = ["CACHE", "Statistics", "Tracker", "close_open_runs", "resolve_uri", "sweep_uri",
@@ -148,7 +150,7 @@ class Tracker:
 
     def _finished_and_logged(self, specs: Mapping[str, dict], records: Mapping[str, dict]
                              ) -> bool:
-        ends = [e for e in self._cache if "closed" in e and e.get("uri") == self.uri
+        ends = [e for e in self._cache if "closed" in e and e.get("uri") == hide_password(self.uri)
                 and e.get("sweep") == self.sweep_id]
         if not ends or ends[-1]["closed"] != "FINISHED":
             return False
@@ -371,7 +373,7 @@ class Tracker:
             self._conn.warn(f"log run {items[0][0]['run_key']}", e)
 
     def _log_runs(self, items: list[tuple[dict, Any]]) -> None:
-        """Log stored runs: their variant runs created or reopened first; those new to a sqlite
+        """Log stored runs: their variant runs created or reopened first; those new to a database
         store together (``mlflow_bulk``), the others through the client, several at a time;
         then the variants whose seeds are all logged are ended."""
         from farm.sweep.mlflow_bulk import write_runs
@@ -522,7 +524,7 @@ class Tracker:
 
     def _append_cache(self, entries: list[dict]) -> None:
         now = time.time()
-        lines = "".join(json.dumps({"uri": self.uri, "sweep": self.sweep_id, **e,
+        lines = "".join(json.dumps({"uri": hide_password(self.uri), "sweep": self.sweep_id, **e,
                                     "logged_at": now}) + "\n" for e in entries)
         try:
             with open(self.store.location.local_dir / CACHE, "a") as f:

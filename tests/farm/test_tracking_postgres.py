@@ -2,7 +2,9 @@
 cluster (its own, on 127.0.0.1, ``farm.bench.tracking_server``) with a folder as its artifact
 store, read back through ``MlflowClient``: the experiment opens on its runs, the variant runs
 span their seeds and carry the statistics, the trace is an artifact, and a resume logs
-nothing twice. Skips, saying why, where PostgreSQL (or psycopg) is not installed."""
+nothing twice; runs written straight into the server's database (MLflow's database tracking
+URI, the bulk path) read back through the server as those sent through it. Skips, saying why,
+where PostgreSQL (or psycopg) is not installed."""
 
 from __future__ import annotations
 
@@ -58,3 +60,55 @@ def test_a_sweep_tracked_to_a_postgresql_backed_server(postgres_server, tmp_path
                       statistics=STATISTICS)
     assert again.skipped == 6 and again.done == 0
     assert len(client.search_runs([exp.experiment_id], max_results=100)) == 9
+
+
+def test_runs_written_into_the_servers_database_read_back_as_those_sent_through_it(
+        postgres_server, tmp_path):
+    """MLflow's database tracking URI (``postgresql+psycopg://...``) takes the bulk path
+    (``farm.sweep.mlflow_bulk``): the same sweep synced into the server's database and through
+    the server reads back the same through the server, exactly once."""
+    from mlflow.tracking import MlflowClient
+
+    from farm.run.spec import RunSpec
+    from farm.sweep.mlflow_bulk import bulk_store
+    from farm.sweep.tracking import sync
+    from tests.farm.test_tracking_layout import _read_back, _spec
+
+    database = postgres_server.database_uri
+    assert bulk_store(MlflowClient(database)) is not None            # the bulk path
+    assert bulk_store(MlflowClient(postgres_server.url)) is None     # the client path
+    out = tmp_path / "out"
+    assert run_sweep(_spec("db", 2), out, tracking=False, progress=False).complete
+    failed = RunSpec("synthetic", "random", seed=7, params={"n_init": 3}, iterations=10)
+    Store(out).write_failure(failed.resolved(), "RuntimeError: injected", attempts=2,
+                             duration_s=0.25, where={"node_id": "n1"})
+    assert sync(out, database, experiment="into-db") == (5, 0)
+    assert sync(out, postgres_server.url, experiment="through-server") == (5, 0)
+
+    bulk = _read_back(postgres_server.url, "into-db")
+    client = _read_back(postgres_server.url, "through-server")
+    assert set(bulk) == set(client) and len(bulk) == 1 + 2 + 5
+    for key, run in client.items():
+        other = bulk[key]
+        if key[0] == "run":
+            assert other == run, key
+            continue
+        for field in ("name", "status", "user", "stage", "params", "tags", "metrics"):
+            assert other[field] == run[field], (key, field)
+    assert bulk[("run", failed.run_key)]["status"] == "FAILED"
+
+    (out / "mlflow_runs.jsonl").unlink()  # exactly once, found by tag in the database
+    assert sync(out, database, experiment="into-db") == (0, 0)
+    assert len(_read_back(postgres_server.url, "into-db")) == 8
+
+
+def test_a_tracking_uri_with_a_password_is_refused_before_anything_is_kept(tmp_path, capsys):
+    from farm.cli import main
+
+    code = main(["sweep", "--datasets", "synthetic", "--optimizers", "random", "--serial",
+                 "--out", str(tmp_path / "out"),
+                 "--tracking-uri", "postgresql+psycopg://me:secret@127.0.0.1/mlflow"])
+    err = capsys.readouterr().err
+    assert code == 2 and "secret" not in err and "me:***@127.0.0.1" in err
+    assert "PGPASSWORD" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
