@@ -35,8 +35,9 @@ runs; last tenth within 10% of the first at 20,000; resume of 20,000 runs < 10 s
 ``--tracking-server postgresql`` the same sweeps are also tracked to a team's server: ``mlflow
 server`` backed by its own PostgreSQL cluster on 127.0.0.1 (``farm.bench.tracking_server``;
 ``--tracking-uri URI``: an existing server): the row "postgresql" through the server's REST
-API, "postgresql-db" into the server's database (MLflow's database tracking URI), beside
-"sqlite".
+API, "postgresql-db" into the server's database (MLflow's database tracking URI),
+"postgresql-app" through a second such server that runs optfarm's MLflow app (``mlflow server
+--app-name optfarm``, ``farm.sweep.mlflow_server_app``), beside "sqlite".
 
 With ``--resume SIZES`` it times, for each size, a sweep with tracking off, then a resume of it
 as ``farm sweep`` runs one (``resume_s``: files unchanged since written are not hashed again,

@@ -101,12 +101,15 @@ def _wait(url_or_port, proc: subprocess.Popen, timeout: float, log: Path) -> Non
 
 class PostgresMlflowServer:
     """``start()``: a PostgreSQL cluster (database ``mlflow``) and an ``mlflow server`` with
-    ``workers`` processes of ``threads`` threads in front of it; ``url`` is the tracking URI;
-    ``stop()`` ends both."""
+    ``workers`` gunicorn processes of ``threads`` threads in front of it (``threads=0``: MLflow's
+    default, uvicorn) running MLflow's app, or the ``mlflow.app`` entry point ``app`` (e.g.
+    ``optfarm``); ``url`` is the tracking URI, ``database_uri``
+    the database's; ``stop()`` ends both."""
 
-    def __init__(self, root: str | Path | None = None, workers: int = 2, threads: int = 4):
+    def __init__(self, root: str | Path | None = None, workers: int = 2, threads: int = 4,
+                 app: str | None = None):
         self.root = Path(root or tempfile.mkdtemp(prefix="mlflow-pg-", dir="/tmp"))
-        self.workers, self.threads = workers, threads
+        self.workers, self.threads, self.app = workers, threads, app
         self.pg_port, self.port = _two_free_ports()
         self.url = f"http://127.0.0.1:{self.port}"
         self.database_uri = f"postgresql+psycopg://postgres@127.0.0.1:{self.pg_port}/mlflow"
@@ -167,7 +170,9 @@ class PostgresMlflowServer:
                  "--backend-store-uri", self.database_uri,
                  "--artifacts-destination", (self.root / "artifacts").as_uri(),
                  "--workers", str(self.workers),
-                 "--gunicorn-opts", f"--threads {self.threads} --timeout 120"],
+                 *(["--gunicorn-opts", f"--threads {self.threads} --timeout 120"]
+                   if self.threads else []),  # else MLflow's default front, uvicorn
+                 *(["--app-name", self.app] if self.app else [])],
                 env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
                 stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
         _wait(self.url + "/health", self._server, 300, log)

@@ -104,6 +104,10 @@ def _tracking_cost(args) -> int:
                                                             threads=args.server_threads))
             servers["postgresql"] = pg.url                  # through the server (REST)
             servers["postgresql-db"] = pg.database_uri      # into the server's database
+            app = stack.enter_context(PostgresMlflowServer(workers=args.server_workers,
+                                                             threads=args.server_threads,
+                                                             app="optfarm"))
+            servers["postgresql-app"] = app.url             # through optfarm's MLflow app
         rows = tracking_cost(sizes, args.dataset, args.optimizer, args.iterations or 5,
                              args.workers, servers)
     print(f"MLflow tracking cost: {args.optimizer} on {args.dataset}, "
@@ -160,8 +164,8 @@ def add_bench_commands(sub) -> None:
                    "resume time for sweeps of these sizes, e.g. 500,2000,20000 (--iterations "
                    "default 5)")
     b.add_argument("--tracking-server", choices=["postgresql"], help="with --tracking: also "
-                   "track to an mlflow server backed by its own PostgreSQL on 127.0.0.1, "
-                   "through the server and into its database")
+                   "track to an mlflow server backed by its own PostgreSQL on 127.0.0.1: "
+                   "through the server, into its database, through optfarm's MLflow app")
     b.add_argument("--server-workers", type=int, default=2, help="that server's gunicorn "
                    "workers (default 2)")
     b.add_argument("--server-threads", type=int, default=4, help="threads per worker "

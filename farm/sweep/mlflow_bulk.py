@@ -8,13 +8,17 @@ of an untracked one. Here a batch of runs -- each created with its tags, paramet
 and summary metrics, latest-metric rows, terminal status and end time -- is a handful of
 ``executemany`` inserts into MLflow's own tables (those of its ORM models, through the store's
 own session maker) committed once: about 1 ms of CPU per run. The same holds for a PostgreSQL
-database named by MLflow's database tracking URI (``postgresql://...``): through a server, a run
-costs 3 REST calls and 27-36 ms of the server's CPU, which held a tracked sweep to 0.16-0.25x
-the runs/s of the sqlite path on one 2-core machine. Runs of remote tracking servers (``http``)
-keep the public client path (``MlflowClient.log_batch``); ``tests/farm/test_tracking_layout.py``
-shows the two paths read back identically through ``MlflowClient`` (info, parameters, tags,
-metrics and their histories), ``tests/farm/test_tracking_postgres.py`` the same through a
-PostgreSQL-backed server.
+database named by MLflow's database tracking URI (``postgresql+psycopg://...``), and for a
+tracking server that runs optfarm's MLflow app (``mlflow server --app-name optfarm``,
+``farm.sweep.mlflow_server_app``): the client sends a batch of runs in one request
+(``remote_writer``, through MLflow's own ``http_request``: its credentials, TLS settings and
+retries) and the server writes them here into its database. Through a stock server a run costs
+3 REST calls and 27-36 ms of the server's CPU, which held a tracked sweep to 0.2-0.35x the
+runs/s of the sqlite path on one 2-core machine. Other tracking servers keep the public client
+path (``MlflowClient.log_batch``); ``tests/farm/test_tracking_layout.py`` shows the two paths
+read back identically through ``MlflowClient`` (info, parameters, tags, metrics and their
+histories), ``tests/farm/test_tracking_postgres.py`` the same through a PostgreSQL-backed
+server, for runs written into its database and through its optfarm app.
 
 Tied to MLflow 3.17.x (pinned in pyproject.toml): it writes the rows that
 ``SqlAlchemyStore.create_run``, ``log_batch`` (``_log_params``, ``_log_metrics``,
@@ -27,27 +31,94 @@ Only runs that do not exist yet are written here (the caller found them absent b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 
 from farm.sweep.mlflow_mapping import NewRun
 
-__all__ = ["DATABASES", "MLFLOW_VERSION", "bulk_store", "write_runs"]
+__all__ = ["DATABASES", "ENDPOINT", "MLFLOW_VERSION", "REQUEST_RUNS", "bulk_store",
+           "remote_writer", "runs_from_json", "runs_to_json", "store_of", "write_runs"]
 
 MLFLOW_VERSION = "3.17."   # the MLflow release whose schema this module writes
 DATABASES = ("sqlite", "postgresql")  # those it was tried on
+ENDPOINT = "/api/2.0/optfarm/runs/create-many"  # optfarm's MLflow app (mlflow_server_app)
+REQUEST_RUNS = 500         # runs per request to it (the logger's batch: ~0.5 MB of JSON)
 
 
 def bulk_store(client):
-    """The client's ``SqlAlchemyStore`` when it writes one of ``DATABASES`` with the MLflow
-    release this module is written for, else None (use the client)."""
+    """The client's ``SqlAlchemyStore`` when this module can write it (``store_of``), else
+    None (use the client)."""
+    return store_of(getattr(getattr(client, "_tracking_client", None), "store", None))
+
+
+def store_of(store):
+    """``store`` when it is a ``SqlAlchemyStore`` of one of ``DATABASES`` and MLflow is the
+    release this module is written for, else None."""
     import mlflow
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
-    store = getattr(getattr(client, "_tracking_client", None), "store", None)
     if not isinstance(store, SqlAlchemyStore) or store.db_type not in DATABASES or \
             not mlflow.__version__.startswith(MLFLOW_VERSION):
         return None
     return store
+
+
+def remote_writer(uri: str) -> Callable[[str, Sequence[NewRun]], None] | None:
+    """For a tracking server at ``uri`` that runs optfarm's MLflow app on a database this module
+    writes, with this MLflow release: ``write(experiment_id, runs)``, which sends the runs in
+    one request; else None (a stock server, another store or release: use the client)."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request
+
+    creds = get_default_host_creds(uri)  # as MLflow's client: MLFLOW_TRACKING_USERNAME, ...
+    try:
+        answer = http_request(creds, ENDPOINT, "GET", max_retries=0, timeout=10)
+    except (MlflowException, OSError):
+        return None
+    if answer.status_code != 200:
+        return None
+    try:
+        info = answer.json()
+    except ValueError:
+        return None
+    if not (info.get("writable") and str(info.get("mlflow", "")).startswith(MLFLOW_VERSION)):
+        return None
+
+    def write(experiment_id: str, runs: Sequence[NewRun]) -> None:
+        from mlflow.utils.rest_utils import http_request_safe
+
+        for i in range(0, len(runs), REQUEST_RUNS):  # each request one transaction
+            http_request_safe(creds, ENDPOINT, "POST", timeout=120, json={
+                "experiment_id": experiment_id,
+                "runs": runs_to_json(runs[i:i + REQUEST_RUNS])})
+    return write
+
+
+def runs_to_json(runs: Sequence[NewRun]) -> list[dict]:
+    """``runs`` as JSON values (a metric's NaN or infinity as its ``repr``: JSON has none)."""
+    def number(v: float):
+        return v if math.isfinite(v) else repr(float(v))
+    return [{"run_id": r.run_id, "key": r.key, "name": r.name, "status": r.status,
+             "start_ms": r.start_ms, "end_ms": r.end_ms,
+             "tags": [[t.key, t.value] for t in r.tags],
+             "params": [[p.key, p.value] for p in r.params],
+             "metrics": [[m.key, number(m.value), m.timestamp, m.step] for m in r.metrics]}
+            for r in runs]
+
+
+def runs_from_json(items: list[dict]) -> list[NewRun]:
+    """The runs ``runs_to_json`` made (KeyError, TypeError or ValueError when malformed)."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    return [NewRun(name=str(i["name"]), start_ms=int(i["start_ms"]),
+                   end_ms=None if i["end_ms"] is None else int(i["end_ms"]),
+                   status=str(i["status"]), key=str(i["key"]), run_id=str(i["run_id"]),
+                   tags=[RunTag(str(k), str(v)) for k, v in i["tags"]],
+                   params=[Param(str(k), str(v)) for k, v in i["params"]],
+                   metrics=[Metric(str(k), float(v), int(t), int(step))
+                            for k, v, t, step in i["metrics"]])
+            for i in items]
 
 
 def write_runs(store, experiment_id: str, artifact_location: str,

@@ -18,13 +18,16 @@ traces overview) for an untagged one whose page it opens before it finds the run
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
 import time
 import urllib.request
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from farm.sweep.mlflow_mapping import NewRun
 from farm.sweep.spec import hide_password
 
 __all__ = ["EXPERIMENT_KIND", "Connection", "resolve_uri", "sqlite_path"]
@@ -73,7 +76,8 @@ class Connection:
         self.local_dir = local_dir
         self.offline = False
         self.client = None
-        self.bulk = None                 # a database store, for ``farm.sweep.mlflow_bulk``
+        # ``write_runs(runs)``: new runs written in one go (``farm.sweep.mlflow_bulk``), or None
+        self.write_runs: Callable[[Sequence[NewRun]], None] | None = None
         self.experiment_id: str | None = None
         self.artifact_location: str | None = None
 
@@ -120,7 +124,7 @@ class Connection:
     def _open(self) -> None:
         from mlflow.tracking import MlflowClient
 
-        from farm.sweep.mlflow_bulk import bulk_store
+        from farm.sweep.mlflow_bulk import bulk_store, remote_writer, write_runs
 
         client = MlflowClient(tracking_uri=self.uri)
         exp = client.get_experiment_by_name(self.experiment)
@@ -133,7 +137,14 @@ class Connection:
             client.set_experiment_tag(exp.experiment_id, *EXPERIMENT_KIND)
         self.experiment_id, self.artifact_location = exp.experiment_id, exp.artifact_location
         self.client = client
-        self.bulk = bulk_store(client)
+        store = bulk_store(client)
+        if store is not None:  # a database: sqlite, or a team's PostgreSQL
+            self.write_runs = functools.partial(write_runs, store, exp.experiment_id,
+                                                exp.artifact_location)
+        elif self.uri.startswith(("http://", "https://")):  # a server with optfarm's app
+            remote = remote_writer(self.uri)
+            if remote is not None:
+                self.write_runs = functools.partial(remote, exp.experiment_id)
 
     def _move_aside(self, db: Path) -> None:
         """The folder's own store, its tables created half-way by a version that created it in

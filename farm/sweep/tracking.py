@@ -37,9 +37,11 @@ to the server.
 Cost: the logger thread writes the runs queued together: to the folder's own sqlite store (or
 any ``sqlite:///`` or ``postgresql+psycopg://`` database URI, e.g. the database a team's
 ``mlflow server`` serves), each created complete in one transaction per batch
-(``farm.sweep.mlflow_bulk``); to a tracking server each run is one ``create_run``, one
-``log_batch`` (parameters, metrics and tags together) and one status update, several runs at a
-time (``_CLIENT_THREADS``). The parent run is touched once when a sweep starts and once when
+(``farm.sweep.mlflow_bulk``); to a tracking server that runs optfarm's MLflow app
+(``farm.sweep.mlflow_server_app``) the same batch in one request, which the server writes so;
+to any other tracking server each run is one ``create_run``, one ``log_batch`` (parameters,
+metrics and tags together) and one status update, several runs at a time
+(``_CLIENT_THREADS``). The parent run is touched once when a sweep starts and once when
 it ends.
 """
 
@@ -376,8 +378,6 @@ class Tracker:
         """Log stored runs: their variant runs created or reopened first; those new to a database
         store together (``mlflow_bulk``), the others through the client, several at a time;
         then the variants whose seeds are all logged are ended."""
-        from farm.sweep.mlflow_bulk import write_runs
-
         c = self._conn
         touched = set()
         for record, _ in items:
@@ -400,10 +400,10 @@ class Tracker:
                 if record["status"] == "done" else None
             runs.append(seed_run(self._ctx, record, trace, parent, path))
         self._news |= touched
-        new = [run for run in runs if c.bulk is not None and run.key not in self._runs]
-        rest = [run for run in runs if c.bulk is None or run.key in self._runs]
+        new = [run for run in runs if c.write_runs is not None and run.key not in self._runs]
+        rest = [run for run in runs if c.write_runs is None or run.key in self._runs]
         if new:
-            write_runs(c.bulk, c.experiment_id, c.artifact_location, new)
+            c.write_runs(new)
             fault_point("after-mlflow-create")
             if self.artifacts:
                 for run in new:
@@ -421,8 +421,6 @@ class Tracker:
         """Create the variant runs of ``touched`` that do not exist (RUNNING, starting at the
         earliest start of their seeds stored so far); reopen those ended before that now get
         a seed run (the sweep was extended, or a failed seed is run again)."""
-        from farm.sweep.mlflow_bulk import write_runs
-
         c, members = self._conn, self._members()
         new = []
         for v in sorted(touched):
@@ -434,8 +432,8 @@ class Tracker:
                 continue
             start = variant_span(self._spans, members[v])[0]
             new.append(variant_run(self._ctx, v, self.parent, start))
-        if c.bulk is not None:
-            write_runs(c.bulk, c.experiment_id, c.artifact_location, new)
+        if c.write_runs is not None:
+            c.write_runs(new)
             self._variant_runs.update({r.key: (r.run_id, "RUNNING") for r in new})
             return
         for r in new:

@@ -160,6 +160,26 @@ def _read_back(uri: str, experiment: str) -> dict:
     return out
 
 
+def assert_read_back_alike(bulk: dict, client: dict, runs: int) -> None:
+    """Runs written in bulk (``_read_back``) are those written through the client."""
+    assert set(bulk) == set(client) and len(bulk) == runs
+    for key, run in client.items():
+        other = bulk[key]
+        assert other["artifacts_of_the_run"] and run["artifacts_of_the_run"]
+        if key[0] == "run":
+            assert other == run, key
+            continue
+        # variant and sweep runs are created and ended at each sync's own time, and their
+        # statistics stamped with it: all else is the same
+        for field in ("name", "status", "user", "stage", "params", "tags", "metrics"):
+            assert other[field] == run[field], (key, field)
+        assert other["start"] == run["start"]
+        if key[0] == "variant":
+            assert other["end"] == run["end"]
+        assert {k: [(s, v) for s, _, v in h] for k, h in other["history"].items()} == \
+            {k: [(s, v) for s, _, v in h] for k, h in run["history"].items()}
+
+
 def test_bulk_path_reads_back_exactly_as_the_client_path(server, tmp_path):
     from mlflow.tracking import MlflowClient
 
@@ -178,22 +198,7 @@ def test_bulk_path_reads_back_exactly_as_the_client_path(server, tmp_path):
     assert sync(out, server.url) == (5, 0)
 
     bulk, client = _read_back(local, "bulk"), _read_back(server.url, "bulk")
-    assert set(bulk) == set(client) and len(bulk) == 1 + 2 + 5
-    for key, run in client.items():
-        other = bulk[key]
-        assert other["artifacts_of_the_run"] and run["artifacts_of_the_run"]
-        if key[0] == "run":
-            assert other == run, key
-            continue
-        # variant and sweep runs are created and ended at each sync's own time, and their
-        # statistics stamped with it: all else is the same
-        for field in ("name", "status", "user", "stage", "params", "tags", "metrics"):
-            assert other[field] == run[field], (key, field)
-        assert other["start"] == run["start"]
-        if key[0] == "variant":
-            assert other["end"] == run["end"]
-        assert {k: [(s, v) for s, _, v in h] for k, h in other["history"].items()} == \
-            {k: [(s, v) for s, _, v in h] for k, h in run["history"].items()}
+    assert_read_back_alike(bulk, client, 1 + 2 + 5)
     failed_run = bulk[("run", failed.run_key)]
     assert failed_run["status"] == "FAILED"
     assert failed_run["tags"]["optfarm.error"] == "RuntimeError: injected"

@@ -8,6 +8,9 @@ where PostgreSQL (or psycopg) is not installed."""
 
 from __future__ import annotations
 
+import math
+import urllib.request
+
 import pytest
 
 from farm.bench.tracking_server import PostgresMlflowServer, available
@@ -72,7 +75,11 @@ def test_runs_written_into_the_servers_database_read_back_as_those_sent_through_
     from farm.run.spec import RunSpec
     from farm.sweep.mlflow_bulk import bulk_store
     from farm.sweep.tracking import sync
-    from tests.farm.test_tracking_layout import _read_back, _spec
+    from tests.farm.test_tracking_layout import (
+        _read_back,
+        _spec,
+        assert_read_back_alike,
+    )
 
     database = postgres_server.database_uri
     assert bulk_store(MlflowClient(database)) is not None            # the bulk path
@@ -87,14 +94,7 @@ def test_runs_written_into_the_servers_database_read_back_as_those_sent_through_
 
     bulk = _read_back(postgres_server.url, "into-db")
     client = _read_back(postgres_server.url, "through-server")
-    assert set(bulk) == set(client) and len(bulk) == 1 + 2 + 5
-    for key, run in client.items():
-        other = bulk[key]
-        if key[0] == "run":
-            assert other == run, key
-            continue
-        for field in ("name", "status", "user", "stage", "params", "tags", "metrics"):
-            assert other[field] == run[field], (key, field)
+    assert_read_back_alike(bulk, client, 1 + 2 + 5)
     assert bulk[("run", failed.run_key)]["status"] == "FAILED"
 
     (out / "mlflow_runs.jsonl").unlink()  # exactly once, found by tag in the database
@@ -112,3 +112,77 @@ def test_a_tracking_uri_with_a_password_is_refused_before_anything_is_kept(tmp_p
     assert code == 2 and "secret" not in err and "me:***@127.0.0.1" in err
     assert "PGPASSWORD" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def optfarm_app_server():
+    """A PostgreSQL-backed ``mlflow server --app-name optfarm`` under MLflow's default front
+    (uvicorn, where the app is wrapped in MLflow's FastAPI app)."""
+    why = available()
+    if why:
+        pytest.skip(why)
+    with PostgresMlflowServer(workers=1, threads=0, app="optfarm") as server:
+        yield server
+
+
+def test_runs_sent_through_optfarms_mlflow_app_read_back_as_through_a_stock_server(
+        postgres_server, optfarm_app_server, tmp_path, monkeypatch):
+    """A server running optfarm's MLflow app takes a batch of runs in one request
+    (``mlflow_bulk.remote_writer``) and writes them in one transaction: they read back as those
+    logged run by run through a stock server; a request sent twice writes nothing twice."""
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request, http_request_safe
+
+    from farm.run.spec import RunSpec
+    from farm.sweep.mlflow_bulk import ENDPOINT, remote_writer, runs_to_json
+    from farm.sweep.mlflow_mapping import NewRun
+    from farm.sweep.tracking import sync
+    from tests.farm.test_tracking_layout import (
+        _read_back,
+        _spec,
+        assert_read_back_alike,
+    )
+
+    app = optfarm_app_server.url
+    with urllib.request.urlopen(app + "/") as page:      # MLflow's UI, served as ever
+        assert page.status == 200 and b"<html" in page.read().lower()
+    assert remote_writer(postgres_server.url) is None    # a stock server: the client path
+    assert remote_writer(app) is not None                 # optfarm's app: one request a batch
+    out = tmp_path / "out"
+    assert run_sweep(_spec("app", 2), out, tracking=False, progress=False).complete
+    failed = RunSpec("synthetic", "random", seed=7, params={"n_init": 3}, iterations=10)
+    Store(out).write_failure(failed.resolved(), "RuntimeError: injected", attempts=2,
+                             duration_s=0.25, where={"node_id": "n1"})
+    sent = []  # the runs of each request to the app
+
+    def counted(uri):
+        write = remote_writer(uri)
+        return write and (lambda exp, runs: (sent.append(len(runs)), write(exp, runs)))
+    monkeypatch.setattr("farm.sweep.mlflow_bulk.remote_writer", counted)
+    assert sync(out, app) == (5, 0)
+    assert sync(out, postgres_server.url) == (5, 0)
+    assert sum(sent) == 2 + 5 and len(sent) <= 4  # variants and seed runs, a few requests
+
+    assert_read_back_alike(_read_back(app, "app"), _read_back(postgres_server.url, "app"),
+                           1 + 2 + 5)
+
+    (out / "mlflow_runs.jsonl").unlink()  # exactly once, found by tag on the server
+    assert sync(out, app) == (0, 0)
+    assert len(_read_back(app, "app")) == 8
+
+    # a request repeated (its answer lost) writes nothing twice; a NaN metric survives JSON
+    exp = MlflowClient(app).get_experiment_by_name("app").experiment_id
+    run = NewRun("nan", 1_000, 2_000, "FINISHED",
+                 metrics=[Metric("m", float("nan"), 1_000, 0)])
+    creds = get_default_host_creds(app)
+    body = {"experiment_id": exp, "runs": runs_to_json([run])}
+    assert http_request_safe(creds, ENDPOINT, "POST", json=body).json() == \
+        {"created": 1, "existing": 0}
+    assert http_request_safe(creds, ENDPOINT, "POST", json=body).json() == \
+        {"created": 0, "existing": 1}
+    assert math.isnan(MlflowClient(app).get_run(run.run_id).data.metrics["m"])
+    bad = http_request(creds, ENDPOINT, "POST", max_retries=0, json={"experiment_id": exp,
+                                                                     "runs": [{"name": "x"}]})
+    assert bad.status_code == 400 and "malformed runs" in bad.text
