@@ -165,6 +165,8 @@ class Connection:
         db = sqlite_path(self.uri)
         text = first_line(e)
         if db is None:
+            if isinstance(e, ModuleNotFoundError) and e.name in ("psycopg", "psycopg2"):
+                e = f"{text}: pip install 'optfarm[postgresql]'"
             self.warn("connect", e)
             return
         if "readonly" in text or "read-only" in text or "unable to open" in text:

@@ -9,6 +9,7 @@ where PostgreSQL (or psycopg) is not installed."""
 from __future__ import annotations
 
 import math
+import sys
 import urllib.request
 
 import pytest
@@ -186,3 +187,14 @@ def test_runs_sent_through_optfarms_mlflow_app_read_back_as_through_a_stock_serv
     bad = http_request(creds, ENDPOINT, "POST", max_retries=0, json={"experiment_id": exp,
                                                                      "runs": [{"name": "x"}]})
     assert bad.status_code == 400 and "malformed runs" in bad.text
+
+
+def test_a_database_uri_without_its_driver_says_what_to_install(tmp_path, monkeypatch, capsys):
+    from farm.sweep.mlflow_connection import Connection
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as where the extra is not installed
+    monkeypatch.setitem(sys.modules, "psycopg2", None)
+    connection = Connection("postgresql://me@127.0.0.1:1/mlflow", str(tmp_path), tmp_path, "x")
+    assert not connection.open() and connection.offline
+    err = capsys.readouterr().err
+    assert "pip install 'optfarm[postgresql]'" in err and len(err.strip().splitlines()) == 1
