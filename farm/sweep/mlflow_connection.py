@@ -84,9 +84,9 @@ class Connection:
     def warn(self, what: str, e: BaseException | str) -> None:
         """Go offline; the first time, say so on stderr with the remedy (``farm sync``)."""
         if not self.offline:
-            print(f"farm: warning: MLflow tracking at {hide_password(self.uri)} unavailable ({what}: "
-                  f"{first_line(e)}); results are stored, upload them later with `farm sync "
-                  f"{self.folder}`", file=sys.stderr)
+            print(f"farm: warning: MLflow tracking at {hide_password(self.uri)} unavailable "
+                  f"({what}: {first_line(e)}); results are stored, upload them later with `farm "
+                  f"sync {self.folder}`", file=sys.stderr)
         self.offline = True
 
     def open(self) -> bool:

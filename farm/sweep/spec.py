@@ -170,9 +170,9 @@ def no_password(uri: str) -> str:
     ``sweep.json`` and travels with the output folder."""
     if hide_password(uri) != uri:
         raise ValueError(f"the tracking URI {hide_password(uri)} carries a password, which "
-                         "sweep.json would "
-                         "keep: give it through the environment instead (PGPASSWORD or "
-                         "~/.pgpass for a database, MLFLOW_TRACKING_PASSWORD for a server)")
+                         "sweep.json would keep: give it through the environment instead "
+                         "(PGPASSWORD or ~/.pgpass for a database, MLFLOW_TRACKING_PASSWORD "
+                         "for a server)")
     return uri
 
 

@@ -152,7 +152,8 @@ class Tracker:
 
     def _finished_and_logged(self, specs: Mapping[str, dict], records: Mapping[str, dict]
                              ) -> bool:
-        ends = [e for e in self._cache if "closed" in e and e.get("uri") == hide_password(self.uri)
+        uri = hide_password(self.uri)  # as the cache keeps it
+        ends = [e for e in self._cache if "closed" in e and e.get("uri") == uri
                 and e.get("sweep") == self.sweep_id]
         if not ends or ends[-1]["closed"] != "FINISHED":
             return False
@@ -375,9 +376,10 @@ class Tracker:
             self._conn.warn(f"log run {items[0][0]['run_key']}", e)
 
     def _log_runs(self, items: list[tuple[dict, Any]]) -> None:
-        """Log stored runs: their variant runs created or reopened first; those new to a database
-        store together (``mlflow_bulk``), the others through the client, several at a time;
-        then the variants whose seeds are all logged are ended."""
+        """Log stored runs: their variant runs created or reopened first; those new together
+        where the store takes a batch (``Connection.write_runs``: a database, or a server with
+        optfarm's app), the others through the client, several at a time; then the variants
+        whose seeds are all logged are ended."""
         c = self._conn
         touched = set()
         for record, _ in items:
