@@ -103,8 +103,8 @@ class PostgresMlflowServer:
     """``start()``: a PostgreSQL cluster (database ``mlflow``) and an ``mlflow server`` with
     ``workers`` gunicorn processes of ``threads`` threads in front of it (``threads=0``: MLflow's
     default, uvicorn) running MLflow's app, or the ``mlflow.app`` entry point ``app`` (e.g.
-    ``optfarm``); ``url`` is the tracking URI, ``database_uri``
-    the database's; ``stop()`` ends both."""
+    ``optfarm``); ``url`` is the tracking URI, ``database_uri`` the database's; ``stop()``
+    ends both."""
 
     def __init__(self, root: str | Path | None = None, workers: int = 2, threads: int = 4,
                  app: str | None = None):
