@@ -64,10 +64,7 @@ def cmd_sweep(args) -> int:
                                budget=args.budget, params=_param_overrides(args.param))
             source = "inline sweep"
         if args.tracking_uri:
-            try:
-                no_password(args.tracking_uri)
-            except ValueError as e:
-                raise SpecError(str(e)) from None
+            no_password(args.tracking_uri)
         if args.max_runs is not None and args.max_runs < 1:
             raise SpecError(f"--max-runs must be at least 1, got {args.max_runs}")
         if args.max_in_flight is not None and args.max_in_flight < 1:

@@ -79,7 +79,6 @@ class Connection:
         # ``write_runs(runs)``: new runs written in one go (``farm.sweep.mlflow_bulk``), or None
         self.write_runs: Callable[[Sequence[NewRun]], None] | None = None
         self.experiment_id: str | None = None
-        self.artifact_location: str | None = None
 
     def warn(self, what: str, e: BaseException | str) -> None:
         """Go offline; the first time, say so on stderr with the remedy (``farm sync``)."""
@@ -135,7 +134,7 @@ class Connection:
                 self.experiment, location, tags={EXPERIMENT_KIND[0]: EXPERIMENT_KIND[1]}))
         elif EXPERIMENT_KIND[0] not in exp.tags:  # made by an older version (a user's kept)
             client.set_experiment_tag(exp.experiment_id, *EXPERIMENT_KIND)
-        self.experiment_id, self.artifact_location = exp.experiment_id, exp.artifact_location
+        self.experiment_id = exp.experiment_id
         self.client = client
         store = bulk_store(client)
         if store is not None:  # a database: sqlite, or a team's PostgreSQL

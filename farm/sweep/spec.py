@@ -166,10 +166,10 @@ def hide_password(uri: str) -> str:
 
 
 def no_password(uri: str) -> str:
-    """``uri``, refused (ValueError) when it carries a password: a tracking URI is kept in
+    """``uri``, refused (SpecError) when it carries a password: a tracking URI is kept in
     ``sweep.json`` and travels with the output folder."""
     if hide_password(uri) != uri:
-        raise ValueError(f"the tracking URI {hide_password(uri)} carries a password, which "
+        raise SpecError(f"the tracking URI {hide_password(uri)} carries a password, which "
                          "sweep.json would keep: give it through the environment instead "
                          "(PGPASSWORD or ~/.pgpass for a database, MLFLOW_TRACKING_PASSWORD "
                          "for a server)")

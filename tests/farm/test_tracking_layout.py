@@ -160,6 +160,16 @@ def _read_back(uri: str, experiment: str) -> dict:
     return out
 
 
+def stored_with_a_failure(out, name: str) -> RunSpec:
+    """A sweep ``name`` of 2 seeds x 2 variants stored in ``out`` without tracking, and one run
+    stored as failed beside it (returned): 5 seed runs to log."""
+    assert run_sweep(_spec(name, 2), out, tracking=False, progress=False).complete
+    failed = RunSpec("synthetic", "random", seed=7, params={"n_init": 3}, iterations=10)
+    Store(out).write_failure(failed.resolved(), "RuntimeError: injected", attempts=2,
+                             duration_s=0.25, where={"node_id": "n1"})
+    return failed
+
+
 def assert_read_back_alike(bulk: dict, client: dict, runs: int) -> None:
     """Runs written in bulk (``_read_back``) are those written through the client."""
     assert set(bulk) == set(client) and len(bulk) == runs
@@ -186,10 +196,7 @@ def test_bulk_path_reads_back_exactly_as_the_client_path(server, tmp_path):
     from farm.sweep.mlflow_bulk import bulk_store
 
     out = tmp_path / "out"
-    assert run_sweep(_spec("bulk", 2), out, tracking=False, progress=False).complete
-    failed = RunSpec("synthetic", "random", seed=7, params={"n_init": 3}, iterations=10)
-    Store(out).write_failure(failed.resolved(), "RuntimeError: injected", attempts=2,
-                             duration_s=0.25, where={"node_id": "n1"})
+    failed = stored_with_a_failure(out, "bulk")
     local = f"sqlite:///{tmp_path / 'bulk' / 'mlflow.db'}"
     (tmp_path / "bulk").mkdir()
     assert bulk_store(MlflowClient(local)) is not None      # the bulk path

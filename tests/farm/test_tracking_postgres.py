@@ -73,23 +73,19 @@ def test_runs_written_into_the_servers_database_read_back_as_those_sent_through_
     the server reads back the same through the server, exactly once."""
     from mlflow.tracking import MlflowClient
 
-    from farm.run.spec import RunSpec
     from farm.sweep.mlflow_bulk import bulk_store
     from farm.sweep.tracking import sync
     from tests.farm.test_tracking_layout import (
         _read_back,
-        _spec,
         assert_read_back_alike,
+        stored_with_a_failure,
     )
 
     database = postgres_server.database_uri
     assert bulk_store(MlflowClient(database)) is not None            # the bulk path
     assert bulk_store(MlflowClient(postgres_server.url)) is None     # the client path
     out = tmp_path / "out"
-    assert run_sweep(_spec("db", 2), out, tracking=False, progress=False).complete
-    failed = RunSpec("synthetic", "random", seed=7, params={"n_init": 3}, iterations=10)
-    Store(out).write_failure(failed.resolved(), "RuntimeError: injected", attempts=2,
-                             duration_s=0.25, where={"node_id": "n1"})
+    failed = stored_with_a_failure(out, "db")
     assert sync(out, database, experiment="into-db") == (5, 0)
     assert sync(out, postgres_server.url, experiment="through-server") == (5, 0)
 
@@ -136,14 +132,13 @@ def test_runs_sent_through_optfarms_mlflow_app_read_back_as_through_a_stock_serv
     from mlflow.utils.credentials import get_default_host_creds
     from mlflow.utils.rest_utils import http_request, http_request_safe
 
-    from farm.run.spec import RunSpec
     from farm.sweep.mlflow_bulk import ENDPOINT, remote_writer, runs_to_json
     from farm.sweep.mlflow_mapping import NewRun
     from farm.sweep.tracking import sync
     from tests.farm.test_tracking_layout import (
         _read_back,
-        _spec,
         assert_read_back_alike,
+        stored_with_a_failure,
     )
 
     app = optfarm_app_server.url
@@ -152,10 +147,7 @@ def test_runs_sent_through_optfarms_mlflow_app_read_back_as_through_a_stock_serv
     assert remote_writer(postgres_server.url) is None    # a stock server: the client path
     assert remote_writer(app) is not None                 # optfarm's app: one request a batch
     out = tmp_path / "out"
-    assert run_sweep(_spec("app", 2), out, tracking=False, progress=False).complete
-    failed = RunSpec("synthetic", "random", seed=7, params={"n_init": 3}, iterations=10)
-    Store(out).write_failure(failed.resolved(), "RuntimeError: injected", attempts=2,
-                             duration_s=0.25, where={"node_id": "n1"})
+    stored_with_a_failure(out, "app")
     sent = []  # the runs of each request to the app
 
     def counted(uri):
