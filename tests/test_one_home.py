@@ -51,6 +51,13 @@ ROWS = (
                   "not bytes the farm writes"}),
     Home("free ports on 127.0.0.1", ("farm/sweep/ports.py",), "code",
          r"\.bind\(\s*\(", 's.bind(("127.0.0.1", 0))'),
+    Home("a dependency's private names (MLflow, Ray, Optuna)",
+         ("farm/sweep/mlflow_private.py", "farm/sweep/ray_private.py",
+          "optimizers/peers/optuna_private.py"), "code",
+         r"\bray\._(raylet|private)\b|_tracking_client|_validate_(batch|param)|_get_tracking_store|"
+         r"_MLFLOW_SGI_NAME|_engine_map|_CONSTRAINTS_KEY|\._storage\b|\._trial_id\b|_internal_kv|"
+         r"_restore_optimizer",
+         "from ray._raylet import GcsClient"),
     # the scores and their caps (CNO -> score, CNO_CAP, log2 on CNO), the mean configuration
     # cost, the default board budgets (branch `board`) and the child-seed derivation (branch
     # `rules`) join here as rows at their merge

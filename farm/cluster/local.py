@@ -193,15 +193,15 @@ class LocalCluster:
     def node_ids(self) -> dict[str, str]:
         """Ray's node id of each of our nodes the head's GCS lists alive (none while the head
         does not answer)."""
-        from ray._raylet import (
-            GcsClient,  # Ray's own client of the GCS, as `ray status` uses
-        )
         from ray.core.generated.gcs_pb2 import GcsNodeInfo
+        from ray.exceptions import RayError
+
+        from farm.sweep.ray_private import gcs_client
 
         try:  # a plain connection first: Ray's client warns while nothing listens
             socket.create_connection(("127.0.0.1", self.port), timeout=1.0).close()
-            infos = GcsClient(address=self.address).get_all_node_info(timeout=5).values()
-        except Exception:  # not up yet, or gone
+            infos = gcs_client(self.address).get_all_node_info(timeout=5).values()
+        except (RayError, OSError):  # not up yet, or gone
             return {}
         names = {n.temp_dir: n.name for n in self.nodes}
         return {names[i.temp_dir]: i.node_id.hex() for i in infos
