@@ -41,10 +41,10 @@ from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution
-from optuna.study._constrained_optimization import _CONSTRAINTS_KEY
 from optuna.trial import FrozenTrial, TrialState
 
 from optimizers.peers.grid import constraint_values
+from optimizers.peers.optuna_private import set_constraints
 from optimizers.registry import make_optimizer
 from oracle.contract import Suggestion
 from oracle.problem import Problem
@@ -138,9 +138,7 @@ class OptfarmSampler(optuna.samplers.BaseSampler):
             metrics, timed_out=state == TrialState.PRUNED, where=where + " user attribute")
         self.optimizer.observe(s, observation)
         if self.problem.constraints:   # as Optuna's samplers store a constraints_func's
-            study._storage.set_trial_system_attr(
-                trial._trial_id, _CONSTRAINTS_KEY,
-                tuple(constraint_values(self.problem, observation)))
+            set_constraints(study, trial, constraint_values(self.problem, observation))
         self._next = self.optimizer.suggest()
         if self._next is None:   # stopped: end the study before another job runs
             self._stopped = True

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .atomic_files import write_file_atomically
 from .contract import METRICS
 from .problem import Problem
 from .space import Dimension, SearchSpace
@@ -147,16 +148,14 @@ class Dataset:
         return cls(table, DatasetMeta.from_json(raw), origin=origin)
 
     def write(self, path: str | Path) -> Path:
-        """Write the canonical Parquet file atomically (temporary name, then rename)."""
+        """Write the canonical Parquet file atomically (``write_file_atomically``)."""
         path = Path(path)
-        table = self.to_table()
-        tmp = path.with_name(f".{path.name}.tmp")
+        sink = pa.BufferOutputStream()
+        pq.write_table(self.to_table(), sink)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(table, tmp)
-            tmp.replace(path)
+            write_file_atomically(path, sink.getvalue().to_pybytes())
         except OSError as e:
-            tmp.unlink(missing_ok=True)
             raise DatasetError(f"{path}: cannot write the dataset "
                                f"({getattr(e, 'strerror', None) or e})") from None
         return path

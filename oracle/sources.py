@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from .atomic_files import write_file_atomically
 from .cache import data_dir
 from .dataset import Dataset, DatasetError
 from .spelling import did_you_mean
@@ -214,14 +215,11 @@ def download(names: Sequence[str], root: Path,
             progress(i, len(todo))
         target = root / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        part = target.with_name(target.name + ".part")
         try:
             with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
-                part.write_bytes(response.read())
+                write_file_atomically(target, response.read())
         except (urllib.error.URLError, OSError, ValueError) as e:
-            part.unlink(missing_ok=True)
             return f"cannot download {url} ({getattr(e, 'reason', e)})"
-        os.replace(part, target)
     return None
 
 
@@ -234,9 +232,7 @@ def _missing_files(missing: dict[str, list[tuple[str, str]]], why: str, root: Pa
     manifest.parent.mkdir(parents=True, exist_ok=True)
     lines = ["dataset\tdownload\tput at"] + [
         f"{name}\t{url}\t{root / rel}" for name, files in missing.items() for url, rel in files]
-    tmp = manifest.with_name(manifest.name + ".part")
-    tmp.write_text("\n".join(lines) + "\n")
-    os.replace(tmp, manifest)
+    write_file_atomically(manifest, "\n".join(lines) + "\n")
     again = f"`farm datasets fetch {command}" + (f" --from {root}`" if from_dir else "`")
     n_files = sum(len(files) for files in missing.values())
     if len(missing) == 1:

@@ -110,3 +110,53 @@ def test_a_planted_back_arrow_is_found(tmp_path, where, source, expected):
     arrows = back_arrows(tmp_path)
     assert list(arrows) == [f"{where}:{source.count(chr(10))}"]
     assert expected in next(iter(arrows.values()))
+
+
+# -- optimizers/ and the runtime libraries (ARCHITECTURE.md, "Layers") -------------------------
+NEVER_IN_OPTIMIZERS = ("ray", "mlflow")                  # not even inside a function
+PEER_LIBRARIES = ("optuna", "smac", "ConfigSpace", "cmaes", "torch")  # the peers', lazily
+
+
+def library_imports(root: Path) -> list[str]:
+    """Every import under ``root``/optimizers of Ray or MLflow, and of a peer library at
+    module level or outside ``optimizers/peers/``: ``file:line: name (why)``."""
+    found = []
+    for path in sorted((root / "optimizers").rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        top_level = {id(node) for node in tree.body}
+        peers = path.relative_to(root).parts[:2] == ("optimizers", "peers")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                why = ("optimizers/ never imports it" if top in NEVER_IN_OPTIMIZERS else
+                       "a peer library outside the peers' lazy imports"
+                       if top in PEER_LIBRARIES and (id(node) in top_level or not peers)
+                       else None)
+                if why:
+                    found.append(f"{path.relative_to(root)}:{node.lineno}: {name} ({why})")
+    return found
+
+
+def test_optimizers_import_no_runtime_library_and_peers_import_theirs_lazily():
+    wrong = library_imports(REPO)
+    assert not wrong, "imports against ARCHITECTURE.md's layers:\n  " + "\n  ".join(wrong)
+
+
+@pytest.mark.parametrize("where, source", [
+    ("optimizers/planted.py", "def f():\n    import ray\n"),
+    ("optimizers/peers/planted.py", "from mlflow.entities import Metric\n"),
+    ("optimizers/peers/planted.py", "import optuna\n"),
+    ("optimizers/models/planted.py", "def f():\n    from smac import Scenario\n"),
+])
+def test_a_planted_library_import_is_found(tmp_path, where, source):
+    path = tmp_path / where
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source)
+    assert [w.split(": ")[0] for w in library_imports(tmp_path)] == [
+        f"{where}:{source.count(chr(10))}"]

@@ -78,7 +78,6 @@ def joined_cost(address: str, sizes: list[int], dataset: str = "synthetic",
 
 def _request_left() -> int:
     """CPUs of the autoscaler request recorded by the head (the v1 autoscaler's key)."""
-    from ray._private.ray_constants import AUTOSCALER_RESOURCE_REQUEST_CHANNEL
-    from ray.experimental.internal_kv import _internal_kv_get
+    from farm.sweep.ray_private import autoscaler_v1_channel, internal_kv_get
 
-    return len(json.loads(_internal_kv_get(AUTOSCALER_RESOURCE_REQUEST_CHANNEL) or "[]"))
+    return len(json.loads(internal_kv_get(autoscaler_v1_channel()) or "[]"))

@@ -29,6 +29,8 @@ import urllib.request
 from pathlib import Path
 from typing import Self
 
+from farm.sweep.ports import free_ports
+
 __all__ = ["PostgresMlflowServer", "available"]
 
 
@@ -74,15 +76,6 @@ def available() -> str | None:
     return None
 
 
-def _two_free_ports() -> tuple[int, int]:
-    """Two distinct ports free on 127.0.0.1 now (both bound while chosen: a port closed again
-    may be handed out again)."""
-    with socket.socket() as a, socket.socket() as b:
-        a.bind(("127.0.0.1", 0))
-        b.bind(("127.0.0.1", 0))
-        return a.getsockname()[1], b.getsockname()[1]
-
-
 def _wait(url_or_port, proc: subprocess.Popen, timeout: float, log: Path) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -110,7 +103,7 @@ class PostgresMlflowServer:
                  app: str | None = None):
         self.root = Path(root or tempfile.mkdtemp(prefix="mlflow-pg-", dir="/tmp"))
         self.workers, self.threads, self.app = workers, threads, app
-        self.pg_port, self.port = _two_free_ports()
+        self.pg_port, self.port = free_ports(2)
         self.url = f"http://127.0.0.1:{self.port}"
         self.database_uri = f"postgresql+psycopg://postgres@127.0.0.1:{self.pg_port}/mlflow"
         self._postgres: subprocess.Popen | None = None

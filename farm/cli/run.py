@@ -15,6 +15,8 @@ import sys
 import textwrap
 import time
 
+from farm.run.targets import REACH_TARGETS, target_text
+
 from .console import EXIT_OK, UsageError, fmt, json_default, parse_params
 
 __all__ = ["add_run_command"]
@@ -251,9 +253,7 @@ def describe(s: dict, wall_s: float, first_run: bool = False,
                      "cost limit / cost when it is over the cost limit)"))
     reached = []
     for label, v in s["exploration_cost_to_reach"].items():
-        words = {"cno<=2": "CNO<=2", "cno<=1.1": "CNO<=1.1", "cno<=1": "the optimum",
-                 "acc_c>=0.9opt": "90% of the optimum's Accuracy_C"}.get(label, label)
-        reached.append(f"{words} {'never' if v is None else 'after ' + _value('cost', v, unit)}")
+        reached.append(f"{target_text(label)} {'never' if v is None else 'after ' + _value('cost', v, unit)}")
     ratio = s["exploration_cost"] / best["cost"] if best and best.get("cost") else None
     runs_of_best = "" if ratio is None else f" ({ratio:,.{0 if ratio >= 10 else 1}f} x the " \
         "optimum's cost)"
@@ -305,8 +305,9 @@ def add_run_command(sub) -> None:
                    help="max evaluations, bootstrap included (default: until the optimizer "
                    "stops)")
     r.add_argument("--until", metavar="TARGET",
-                   help="stop once the incumbent meets TARGET: cno<=2, cno<=1.1 or cno<=1 on a "
-                   "cost problem, acc_c>=0.9opt on an accuracy one (default: do not stop)")
+                   help=f"stop once the incumbent meets TARGET: {', '.join(REACH_TARGETS['cno'])} "
+                   f"on a cost problem, {', '.join(REACH_TARGETS['accuracy_c'])} on an accuracy "
+                   "one (default: do not stop)")
     r.add_argument("--objective", help="override the dataset's objective, e.g. 'min cost'")
     r.add_argument("--constraint", action="append",
                    help="override the dataset's constraints (repeatable), e.g. time<=300")

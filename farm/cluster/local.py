@@ -24,9 +24,11 @@ import socket
 import subprocess
 import sys
 import time
-from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from farm.sweep.ports import free_ports
+from oracle.atomic_files import write_file_atomically
 
 __all__ = ["ClusterError", "LocalCluster", "Node", "loopback_name"]
 
@@ -87,9 +89,7 @@ class LocalCluster:
 
     def save(self) -> None:
         data = {k: v for k, v in asdict(self).items() if k != "root"}
-        tmp = self.root / (STATE + ".tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        tmp.replace(self.root / STATE)
+        write_file_atomically(self.root / STATE, json.dumps(data, indent=1))
 
     # -- starting and stopping nodes ---------------------------------------------------------
     @classmethod
@@ -106,7 +106,7 @@ class LocalCluster:
             raise ClusterError("no host name of this machine resolves to 127.0.0.1 (add one to "
                                "/etc/hosts): a joining node could not stay on loopback")
         root.mkdir(parents=True, exist_ok=True)
-        cluster = cls(root, port=_free_ports(1)[0], join_host=host, object_store_mb=object_store_mb)
+        cluster = cls(root, port=free_ports(1)[0], join_host=host, object_store_mb=object_store_mb)
         try:
             cluster._start("head", cpus, timeout)
             for _ in range(nodes - 1):
@@ -141,7 +141,7 @@ class LocalCluster:
         temp_dir = self.root / name
         shutil.rmtree(temp_dir, ignore_errors=True)
         flags = _PORT_FLAGS + (_HEAD_PORT_FLAGS if name == "head" else ())
-        ports = _free_ports(len(flags), taken={self.port})
+        ports = free_ports(len(flags), taken={self.port})
         args = [_ray_cli(), "start", "--block", f"--num-cpus={cpus}", "--disable-usage-stats",
                 f"--object-store-memory={self.object_store_mb * 2**20}",
                 f"--temp-dir={temp_dir}", *(f"{f}={p}" for f, p in zip(flags, ports))]
@@ -193,15 +193,15 @@ class LocalCluster:
     def node_ids(self) -> dict[str, str]:
         """Ray's node id of each of our nodes the head's GCS lists alive (none while the head
         does not answer)."""
-        from ray._raylet import (
-            GcsClient,  # Ray's own client of the GCS, as `ray status` uses
-        )
         from ray.core.generated.gcs_pb2 import GcsNodeInfo
+        from ray.exceptions import RayError
+
+        from farm.sweep.ray_private import gcs_client
 
         try:  # a plain connection first: Ray's client warns while nothing listens
             socket.create_connection(("127.0.0.1", self.port), timeout=1.0).close()
-            infos = GcsClient(address=self.address).get_all_node_info(timeout=5).values()
-        except Exception:  # not up yet, or gone
+            infos = gcs_client(self.address).get_all_node_info(timeout=5).values()
+        except (RayError, OSError):  # not up yet, or gone
             return {}
         names = {n.temp_dir: n.name for n in self.nodes}
         return {names[i.temp_dir]: i.node_id.hex() for i in infos
@@ -263,21 +263,6 @@ def loopback_name() -> str | None:
         except OSError:
             continue
     return None
-
-
-def _free_ports(count: int, taken: set[int] = frozenset()) -> list[int]:
-    """``count`` distinct ports free on 127.0.0.1 now, none of them in ``taken``. The sockets
-    stay bound until all are chosen: a port closed again may be handed out again, and a node
-    given one port for two of its flags does not start ("... is trying to use a port number
-    ... that is used by other components")."""
-    with ExitStack() as bound:
-        ports: list[int] = []
-        while len(ports) < count:
-            s = bound.enter_context(socket.socket())
-            s.bind(("127.0.0.1", 0))
-            if s.getsockname()[1] not in taken:
-                ports.append(s.getsockname()[1])
-        return ports
 
 
 def _ray_cli() -> str:

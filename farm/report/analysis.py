@@ -49,6 +49,7 @@ from farm.run.metrics import (
     step_quality,
     worse_quantile,
 )
+from farm.run.targets import ACC_C_90, CNO_1_1
 
 __all__ = [
     "GUINDANI_METRICS",
@@ -465,11 +466,11 @@ def paper_rows(analyses: Mapping[str, DatasetAnalysis],
 # where guindani ran): unfeasible executions, mean feasible cost per execution, and the final
 # recommendation's CNO.
 PEER_STATS = {
-    "cno": (("reach_p90:cno<=1.1", "p90 cost to CNO <= 1.1", "reach_frac:cno<=1.1"),),
-    "accuracy_c": (("reach_mean:acc_c>=0.9opt", "mean cost to 90% of the optimum's Accuracy_C",
-                    "reach_frac:acc_c>=0.9opt"),
-                   ("pick_reach_mean:acc_c>=0.9opt", "the same, own pick (TrimTuner Fig. 1-2)",
-                    "pick_reach_frac:acc_c>=0.9opt")),
+    "cno": ((f"reach_p90:{CNO_1_1}", "p90 cost to CNO <= 1.1", f"reach_frac:{CNO_1_1}"),),
+    "accuracy_c": ((f"reach_mean:{ACC_C_90}", "mean cost to 90% of the optimum's Accuracy_C",
+                    f"reach_frac:{ACC_C_90}"),
+                   (f"pick_reach_mean:{ACC_C_90}", "the same, own pick (TrimTuner Fig. 1-2)",
+                    f"pick_reach_frac:{ACC_C_90}")),
     "guindani": (("unfeasible_executions_mean", "mean unfeasible executions", None),
                  ("mean_feasible_cost_mean", "mean feasible cost per execution", None),
                  ("final_mean", "mean final CNO", None)),

@@ -11,10 +11,11 @@ from typing import Any
 import numpy as np
 
 from farm.report.analysis import DatasetAnalysis
+from farm.run.targets import HEADLINE
 
 __all__ = ["lookahead_rows"]
 
-TARGET = "cno<=1.1"
+TARGET = HEADLINE["cno"]
 QUANTILES = (0.25, 0.5, 0.75, 0.9)
 
 

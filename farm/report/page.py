@@ -18,6 +18,7 @@ from farm.report import plots
 from farm.report.analysis import DatasetAnalysis
 from farm.report.sections import SECTIONS, Section
 from farm.run.metrics import REACH_TARGETS, finite_json
+from farm.run.targets import CNO_OPTIMUM
 
 __all__ = ["MAX_CURVES", "chosen_variants", "write_report"]
 
@@ -104,7 +105,7 @@ def _figures(name: str, a: DatasetAnalysis, out_dir: Path) -> list[Path]:
     if a.metric == "cno":
         return [plots.plot_cno(out_dir / f"cno_{slug}.png", name, a.cost_grid, curves),
                 plots.plot_reach_cdf(out_dir / f"reach_{slug}.png", name,
-                                     {k: {t: v for t, v in r.items() if t != "cno<=1"}
+                                     {k: {t: v for t, v in r.items() if t != CNO_OPTIMUM}
                                       for k, r in reach_by.items()})]
     return [plots.plot_accuracy(
         out_dir / f"accuracy_{slug}.png", name, a.optimum,

@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from farm.run.targets import ACC_C_90, CNO_1_1, CNO_2, CNO_OPTIMUM
+
 __all__ = ["FIG4_STAT", "PAPER_LATENCY", "PAPER_NUMBERS", "PAPER_TABLE1", "PaperLatency",
            "PaperNumber", "Selector", "paper_latency"]
 
@@ -83,7 +85,7 @@ class PaperNumber:
 _TF = r"lynceus-(cnn|multilayer|rnn)"
 # Lynceus Fig. 4's read-out (``farm.report.analysis.paper_p90_curve``): the p90 exploration
 # cost at which the p90-CNO curve first reaches the optimum (CNO = 1)
-FIG4_STAT = "fig4_p90_cost:cno<=1"
+FIG4_STAT = f"fig4_p90_cost:{CNO_OPTIMUM}"
 # the paper's Lynceus (Sec. VI-B, "Default settings"): LA = 2, gamma = 0.9, TG timeout; a sweep
 # of Lynceus variants is compared with the paper's numbers through this one only
 _LY = Selector("lynceus", {"la": 2, "gamma": 0.9, "timeout": "tg"})
@@ -111,20 +113,20 @@ PAPER_NUMBERS: tuple[PaperNumber, ...] = (
     # ratio at the 90th percentile.
     PaperNumber("Lynceus", "Sec. VI-C, Fig. 5a", _TF,
                 "p90 exploration cost to reach CNO<=2 (its CDF at 0.9), BO / Lynceus",
-                "reach_p90:cno<=2", _BO, 2.7, baseline=_LY, note="~2.7x"),
+                f"reach_p90:{CNO_2}", _BO, 2.7, baseline=_LY, note="~2.7x"),
     PaperNumber("Lynceus", "Sec. VI-C, Fig. 5b", _TF,
                 "p90 exploration cost to reach CNO<=1.1 (its CDF at 0.9), BO / Lynceus",
-                "reach_p90:cno<=1.1", _BO, 6.2, baseline=_LY, note="up to ~6.2x"),
+                f"reach_p90:{CNO_1_1}", _BO, 6.2, baseline=_LY, note="up to ~6.2x"),
     PaperNumber("Lynceus", "Sec. VI", r"scout-.*",
-                "p90 exploration cost to reach CNO<=1.1, BO / Lynceus", "reach_p90:cno<=1.1",
+                "p90 exploration cost to reach CNO<=1.1, BO / Lynceus", f"reach_p90:{CNO_1_1}",
                 _BO, 1.6, baseline=_LY, note="BO spends ~60% more"),
     PaperNumber("Lynceus", "Sec. VI", r"cherrypick-.*",
-                "p90 exploration cost to reach CNO<=1.1, BO / Lynceus", "reach_p90:cno<=1.1",
+                "p90 exploration cost to reach CNO<=1.1, BO / Lynceus", f"reach_p90:{CNO_1_1}",
                 _BO, 1.48, baseline=_LY, note="BO spends ~48% more"),
     # Sec. VI-F, Fig. 8: "without using the timeout mechanism"
     PaperNumber("Lynceus", "Sec. VI-F, Fig. 8", _TF,
                 "p90 exploration cost to reach CNO<=1.1, LA=0 / LA=1 (no timeout)",
-                "reach_p90:cno<=1.1", Selector("lynceus", {"la": 0, "timeout": "none"}), 5.0,
+                f"reach_p90:{CNO_1_1}", Selector("lynceus", {"la": 0, "timeout": "none"}), 5.0,
                 baseline=Selector("lynceus", {"la": 1, "timeout": "none"})),
     # OBOL Sec. 4: TF (CNN) jobs, finite budget, median DOPT = CNO - 1 and NEX (Fig. 1-2).
     PaperNumber("OBOL", "Sec. 4, Fig. 2", r"lynceus-cnn",
@@ -148,16 +150,16 @@ PAPER_NUMBERS: tuple[PaperNumber, ...] = (
                   Selector(base), value, baseline=sel, note="up to")
       for tt, sel in (("GP", _TT_GP), ("DT", _TT_DT))
       for what, stat, shown, base, value in (
-          ("exploration cost", "pick_reach_mean:acc_c>=0.9opt", "EIc", "eic", 50.0),
-          ("exploration cost", "pick_reach_mean:acc_c>=0.9opt", "EIc/USD", "eic-usd(-gp)?",
+          ("exploration cost", f"pick_reach_mean:{ACC_C_90}", "EIc", "eic", 50.0),
+          ("exploration cost", f"pick_reach_mean:{ACC_C_90}", "EIc/USD", "eic-usd(-gp)?",
            10.0),
-          ("exploration time", "pick_reach_time_mean:acc_c>=0.9opt", "EIc", "eic", 65.0),
-          ("exploration time", "pick_reach_time_mean:acc_c>=0.9opt", "EIc/USD", "eic-usd(-gp)?",
+          ("exploration time", f"pick_reach_time_mean:{ACC_C_90}", "EIc", "eic", 65.0),
+          ("exploration time", f"pick_reach_time_mean:{ACC_C_90}", "EIc/USD", "eic-usd(-gp)?",
            15.0))),
     # TrimTuner Fig. 3: the CEA filter against CMA-ES and Direct (TrimTuner's own pick).
     *(PaperNumber("TrimTuner", "Fig. 3", r"trimtuner-.*",
                   f"exploration cost to reach 90% of the optimum (mean, own pick), filter {f} "
-                  "/ CEA", "pick_reach_mean:acc_c>=0.9opt", Selector("trimtuner", {"filter": f}), value,
+                  "/ CEA", f"pick_reach_mean:{ACC_C_90}", Selector("trimtuner", {"filter": f}), value,
                   baseline=Selector("trimtuner", {"filter": "cea"}))
       for f, value in (("cmaes", 3.62), ("direct", 7.0))),
     # Guindani et al. Table 1 (values kept in farm.run.recurring_job): means over repetitions.

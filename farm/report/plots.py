@@ -24,18 +24,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-__all__ = ["plot_accuracy", "plot_cno", "plot_interaction", "plot_main_effects", "plot_reach_cdf",
-           "target_text"]
+from farm.run.targets import target_text
+
+__all__ = ["plot_accuracy", "plot_cno", "plot_interaction", "plot_main_effects", "plot_reach_cdf"]
 
 _NONE_LABEL = "no feasible\nrecommendation"   # CNO = inf: drawn in a band above the values
-_TARGET_TEXT = {"cno<=2": "CNO <= 2", "cno<=1.1": "CNO <= 1.1", "cno<=1": "CNO <= 1",
-                "acc_c>=0.9opt": "Accuracy_C >= 90% of the optimum's"}
-
-
-def target_text(label: str) -> str:
-    """A reach target as figures, tables and ``farm run`` write it (``cno<=2`` -> ``CNO <=
-    2``)."""
-    return _TARGET_TEXT.get(label, label)
 
 
 def _styles(labels: Sequence[str]) -> dict[str, dict]:

@@ -68,6 +68,8 @@ from scipy.stats import wilcoxon
 
 from farm.report.analysis import variant_labels
 from farm.run.metrics import final_quality, quantile
+from farm.run.targets import ACC_C_90, CNO_1_1, CNO_2
+from oracle.atomic_files import write_file_atomically
 
 __all__ = [
     "FLOAT_TOLERANCE",
@@ -89,10 +91,10 @@ __all__ = [
 
 # problem metric -> (quality metric, better direction); cost_to_<target> are summary targets
 QUALITY = {
-    "cno": (("quality_auc", "lower"), ("final_cno", "lower"), ("cost_to_cno<=1.1", "lower"),
-            ("cost_to_cno<=2", "lower")),
+    "cno": (("quality_auc", "lower"), ("final_cno", "lower"), (f"cost_to_{CNO_1_1}", "lower"),
+            (f"cost_to_{CNO_2}", "lower")),
     "accuracy_c": (("quality_auc", "lower"), ("final_accuracy_c", "higher"),
-                   ("cost_to_acc_c>=0.9opt", "lower")),
+                   (f"cost_to_{ACC_C_90}", "lower")),
 }
 BASELINE_VERSION = 2  # 2: per-seed quality_auc
 # Relative differences up to this are no change (``same``): runs are bit-identical on one
@@ -329,10 +331,7 @@ def write_baseline(path: Path, values: Mapping[str, Mapping], spec: str) -> None
                            "seeds": {str(s): {q: _encode(v) for q, v in sorted(vals.items())}
                                      for s, vals in sorted(e["seeds"].items())}}
                        for k, e in sorted(values.items())}}
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    tmp.replace(path)
+    write_file_atomically(path, json.dumps(doc, indent=1) + "\n")
 
 
 def read_baseline(path: Path) -> dict[str, dict[str, Any]]:

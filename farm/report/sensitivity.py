@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from farm.run.targets import HEADLINE
+
 __all__ = ["RESPONSES", "RESPONSE_UNITS", "Sensitivity", "by_optimizer", "factors_of", "figures",
            "importance_rows", "main_effect_rows", "noise_share", "responses", "sensitivity"]
 
@@ -70,12 +72,10 @@ def responses(summary: Mapping, never: float) -> dict[str, float]:
     if metric == "cno":
         cno = float(rec["cno"]) if rec and rec.get("feasible") else math.inf
         final = math.log2(min(max(cno, 1.0), CNO_CAP))
-        target = "cno<=1.1"
     else:
         opt = (summary.get("optimum") or {}).get("accuracy_c") or 1.0
         final = min(max(1.0 - (float(rec["accuracy_c"]) if rec else 0.0) / opt, 0.0), 1.0)
-        target = "acc_c>=0.9opt"
-    cost = summary["exploration_cost_to_reach"].get(target)
+    cost = summary["exploration_cost_to_reach"].get(HEADLINE[metric])
     reach = never if cost is None else math.log10(max(cost, 1e-300))
     return {"quality_auc": float(summary.get("quality_auc", math.nan)), "final": final,
             "reach": reach}

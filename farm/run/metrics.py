@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from farm.run.recommendation import TestedIncumbent, constraint_checks, true_values
 from farm.run.recurring_job import recurring_job_metrics
+from farm.run.targets import REACH_TARGETS, TARGET_LABELS
 from oracle.oracle import Oracle
 
 __all__ = ["AUC_CNO_CAP", "QUANTILE_METHOD", "REACH_TARGETS", "TARGET_LABELS", "accuracy_c",
@@ -40,13 +41,6 @@ __all__ = ["AUC_CNO_CAP", "QUANTILE_METHOD", "REACH_TARGETS", "TARGET_LABELS", "
            "meets_target", "pick_quality", "quality_auc", "quantile", "recommendation_quality",
            "step_quality", "summarize", "target_check", "true_quality", "worse_quantile"]
 
-# metric -> {label: threshold}: CNO thresholds of Lynceus Fig. 4-5 (1: the optimum itself), and
-# Accuracy_C as a fraction of the feasible optimum's (TrimTuner Fig. 1).
-REACH_TARGETS = {
-    "cno": {"cno<=2": 2.0, "cno<=1.1": 1.1, "cno<=1": 1.0},
-    "accuracy_c": {"acc_c>=0.9opt": 0.9},
-}
-TARGET_LABELS = tuple(label for targets in REACH_TARGETS.values() for label in targets)
 QUANTILE_METHOD = "inverted_cdf"
 _TOL = 1e-12
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from oracle.dataset import Dataset
 from oracle.problem import Constraint, Objective, Problem, ProblemError, parse_constraint
 
-__all__ = ["MAX_SEED", "RunSpec", "changed_params", "problem_for"]
+__all__ = ["MAX_SEED", "RunSpec", "changed_params", "problem_for", "spec_key"]
 
 MAX_SEED = 2**32 - 1   # the largest seed: traces store it as int64, numpy's generators take it
 
@@ -65,8 +66,15 @@ class RunSpec:
         d["version"] = version
         budget = d["budget"]
         d["budget"] = None if budget is None or math.isinf(budget) else float(budget)
-        text = json.dumps(d, sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return spec_key(d)
+
+
+def spec_key(body: Mapping[str, Any]) -> str:
+    """The key of a spec's fields: the first 16 hex digits of the sha256 of their JSON, keys
+    sorted, what JSON cannot hold written as ``str``. ``run_key`` hashes a whole run this way,
+    ``farm.sweep.variants.variant_key`` a run without its seed; stable across machines."""
+    text = json.dumps(body, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 _FIELDS = tuple(f.name for f in fields(RunSpec))

@@ -111,20 +111,19 @@ class HeadWatch:
     @property
     def gcs(self):
         if self._gcs is None:
-            from ray._raylet import (
-                GcsClient,  # Ray's own client of the GCS, as `ray status`'s
-            )
+            from farm.sweep.ray_private import gcs_client
 
-            self._gcs = GcsClient(address=self.address)
+            self._gcs = gcs_client(self.address)
         return self._gcs
 
     def cpus(self) -> int | None:
         """CPUs of the nodes alive now; None when the head did not answer in ``HEAD_CALL_S``."""
         from ray.core.generated.gcs_pb2 import GcsNodeInfo
+        from ray.exceptions import RayError
 
-        try:
+        try:  # not Exception: a private name an upgrade dropped is no lost head
             nodes = self.gcs.get_all_node_info(timeout=HEAD_CALL_S).values()
-        except Exception as e:  # a timeout, an unavailable GCS
+        except (RayError, OSError) as e:  # a timeout (RpcError), an unavailable GCS
             self.missed(f"{type(e).__name__} from its GCS")
             return None
         return int(sum(n.resources_total.get("CPU", 0) for n in nodes
@@ -152,28 +151,26 @@ class Demand:
                 now - self.sent_at < self.every
                 or abs(cpus - self.requested) < max(1, self.requested // STEP)):
             return
+        from ray.exceptions import RayError
+
         try:
             self._send(cpus)
-        except Exception as e:  # a timeout: the head did not answer
+        except (RayError, OSError) as e:  # a timeout (RpcError): the head did not answer
             self.head.missed(f"{type(e).__name__} from its GCS")
             return
         self.requested, self.sent_at = cpus, now
         self.sent += 1
 
     def _send(self, cpus: int) -> None:
+        from farm.sweep.ray_private import autoscaler_v1_channel, autoscaler_v2_keys
+
         gcs = self.head.gcs
         if self._v2 is None:  # as ray.autoscaler.v2.utils.is_autoscaler_v2 asks, bounded
-            import ray._raylet as raylet
-
-            self._v2 = gcs.internal_kv_get(raylet.GCS_AUTOSCALER_V2_ENABLED_KEY.encode(),
-                                           raylet.GCS_AUTOSCALER_STATE_NAMESPACE.encode(),
-                                           timeout=HEAD_CALL_S) == b"1"
+            self._v2 = gcs.internal_kv_get(*autoscaler_v2_keys(), timeout=HEAD_CALL_S) == b"1"
         if self._v2:  # one shape and its count (as ray.autoscaler.v2.sdk sends it)
             shapes = ([{"CPU": 1.0}], [{}], [cpus]) if cpus else ([], [], [])
             gcs.request_cluster_resource_constraint(*shapes, timeout_s=HEAD_CALL_S)
             return
-        from ray._private.ray_constants import AUTOSCALER_RESOURCE_REQUEST_CHANNEL
-
-        gcs.internal_kv_put(AUTOSCALER_RESOURCE_REQUEST_CHANNEL,
+        gcs.internal_kv_put(autoscaler_v1_channel(),
                             json.dumps([{"CPU": 1}] * cpus).encode(), True, None,
                             timeout=HEAD_CALL_S)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath, PurePosixPath
 from urllib.parse import parse_qsl
 
 import pyarrow.fs as pafs
+
+from oracle.atomic_files import TEMPORARY_SUFFIX, temporary_name
 
 __all__ = ["Location", "LocationError", "StoreError", "first_line", "write_atomically"]
 
@@ -114,7 +115,7 @@ class Location:
             finally:
                 for path in sorted(Path(tmp).rglob("*")):
                     name = path.relative_to(tmp).as_posix()
-                    if path.is_file() and not name.endswith(".tmp") and \
+                    if path.is_file() and not name.endswith(TEMPORARY_SUFFIX) and \
                             path.read_bytes() != before.get(name):
                         write_atomically(self.fs, self.root / name, path.read_bytes(),
                                          self.show(self.root / name))
@@ -163,7 +164,7 @@ def write_atomically(fs: pafs.FileSystem, path: PurePath, data: bytes,
                 f.write(data)
             return
         fs.create_dir(str(path.parent), recursive=True)
-        tmp = f"{path.parent}/.{path.name}.{uuid.uuid4().hex[:12]}.tmp"
+        tmp = f"{path.parent}/{temporary_name(path)}"
         with fs.open_output_stream(tmp) as f:
             f.write(data)
         fs.move(tmp, str(path))

@@ -48,7 +48,9 @@ REQUEST_RUNS = 500         # runs per request to it (the logger's batch: ~0.5 MB
 def bulk_store(client):
     """The client's ``SqlAlchemyStore`` when this module can write it (``store_of``), else
     None (use the client)."""
-    return store_of(getattr(getattr(client, "_tracking_client", None), "store", None))
+    from farm.sweep.mlflow_private import client_store
+
+    return store_of(client_store(client))
 
 
 def store_of(store):
@@ -127,26 +129,18 @@ def write_runs(store, experiment_id: str, artifact_location: str,
     ``artifact_location``, in one transaction (all or none)."""
     from mlflow.entities import RunStatus, SourceType
     from mlflow.entities.lifecycle_stage import LifecycleStage
-    from mlflow.store.tracking.dbmodels.models import (
-        SqlLatestMetric,
-        SqlMetric,
-        SqlParam,
-        SqlRun,
-        SqlTag,
-    )
     from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME, MLFLOW_USER
     from mlflow.utils.uri import append_to_uri_path
-    from mlflow.utils.validation import (
-        _validate_batch_log_data,
-        _validate_param_keys_unique,
-    )
+
+    from farm.sweep.mlflow_private import table_models, validated_batch
 
     if not runs:
         return
-    rows: dict = {SqlRun: [], SqlTag: [], SqlParam: [], SqlMetric: [], SqlLatestMetric: []}
+    models = table_models()
+    SqlRun, SqlTag, SqlParam, SqlMetric, SqlLatestMetric = models.values()
+    rows: dict = {model: [] for model in models.values()}
     for run in runs:
-        metrics, params, tags = _validate_batch_log_data(run.metrics, run.params, run.tags)
-        _validate_param_keys_unique(params)
+        metrics, params, tags = validated_batch(run.metrics, run.params, run.tags)
         tags = {t.key: t.value for t in tags}
         tags.setdefault(MLFLOW_RUN_NAME, run.name)
         RunStatus.from_string(run.status)  # a known status, or MLflow's error

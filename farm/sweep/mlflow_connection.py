@@ -243,8 +243,8 @@ def _sqlite_write_ahead_log() -> None:
 def _close_engine(uri: str) -> None:
     """Close the connections MLflow keeps to a sqlite store (one cached engine per URI), so
     that the next client opens the file found at the path then."""
-    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    from farm.sweep.mlflow_private import cached_engines
 
-    engine = SqlAlchemyStore._engine_map.pop(uri, None)
+    engine = cached_engines().pop(uri, None)
     if engine is not None:
         engine.dispose()

@@ -25,16 +25,16 @@ __all__ = ["create_app"]
 
 def create_app(app=None):
     """MLflow's server app with optfarm's endpoint (the factory ``mlflow server`` calls)."""
-    from mlflow.environment_variables import _MLFLOW_SGI_NAME
     from mlflow.server import app as mlflow_app
     from mlflow.server.handlers import catch_mlflow_exception
 
     from farm.sweep.mlflow_bulk import ENDPOINT
+    from farm.sweep.mlflow_private import served_by_uvicorn
 
     app = mlflow_app if app is None else app
     app.add_url_rule(ENDPOINT, "optfarm_create_runs", catch_mlflow_exception(_create_runs),
                      methods=["GET", "POST"])
-    if _MLFLOW_SGI_NAME.get() == "uvicorn":
+    if served_by_uvicorn():
         from mlflow.server.fastapi_app import create_fastapi_app
 
         return create_fastapi_app(app)
@@ -47,12 +47,12 @@ def _create_runs():
     from mlflow.entities.lifecycle_stage import LifecycleStage
     from mlflow.exceptions import MlflowException
     from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE, NOT_IMPLEMENTED
-    from mlflow.server.handlers import _get_tracking_store
-    from mlflow.store.tracking.dbmodels.models import SqlRun
 
     from farm.sweep.mlflow_bulk import runs_from_json, store_of, write_runs
+    from farm.sweep.mlflow_private import server_store, table_models
 
-    store = store_of(_get_tracking_store())
+    SqlRun = table_models()["SqlRun"]
+    store = store_of(server_store())
     if request.method == "GET":
         return jsonify({"mlflow": mlflow.__version__, "writable": store is not None})
     if store is None:

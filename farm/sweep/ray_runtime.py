@@ -55,6 +55,7 @@ from farm.sweep.capacity import (  # noqa: E402
 from farm.sweep.driver import notify  # noqa: E402
 from farm.sweep.ray_setup import INIT_QUIET, quiet_ray, start_local_ray  # noqa: E402
 from farm.sweep.serial import OracleCache, Outcome, error_line  # noqa: E402
+from oracle.dependency_api import DependencyAPIError  # noqa: E402
 
 __all__ = [
     "QUEUE_DEPTH",
@@ -93,7 +94,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
             print("farm: starting a local Ray on 127.0.0.1 (its logs: "
                   "/tmp/ray/session_latest/logs)", file=sys.stderr, flush=True)
             start_local_ray(num_cpus, **INIT_QUIET)
-    except RayStartError:
+    except (RayStartError, DependencyAPIError):  # an upgrade's missing name: said as it is
         raise
     except Exception as e:
         ray.shutdown()

@@ -80,25 +80,23 @@ def ensure_auth_token() -> Path | None:
     token: the path of the token file, or None when the user turned authentication off
     (``RAY_AUTH_MODE=disabled``). A token given through ``RAY_AUTH_TOKEN`` or
     ``RAY_AUTH_TOKEN_PATH`` is left to Ray."""
-    from ray._private.authentication.authentication_token_setup import (
-        _get_default_token_path,
-        generate_and_save_token,
+    from farm.sweep.ray_private import (
+        create_token,
+        default_token_path,
+        reset_ray_config,
     )
-    from ray._raylet import AuthenticationTokenLoader, Config
 
     if "RAY_AUTH_MODE" not in os.environ:
         os.environ["RAY_AUTH_MODE"] = "token"
-        Config.initialize("")  # Ray read its configuration at import: make it see the mode
+        reset_ray_config()  # Ray read its configuration at import: make it see the mode
     if os.environ["RAY_AUTH_MODE"].lower() != "token":
         return None
 
     if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
         return None
-    path = _get_default_token_path()
+    path = default_token_path()
     if not path.is_file():
-        logging.getLogger(generate_and_save_token.__module__).setLevel(logging.WARNING)
-        generate_and_save_token()
-        AuthenticationTokenLoader.instance().reset_cache()
+        create_token()
         print(f"farm: created Ray's authentication token {path} (first Ray run on this "
               "machine)", file=sys.stderr)
     return path

@@ -20,11 +20,12 @@ was varied, not constants or another optimizer's parameters.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from farm.run.spec import spec_key
 
 __all__ = ["Layout", "layout", "metric_name", "resolved_problem", "run_params", "varying",
            "variant_key"]
@@ -34,9 +35,7 @@ SEP = " · "
 
 def variant_key(spec: Mapping) -> str:
     """The key of a run spec's variant: a hash of the spec without its seed."""
-    body = {k: v for k, v in spec.items() if k != "seed"}
-    text = json.dumps(body, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return spec_key({k: v for k, v in spec.items() if k != "seed"})
 
 
 @dataclass

@@ -21,7 +21,6 @@ Optuna is imported when a peer is built, never when the registry lists it.
 from __future__ import annotations
 
 import math
-import pickle
 import warnings
 from typing import Any, Mapping
 
@@ -29,11 +28,10 @@ from oracle.problem import Problem
 from oracle.space import SearchSpace
 
 from ..base import Param
+from .optuna_private import told_cma_state
 from .table_peer import TablePeer
 
 __all__ = ["OptunaTPE", "OptunaGP", "OptunaCmaEs", "OptunaRandom"]
-
-OPTIMIZER_ATTR = "cmawm:optimizer:"   # Optuna's key of the pickled CMA-ES with margin (chunks)
 
 
 class OptunaPeer(TablePeer):
@@ -236,10 +234,7 @@ class OptunaCmaEs(OptunaPeer):
         """The CMA-ES state Optuna stored with the study's latest trial (pickled in its
         system attributes when that trial's ask told CMA-ES a generation), or None."""
         trials = self.study.get_trials(deepcopy=False)
-        attrs = trials[-1].system_attrs if trials else {}
-        parts = sorted((k for k in attrs if k.startswith(OPTIMIZER_ATTR)),
-                       key=lambda k: int(k.rsplit(":", 1)[1]))
-        return pickle.loads(bytes.fromhex("".join(attrs[k] for k in parts))) if parts else None
+        return told_cma_state(self.study.sampler, trials[-1]) if trials else None
 
 
 class OptunaRandom(OptunaPeer):

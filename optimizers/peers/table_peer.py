@@ -112,7 +112,7 @@ class TablePeer(Optimizer):
 
     def _observe(self, suggestion: Suggestion, observation: Observation) -> None:
         handle = self.pending.pop(suggestion.config_id)
-        value = (getattr(observation, self.problem.objective.metric) if self.constrained
+        value = (observation.value(self.problem.objective.metric) if self.constrained
                  else penalised_objective(self.problem, observation))
         self.answers[suggestion.config_id] = (value, constraint_values(self.problem,
                                                                        observation))

@@ -29,6 +29,7 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # no traffic but to 1
 import pytest  # noqa: E402
 
 from farm.run.loop import TIMING_COLUMNS  # noqa: E402
+from farm.sweep.ports import free_ports  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +78,7 @@ def loopback_cluster(nodes: int, prefix: str, cpus: int = 1):
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 def ray_bin() -> str:

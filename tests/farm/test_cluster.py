@@ -94,11 +94,11 @@ def test_a_node_gets_distinct_free_ports_none_of_them_taken():
     use a port number ... that is used by other components"), as it did on CI's machine."""
     import socket
 
-    from farm.cluster.local import _free_ports
+    from farm.sweep.ports import free_ports
 
     for _ in range(500):  # one port given twice in about 1 of 700 groups of 8 before
-        taken = set(_free_ports(1))
-        ports = _free_ports(8, taken=taken)
+        taken = set(free_ports(1))
+        ports = free_ports(8, taken=taken)
         assert len(set(ports)) == 8 and not taken & set(ports)
         for port in ports:  # each free now
             with socket.socket() as s:

@@ -195,3 +195,39 @@ def test_guindani_default_min_search_grows_with_the_space_not_on_the_papers():
     assert make_optimizer("guindani", space(41), problem).min_search == 1      # vm x ram
     assert make_optimizer("guindani", space(10, 10, 10, 10), problem).min_search == 4
     assert make_optimizer("guindani", space(60, 2), problem).min_search == 2
+
+
+# -- a peer whose objective is a declared metric ------------------------------------------------
+def _peer_names():
+    from optimizers.peers.table_peer import TablePeer
+
+    from .extras import optimizer_names
+
+    return optimizer_names(lambda cls: issubclass(cls, TablePeer))
+
+
+@pytest.mark.parametrize("name", _peer_names())
+def test_every_peer_is_told_a_declared_metric_as_its_objective(name, tmp_path):
+    """``min energy`` on a table that declares energy (issue 35: the peers read the objective
+    as an attribute of the observation and crashed with AttributeError 'energy')."""
+    dataset = _oracle("hpc-energy-2d", tmp_path).dataset
+    problem = dataset.meta.problem.with_overrides(objective=Objective.parse("min energy"),
+                                                  constraints=[Constraint.parse("time<=2000")])
+    oracle = Oracle(dataset, problem)
+    opt = make_optimizer(name, oracle.space, problem, seed=0)
+    noise = np.random.default_rng(0)
+    seen = {}
+    while len(seen) < 6 and (s := opt.suggest()) is not None:
+        obs = execute(oracle, s, noise)
+        opt.observe(s, obs)
+        seen[s.config_id] = obs
+    assert len(seen) == 6
+    for cid, obs in seen.items():
+        told, constraints = opt.answers[cid]
+        energy = obs.value("energy")
+        assert math.isfinite(energy) and energy > 0
+        if opt.constrained:
+            assert told == energy and constraints == pytest.approx([obs.time / 2000.0 - 1.0])
+        else:   # made worse by its violation of the time limit, never better
+            assert told == pytest.approx(energy * (1.0 + max(obs.time / 2000.0 - 1.0, 0.0)))
+    assert opt.recommend() is not None
