@@ -173,7 +173,8 @@ def _run_here(spec, source, out, args) -> int:
                     "skipped": report.skipped, "done": report.done, "failed": report.failed,
                     "wall_s": report.wall_s, "complete": report.complete,
                     "tracking_uri": report.tracking_uri,
-                    "tracking_offline": report.tracking_offline, "rows": rows,
+                    "tracking_offline": report.tracking_offline,
+                    "mlflow_page": report.mlflow_page and report.mlflow_page[0], "rows": rows,
                     "failures": [{"run_key": f["run_key"], "error": f["error"],
                                   **{k: f["spec"][k] for k in ("dataset", "optimizer", "seed")}}
                                  for f in report.failures]})
@@ -188,6 +189,10 @@ def _run_here(spec, source, out, args) -> int:
     if report.tracking_uri:
         state = "offline, run `farm sync` later" if report.tracking_offline else "ok"
         print(f"MLflow: {report.tracking_uri} ({state})")
+    if report.mlflow_page and not report.tracking_offline:
+        page, command = report.mlflow_page
+        print(f"compare the runs: {command}, then open {page}" if command else
+              f"compare the runs: {page}")
     return EXIT_OK if report.complete else EXIT_FAILED
 
 

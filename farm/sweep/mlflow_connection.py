@@ -10,10 +10,15 @@ older version is moved aside and created again (the results store holds every ru
 If the server is unreachable the connection warns once and goes offline: the results are in
 the store and ``farm sync DIR`` replays them later.
 
-The experiment is tagged ``mlflow.experimentKind = custom_model_development``: MLflow 3's UI
-reads that tag to choose what an experiment opens on, and infers a GenAI experiment (its
-traces overview) for an untagged one whose page it opens before it finds the runs
-(``mlflow/server/js``: ``ExperimentKind``, the ``mlflow.experimentKind`` experiment tag).
+Where a user compares the runs (``runs_page``): MLflow 3.17's UI no longer reads the
+experiment's ``mlflow.experimentKind`` tag to choose what an experiment opens on. Its kind
+follows the browser's *workflow type*, the "GenAI / Model training" switch of its sidebar: the
+page's ``workflowType`` query parameter, else the browser's saved choice (local storage
+``mlflow.workflowType``), else GenAI, whose overview (traces, judges, prompts) shows no runs.
+So every address the farm prints opens the runs with ``?workflowType=machine_learning``
+(``tests/farm/test_mlflow_ui.py`` loads it in a headless Chromium). The tag is still set, for
+the older 3.x UIs that read it. The experiment's description (the UI's "About this experiment",
+the ``mlflow.note.content`` tag) is the sweep spec's ``description``.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from pathlib import Path
 from farm.sweep.mlflow_mapping import NewRun
 from farm.sweep.spec import hide_password
 
-__all__ = ["EXPERIMENT_KIND", "Connection", "resolve_uri", "sqlite_path"]
+__all__ = ["EXPERIMENT_KIND", "Connection", "resolve_uri", "runs_page", "sqlite_path"]
 
 # an unreachable server should cost seconds, not MLflow's default minutes of retries
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
@@ -46,6 +51,19 @@ for _logger in ("mlflow.store.db.utils", "alembic"):
 # MLflow 3's experiment kinds (the UI's ExperimentKind): "custom_model_development" is shown as
 # "Machine learning" and opens on the runs; "genai_development" opens on traces
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
+DESCRIPTION_TAG = "mlflow.note.content"
+# where `mlflow ui` serves by default, for a store the farm writes itself (a database)
+LOCAL_UI = "http://127.0.0.1:5000"
+
+
+def runs_page(uri: str, experiment_id: str) -> tuple[str, str | None]:
+    """The address of the experiment's runs in MLflow's UI, and the command that serves it
+    (None for a server, which serves its own UI): the UI opens there on the runs, not on
+    its GenAI overview (the module docstring)."""
+    server = uri.startswith(("http://", "https://"))
+    base = uri.rstrip("/") if server else LOCAL_UI
+    page = f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    return page, None if server else f"mlflow ui --workers 1 --backend-store-uri {uri}"
 
 
 def resolve_uri(out, uri: str | None = None) -> str:
@@ -71,8 +89,10 @@ class Connection:
     one warning (``warn``). ``folder``: the sweep's output as the user names it (``farm sync
     FOLDER``); ``local_dir``: where its own sqlite store lives."""
 
-    def __init__(self, uri: str, folder: str, local_dir: Path, experiment: str):
+    def __init__(self, uri: str, folder: str, local_dir: Path, experiment: str,
+                 description: str = ""):
         self.uri, self.folder, self.experiment = uri, folder, experiment
+        self.description = description
         self.local_dir = local_dir
         self.offline = False
         self.client = None
@@ -130,10 +150,16 @@ class Connection:
         if exp is None:
             db = sqlite_path(self.uri)
             location = None if db is None else (db.parent / "mlartifacts").as_uri()
-            exp = client.get_experiment(client.create_experiment(
-                self.experiment, location, tags={EXPERIMENT_KIND[0]: EXPERIMENT_KIND[1]}))
-        elif EXPERIMENT_KIND[0] not in exp.tags:  # made by an older version (a user's kept)
-            client.set_experiment_tag(exp.experiment_id, *EXPERIMENT_KIND)
+            tags = {EXPERIMENT_KIND[0]: EXPERIMENT_KIND[1]}
+            if self.description:
+                tags[DESCRIPTION_TAG] = self.description
+            exp = client.get_experiment(client.create_experiment(self.experiment, location,
+                                                                 tags=tags))
+        else:  # made by an older version: the kind added, a description the user wrote kept
+            if EXPERIMENT_KIND[0] not in exp.tags:
+                client.set_experiment_tag(exp.experiment_id, *EXPERIMENT_KIND)
+            if self.description and not exp.tags.get(DESCRIPTION_TAG):
+                client.set_experiment_tag(exp.experiment_id, DESCRIPTION_TAG, self.description)
         self.experiment_id = exp.experiment_id
         self.client = client
         store = bulk_store(client)

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from farm.run.metrics import AUC_CNO_CAP
 from farm.sweep import variants
 
 __all__ = ["NewRun", "RunContext", "seed_run", "span_ms", "variant_run", "variant_span",
@@ -62,7 +63,8 @@ class RunContext:
         layout = variants.layout(specs)
         params = {v: variants.run_params(spec, variants.resolved_problem(spec))
                   for v, spec in layout.variants.items()}
-        return cls(sweep_id, sweep_name, layout, variants.varying(params), params)
+        shown = variants.distinguishing(layout.variants.values())
+        return cls(sweep_id, sweep_name, layout, variants.varying(params, shown), params)
 
 
 def span_ms(record: Mapping) -> tuple[int, int]:
@@ -168,13 +170,22 @@ def _metrics(summary: Mapping, trace, timestamp_ms: int) -> list:
 
 def summary_metrics(summary: Mapping) -> dict[str, float]:
     """A done run's summary as metrics: evaluations, exploration cost, the final quality and
-    its feasibility, the costs to reach each target, the recommendation latency statistics."""
+    its feasibility, the area under its quality curve, the costs to reach each target, the
+    recommendation latency statistics. ``final_cno`` is logged where it is finite;
+    ``final_cno_capped`` for every run (CNO capped at ``AUC_CNO_CAP``, a run with no feasible
+    recommendation at the cap), so that the worst runs stay in MLflow's charts and parallel
+    coordinates, which leave out a run that lacks the metric."""
     metric, rec = summary["metric"], summary["recommendation"]
     out = {"n_evaluations": float(summary["n_evaluations"]),
            "exploration_cost_total": float(summary["exploration_cost"]),
            "final_feasible": float(bool(rec and rec["feasible"]))}
-    if rec is not None and math.isfinite(rec[metric]):
-        out[f"final_{metric}"] = float(rec[metric])
+    if summary.get("quality_auc") is not None:
+        out["quality_auc"] = float(summary["quality_auc"])
+    final = math.inf if rec is None else rec[metric]
+    if math.isfinite(final):
+        out[f"final_{metric}"] = float(final)
+    if metric == "cno":
+        out["final_cno_capped"] = float(min(final, AUC_CNO_CAP))
     for label, cost in summary["exploration_cost_to_reach"].items():
         if cost is not None:
             out[f"cost_to_{variants.metric_name(label)}"] = float(cost)

@@ -47,6 +47,7 @@ class SweepReport:
     records: dict[str, dict] = field(default_factory=dict)   # run_key -> record, all stored
     tracking_uri: str | None = None
     tracking_offline: bool = False
+    mlflow_page: tuple[str, str | None] | None = None   # the runs' page in MLflow's UI, its command
     wall_s: float = 0.0
 
     @property
@@ -114,7 +115,8 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
             from farm.sweep.tracking import Tracker
 
             tracker = Tracker(out, stored["tracking"]["uri"], spec.tracking.experiment,
-                              spec.name, sweep_id, stored["tracking"]["artifacts"], statistics)
+                              spec.name, sweep_id, stored["tracking"]["artifacts"], statistics,
+                              spec.description)
             report.tracking_uri = hide_password(tracker.uri)  # printed, in --json
             if tracker.start({k: spec_to_dict(r) for k, r in keyed.items()},
                              {"sweep": spec.name, "runs": len(runs)}, report.records):
@@ -179,6 +181,7 @@ def _run_todo(todo, spec, store, tracker, report, backend, max_in_flight, on_sub
             tracker.close(failed=not report.complete, drain=sys.exc_info()[1] is not None,
                           records=report.records)
             report.tracking_offline = tracker.offline
+            report.mlflow_page = tracker.runs_page()
 
 
 def _outcomes(todo, spec, backend, max_in_flight, on_submit):

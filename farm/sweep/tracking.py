@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from farm.sweep.mlflow_connection import Connection, resolve_uri
+from farm.sweep.mlflow_connection import Connection, resolve_uri, runs_page
 from farm.sweep.mlflow_logger import Logger
 from farm.sweep.mlflow_mapping import (
     RunContext,
@@ -103,7 +103,8 @@ class Tracker:
 
     def __init__(self, out: str | Path, uri: str | None = None, experiment: str | None = None,
                  sweep_name: str | None = None, sweep_id: str | None = None,
-                 artifacts: bool = False, statistics: Statistics | None = None):
+                 artifacts: bool = False, statistics: Statistics | None = None,
+                 description: str = ""):
         self.store = Store(out)
         self.uri = resolve_uri(out, uri)
         self.sweep_name = sweep_name or self.store.location.local_dir.name
@@ -114,7 +115,7 @@ class Tracker:
         self.statistics = statistics
         self.parent: str | None = None
         self._conn = Connection(self.uri, self.store.location.uri, self.store.location.local_dir,
-                                self.experiment)
+                                self.experiment, description)
         self._cache: list[dict] = []
         self._runs: dict[str, tuple[str, str]] = {}   # run key -> (run id, status) on the server
         self._orphans: set[str] = set()               # run keys whose run was found RUNNING
@@ -129,6 +130,13 @@ class Tracker:
     @property
     def offline(self) -> bool:
         return self._conn.offline
+
+    def runs_page(self) -> tuple[str, str | None] | None:
+        """Where the sweep's runs open in MLflow's UI and what serves it (``runs_page``), once
+        the experiment is open."""
+        if self._conn.experiment_id is None:
+            return None
+        return runs_page(hide_password(self.uri), self._conn.experiment_id)
 
     # -- the sweep -------------------------------------------------------------------------------
     def start(self, specs: dict[str, dict], params: dict[str, Any] | None = None,

@@ -22,13 +22,13 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from farm.run.spec import spec_key
 
-__all__ = ["Layout", "layout", "metric_name", "resolved_problem", "run_params", "varying",
-           "variant_key"]
+__all__ = ["Layout", "distinguishing", "layout", "metric_name", "resolved_problem", "run_params",
+           "variant_key", "varying"]
 
 SEP = " · "
 
@@ -54,12 +54,7 @@ def layout(specs: Mapping[str, Mapping]) -> Layout:
         v = variant_key(spec)
         variant_of[key] = v
         variants.setdefault(v, {k: x for k, x in spec.items() if k != "seed"})
-    values: dict[str, dict[str, set]] = {}
-    for spec in variants.values():
-        for k, x in spec["params"].items():
-            values.setdefault(spec["optimizer"], {}).setdefault(k, set()).add(_fmt(x))
-    shown = {opt: _in_declared_order(opt, [k for k, xs in params.items() if len(xs) > 1])
-             for opt, params in values.items()}
+    shown = distinguishing(variants.values())
     short = {opt: _abbreviations(keys) for opt, keys in shown.items()}
     names = {}
     for v, spec in variants.items():
@@ -76,6 +71,30 @@ def layout(specs: Mapping[str, Mapping]) -> Layout:
     for key, spec in specs.items():
         names[key] = f"s{spec['seed']}{SEP}{names[variant_of[key]]}"
     return Layout(variant_of, variants, names)
+
+
+def distinguishing(variants: Iterable[Mapping]) -> dict[str, list[str]]:
+    """Optimizer -> the parameters that tell its variants apart, in its declared order: those
+    that take two values or more among its variants (``variants``: run specs without the
+    seed), and those a variant sets away from the optimizer's default (one Lynceus with
+    ``la=1`` beside EIc/USD shows ``la=1``)."""
+    values: dict[str, dict[str, set]] = {}
+    changed: dict[str, set[str]] = {}
+    for spec in variants:
+        opt = spec["optimizer"]
+        for k, x in spec["params"].items():
+            values.setdefault(opt, {}).setdefault(k, set()).add(_fmt(x))
+        changed.setdefault(opt, set()).update(_changed(opt, spec["params"]))
+    return {opt: _in_declared_order(opt, [k for k, xs in params.items()
+                                          if len(xs) > 1 or k in changed[opt]])
+            for opt, params in values.items()}
+
+
+def _changed(optimizer: str, params: Mapping) -> set[str]:
+    from optimizers.registry import get
+
+    defaults = get(optimizer).resolve_params({})
+    return {k for k, x in params.items() if k in defaults and _fmt(x) != _fmt(defaults[k])}
 
 
 def _in_declared_order(optimizer: str, keys: list[str]) -> list[str]:
@@ -136,19 +155,23 @@ def run_params(spec: Mapping, problem: Mapping) -> dict[str, str]:
     return out
 
 
-def varying(params: Mapping[str, Mapping[str, str]]) -> dict[str, set[str]]:
+def varying(params: Mapping[str, Mapping[str, str]],
+            shown: Mapping[str, Sequence[str]] | None = None) -> dict[str, set[str]]:
     """Optimizer -> the parameter names worth logging for its runs, of the variants ``params``
     (variant key -> ``run_params``): ``dataset`` and ``optimizer`` (what a search filters
-    on), every other run parameter that takes two values or more among the variants, and each
-    of the optimizer's own parameters that does among that optimizer's variants."""
+    on), every other run parameter that takes two values or more among the variants, each
+    of the optimizer's own parameters that does among that optimizer's variants, and those in
+    ``shown`` (optimizer -> its ``distinguishing`` parameters, named in the runs' names)."""
     values: dict[tuple[str, str], set[str]] = {}
     for p in params.values():
         for k, v in p.items():
             values.setdefault((p["optimizer"] if k.startswith("opt.") else "", k), set()).add(v)
     common = {"dataset", "optimizer"} | {k for (scope, k), vs in values.items()
                                          if not scope and len(vs) > 1}
+    shown = shown or {}
     return {p["optimizer"]: common | {k for (scope, k), vs in values.items()
                                       if scope == p["optimizer"] and len(vs) > 1}
+            | {f"opt.{k}" for k in shown.get(p["optimizer"], ())}
             for p in params.values()}
 
 
