@@ -6,8 +6,9 @@ output folder lacks, as ``farm sweep`` does, then writes the board (``farm.repor
 into ``OUT/leaderboard/`` and logs it on the sweep's MLflow parent run, as ``farm report``
 does; ``farm leaderboard SWEEP_DIR`` reads a finished sweep; ``--datasets A,B`` puts the user's
 own tables (``farm datasets import``) on the board of SPEC (default the shipped first look),
-named after them; one table runs ``ONE_TABLE_SEEDS`` seeds, the first seed of every
-optimizer first, from which the CPU the rest will take is estimated and printed.
+named after them; one table runs ``ONE_TABLE_SEEDS`` seeds (``farm.sweep.board_spec``), the
+first seed of every optimizer first, from which the CPU the rest will take is estimated and
+printed.
 
 Exit codes: 0 the board is written; 1 some runs failed (the board of the runs that finished
 is still written) or the folder could not be written; 2 bad input, one line on stderr.
@@ -86,14 +87,14 @@ def cmd_leaderboard(args) -> int:
 
 
 def _run_with_estimate(spec, source: str, out: Path, args) -> int | None:
-    """Run the first seed of every (table, optimizer), print the CPU the runs still to do
+    """On a board of one table, run the first seed of every optimizer, print the CPU the runs still to do
     will take at the CPU seconds those took, then run the rest; the failed runs (None: the
     sweep could not run, said on stderr)."""
     from farm.sweep.spec import expand
 
     runs = expand(spec, source)
     seeds = sorted({r.seed for r in runs})
-    if len(seeds) <= 1:
+    if len(seeds) <= 1 or len({r.dataset for r in runs}) > 1:
         report = _run(spec, source, out, args)
         return None if report is None else report.failed
     pilot = _run(spec.model_copy(update={"seeds": seeds[:1]}), source, out, args)
@@ -219,6 +220,9 @@ def _print_board(r: dict) -> None:
     print_table(standings, [k for k in standings[0] if not k.startswith("rank at")
                             and not k.startswith("lowest")])
     print(r["overall"])
+    if r["headroom"]:
+        print("\nheadroom: random search's median CNO (or Accuracy_C / optimum's) per table")
+        print_table(r["headroom"], list(r["headroom"][0]))
     print(f"\n{r['verdict']}")
     for note in r["left_out"]:
         print(f"left off the board: {note}")
