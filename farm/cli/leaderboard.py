@@ -105,9 +105,10 @@ def _run_with_estimate(spec, source: str, out: Path, args) -> int | None:
     todo = sum(1 for r in runs if r.run_key not in pilot.records)
     if per_run and todo and not args.json:
         cpu = sum(per_run) / len(per_run) * todo
-        print(f"CPU estimate: the other {todo} runs take about {cpu / 60:.1f} CPU-minutes "
-              f"(the first seed's {len(per_run)} runs took {sum(per_run):.0f} CPU-s)",
-              flush=True)
+        wall = pilot.wall_s / max(pilot.done, 1) * todo
+        print(f"CPU estimate: the other {todo} runs take about {cpu / 60:.1f} CPU-minutes, "
+              f"{wall / 60:.1f} minutes at the first seed's pace (its {len(per_run)} runs "
+              f"took {sum(per_run):.0f} CPU-s in {pilot.wall_s:.0f} s)", flush=True)
     rest = _run(spec, source, out, args)
     return None if rest is None else pilot.failed + rest.failed
 
@@ -179,6 +180,8 @@ def _board(sweep_dir: Path, budgets, evaluations, args, failed: int) -> int:
                     "mlflow_logged": logged, "boards": result,
                     "left_out": stored.get("left_out", [])})
     else:
+        for note in stored.get("left_out", []):
+            print(f"left out: {note}")
         for r in result.values():
             _print_board(r)
         print(f"\nleaderboard {name} of {len(summaries)} runs: {out / 'report.html'}")

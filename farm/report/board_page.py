@@ -59,11 +59,11 @@ def _at_text(board: Board, label: str) -> str:
     shown = {n: _median_shown(at, n, metric) for n in at.mean_ranks.index}
     lead = " and ".join(ahead) if len(ahead) < 3 else ", ".join(ahead[:-1]) + f" and {ahead[-1]}"
     if not rest:
-        return f"{where} all {len(ahead)} optimizers tie (median {value} {shown[ahead[0]]:.3g})."
+        return f"{where} all {len(ahead)} optimizers tie (median {value} {shown[ahead[0]]:.2f})."
     following = rest[0]
     text = (f"{where} {lead} {'is' if len(ahead) == 1 else 'are'} ahead (median {value} "
-            + ", ".join(f"{shown[n]:.3g}" for n in ahead)
-            + f", against {shown[following]:.3g} for {following}, the next")
+            + ", ".join(f"{shown[n]:.2f}" for n in ahead)
+            + f", against {shown[following]:.2f} for {following}, the next")
     pair = next(r for r in at.pairs.itertuples() if {r.a, r.b} == {ahead[0], following})
     separated = sum(1 for r in at.pairs.itertuples() if r.significant
                     and ({r.a, r.b} & set(ahead)) and ({r.a, r.b} & set(rest)))

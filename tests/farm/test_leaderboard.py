@@ -175,8 +175,12 @@ def test_leaderboard_on_an_imported_table(imported, capsys):
     board = result["boards"]["cno"]
     assert board["tables"] == 1 and board["seeds"] == 5 and board["blocks"] == "seeds"
     assert board["headline"] == "anytime"
+    # the peers are on it: ranked, or shown once as the optimizer whose choices they made
+    # (TPE's first trials are its random sampler's, all this 3-evaluation budget buys)
     shown = {r["optimizer"] for r in board["standings"]}
-    assert {"optuna-tpe", "optuna-cmaes"} <= shown
+    once = {note.split(":")[0] for note in board["shown_once"]}
+    assert {"optuna-tpe", "optuna-cmaes", "optuna-random"} <= shown | once
+    assert not shown & once
     # every budget row states its share of the 12-configuration table's price; 10x is capped
     # at a quarter of it (3 mean costs), so no budget is exhaustive
     shares = {r["budget"]: r["share of the table"] for r in board["budgets"]}
