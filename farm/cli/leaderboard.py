@@ -230,7 +230,7 @@ def _print_board(r: dict) -> None:
     for note in r["left_out"]:
         print(f"left off the board: {note}")
     for note in r["shown_once"]:
-        print(f"shown once: {note}")
+        print(f"same choices: {note}")
 
 
 def add_leaderboard_command(sub) -> None:

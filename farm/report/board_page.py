@@ -44,40 +44,54 @@ VALUE = {"cno": "CNO", "accuracy_c": "Accuracy_C / optimum's"}
 
 
 # -- the verdict ---------------------------------------------------------------------------------
-def _median_shown(at: AtBudget, name: str, metric: str) -> float:
-    score = min(quantile(at.scores[name].to_numpy(), 0.5), SCORE_CAP[metric])
-    return 2.0 ** score if metric == "cno" else 1.0 - score
+def _median_text(at: AtBudget, name: str, metric: str) -> str:
+    """An optimizer's median over the blocks at a budget, as read: CNO (">= 16" at the cap)
+    or Accuracy_C / optimum's; the anytime score itself."""
+    score = quantile(at.scores[name].to_numpy(), 0.5)
+    if at.budget.axis == "anytime":
+        return f"{score:.3f}"
+    if metric == "cno":
+        return ">= 16" if score >= SCORE_CAP[metric] else f"{2.0 ** score:.2f}"
+    return f"{1.0 - min(score, 1.0):.2f}"
+
+
+def _how_sure(board: Board, at: AtBudget, lead: str, first: str, following: str) -> str:
+    """Whether the data separate the first optimizer ahead from the next, and if not, the
+    blocks that would."""
+    pair = next(r for r in at.pairs.itertuples() if {r.a, r.b} == {first, following})
+    over = f"Wilcoxon-Holm p = {pair.p_holm:.2g} over {at.scores.shape[0]} {board.blocks}"
+    if pair.significant:
+        return f"the data separate {lead} from {following} ({over})"
+    if pair.needed is None or (isinstance(pair.needed, float) and math.isnan(pair.needed)):
+        why = ("a run without a feasible recommendation leaves the difference unmeasured"
+               if math.isnan(pair.effect) else "their mean difference is nil")
+        return f"the data do not separate {first} from {following} ({over}; {why})"
+    return (f"the data do not separate {first} from {following} ({over}; "
+            f"{needed_text(pair.needed, board.blocks)} would detect their mean difference "
+            f"of {abs(pair.effect):.3g} with 80% power)")
 
 
 def _at_text(board: Board, label: str) -> str:
     """One budget's sentence: who is ahead, by how much, how sure."""
     at = board.at[label]
-    metric, value = board.metric, VALUE[board.metric]
+    value = "anytime score" if at.budget.axis == "anytime" else VALUE[board.metric]
     ahead = at.ahead()
     rest = [n for n in at.mean_ranks.index if n not in ahead]
-    where = f"At {budget_name(board, label)}"
-    shown = {n: _median_shown(at, n, metric) for n in at.mean_ranks.index}
+    where = ("By the anytime score" if at.budget.axis == "anytime"
+             else f"At {budget_name(board, label)}")
+    shown = {n: _median_text(at, n, board.metric) for n in at.mean_ranks.index}
     lead = " and ".join(ahead) if len(ahead) < 3 else ", ".join(ahead[:-1]) + f" and {ahead[-1]}"
     if not rest:
-        return f"{where} all {len(ahead)} optimizers tie (median {value} {shown[ahead[0]]:.2f})."
+        return f"{where} all {len(ahead)} optimizers tie (median {value} {shown[ahead[0]]})."
     following = rest[0]
-    text = (f"{where} {lead} {'is' if len(ahead) == 1 else 'are'} ahead (median {value} "
-            + ", ".join(f"{shown[n]:.2f}" for n in ahead)
-            + f", against {shown[following]:.2f} for {following}, the next")
-    pair = next(r for r in at.pairs.itertuples() if {r.a, r.b} == {ahead[0], following})
     separated = sum(1 for r in at.pairs.itertuples() if r.significant
                     and ({r.a, r.b} & set(ahead)) and ({r.a, r.b} & set(rest)))
-    blocks = at.scores.shape[0]
-    if pair.significant:
-        sure = (f"the data separate {lead} from {following} (Wilcoxon-Holm p = "
-                f"{pair.p_holm:.2g} over {blocks} {board.blocks})")
-    else:
-        sure = (f"the data do not separate {ahead[0]} from {following} (Wilcoxon-Holm p = "
-                f"{pair.p_holm:.2g} over {blocks} {board.blocks}; "
-                f"{needed_text(pair.needed, board.blocks)} would detect the observed "
-                "difference with 80% power)")
-    return (text + f"); {sure}; {separated} of the {len(ahead) * len(rest)} pairs between the "
-            "optimizers ahead and the rest are separated.")
+    return (f"{where} {lead} {'is' if len(ahead) == 1 else 'are'} ahead (median {value} "
+            + ", ".join(shown[n] for n in ahead)
+            + f", against {shown[following]} for {following}, the next); "
+            + _how_sure(board, at, lead, ahead[0], following)
+            + f"; {separated} of the {len(ahead) * len(rest)} pairs between the optimizers "
+            "ahead and the rest are separated.")
 
 
 def verdict(board: Board) -> str:
@@ -92,7 +106,7 @@ def verdict(board: Board) -> str:
         labels.append("anytime")
     text = " ".join(_at_text(board, label) for label in labels)
     left = "" if not board.left_out else " Left off the board: " + "; ".join(board.left_out) + "."
-    once = "" if not board.same_as else " Shown once: " + "; ".join(board.same_as) + "."
+    once = "" if not board.same_as else " Same choices: " + "; ".join(board.same_as) + "."
     return f"{on}, {BOARD_TITLES[board.metric]}: {text}{left}{once}"
 
 

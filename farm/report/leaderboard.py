@@ -408,18 +408,19 @@ def _at_budget(budget: Budget, tidy: pd.DataFrame, alpha: float,
 
 
 def _with_power(pairs: pd.DataFrame, scores: pd.DataFrame, alpha: float) -> pd.DataFrame:
-    """Each pair's mean difference and its spread over the blocks, and the blocks that would
-    detect that difference with ``POWER`` at ``alpha`` / the number of pairs (Holm's first
-    step: ``farm.report.power.blocks_needed``); NaN where a censored score makes the
-    difference unmeasured."""
+    """Each pair's mean difference and its spread over the blocks where both have a
+    feasible recommendation, and the blocks that would detect that difference with
+    ``POWER`` at ``alpha`` / the number of pairs (Holm's first step:
+    ``farm.report.power.blocks_needed``); NaN with fewer than two such blocks."""
     rows = []
     level = alpha / max(len(pairs), 1)
     for r in pairs.itertuples():
         a, b = scores[r.a].to_numpy(dtype=float), scores[r.b].to_numpy(dtype=float)
-        if len(a) < 2 or not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+        both = np.isfinite(a) & np.isfinite(b)
+        if both.sum() < 2:
             rows.append((math.nan, math.nan, None))
             continue
-        d = a - b
+        d = a[both] - b[both]
         effect, spread = float(d.mean()), float(d.std(ddof=1))
         rows.append((effect, spread, blocks_needed(effect, spread, level, POWER)))
     effect, spread, needed = zip(*rows) if rows else ((), (), ())
@@ -580,11 +581,12 @@ def headroom_rows(board: Board) -> list[dict]:
     for table, part in mine.groupby("table", sort=False):
         row = {"table": table}
         for label, at_b in part.groupby("budget", sort=False):
-            value = _shown(quantile(at_b["score"].to_numpy(), 0.5), board.metric)
+            score = quantile(at_b["score"].to_numpy(), 0.5)
             share = at_b["share"].iloc[0]
-            row[f"{label}"] = ("none feasible" if not math.isfinite(value) else
-                               f"{value:.3g}" + (f" ({share:.0%} of price)"
-                                                 if math.isfinite(share) else ""))
+            text = ("none feasible" if not math.isfinite(score) else
+                    ">= 16" if board.metric == "cno" and score >= SCORE_CAP["cno"] else
+                    f"{_shown(score, board.metric):.3g}")
+            row[label] = text + (f" ({share:.0%} of price)" if math.isfinite(share) else "")
         rows.append(row)
     return rows
 
