@@ -40,7 +40,13 @@ import pandas as pd
 from farm.report import ranks
 from farm.report.analysis import DatasetAnalysis
 from farm.report.power import blocks_needed
-from farm.run.metrics import SCORE_CAP, quality_score, quantile, shortfall_area, step_quality
+from farm.run.metrics import (
+    SCORE_CAP,
+    quality_score,
+    quantile,
+    shortfall_area,
+    step_quality,
+)
 from farm.sweep.board_spec import (
     DEFAULT_COST_BUDGETS,
     DEFAULT_EVALUATIONS,
@@ -59,9 +65,9 @@ __all__ = [
     "Price",
     "anytime_window",
     "best_by_family",
-    "build_boards",
     "budget_name",
     "budget_rows",
+    "build_boards",
     "failure_rows",
     "family",
     "family_rows",

@@ -76,8 +76,8 @@ def test_an_optimizer_making_anothers_choices_is_shown_once_with_a_note():
     board = _board({"random": [4.0, 1.0], "nephele": [4.0, 1.0], "C": [8.0, 2.0]},
                    [Budget("cost", 2)])
     assert set(board.tidy["optimizer"]) == {"random", "C"}
-    assert board.same_as == ["nephele: the same configurations as random in every run "
-                             "(shown once, as random)"]
+    note = "nephele: the same configurations as random in every run (shown once, as random)"
+    assert board.same_as == [note]
 
 
 def _simulated_blocks(effect: float, spread: float, alpha: float, power: float) -> int:
