@@ -396,8 +396,17 @@ def _shown_once(tidy: pd.DataFrame, analyses: Mapping[str, DatasetAnalysis]
                              f"(shown once, as {original})")
             else:
                 notes.append(f"{copy}: the same configurations as {original} on "
-                             + ", ".join(where))
+                             + _some_tables(where, tables))
     return tidy[~tidy["optimizer"].isin(drop)], notes
+
+
+def _some_tables(where: Sequence[str], tables: Sequence[str]) -> str:
+    """Tables named, or when they are most of the board, the others ("17 of 18 tables, all
+    but synthetic")."""
+    if len(where) * 2 <= len(tables):
+        return ", ".join(where)
+    others = [t for t in tables if t not in where]
+    return f"{len(where)} of {len(tables)} tables, all but {', '.join(others)}"
 
 
 def _at_budget(budget: Budget, tidy: pd.DataFrame, alpha: float,

@@ -103,3 +103,15 @@ def test_the_power_estimate_edges():
     assert blocks_needed(0.0, 1.0) is None                 # no difference to detect
     assert blocks_needed(0.1, 0.0) == math.ceil(math.log2(2 / 0.05))   # 6: the exact test
     assert blocks_needed(1e-6, 1.0) is None                # more than 100,000
+
+
+def test_same_choices_on_most_tables_name_the_others():
+    runs = [make_run(f"{o}-{t}-{s}", t, o, s, [1.0, 1.0],
+                     [4.0, 2.0 if (o, t) == ("nephele", "scout-c") else 1.0], [True, True],
+                     extra={"mean_config_cost": 1.0})
+            for t in ("scout-a", "scout-b", "scout-c") for o in ("random", "nephele")
+            for s in range(2)]
+    board = build_boards(analyse(*sweep(runs)), [Budget("cost", 2)])["cno"]
+    assert set(board.tidy["optimizer"]) == {"random", "nephele"}
+    assert board.same_as == ["nephele: the same configurations as random on 2 of 3 tables, "
+                             "all but scout-c"]
