@@ -113,5 +113,5 @@ def test_same_choices_on_most_tables_name_the_others():
             for s in range(2)]
     board = build_boards(analyse(*sweep(runs)), [Budget("cost", 2)])["cno"]
     assert set(board.tidy["optimizer"]) == {"random", "nephele"}
-    assert board.same_as == ["nephele: the same configurations as random on 2 of 3 tables, "
-                             "all but scout-c"]
+    note = "nephele: the same configurations as random on 2 of 3 tables, all but scout-c"
+    assert board.same_as == [note]
