@@ -35,7 +35,7 @@ OPTIMIZERS: dict[str, str] = {
     "eic-usd-gp": "bo:EIcUSDGP",
     "bo-ei": "bo:BoEI",
     "guindani": "guindani:Guindani",
-    # peers: need the optional extra optfarm[peers] (optimizers/peers/)
+    # peers (optimizers/peers/): Optuna's GP and SMAC need the extra optfarm[peers]
     "optuna-tpe": "optimizers.peers.optuna_peers:OptunaTPE",
     "optuna-gp": "optimizers.peers.optuna_peers:OptunaGP",
     "optuna-cmaes": "optimizers.peers.optuna_peers:OptunaCmaEs",

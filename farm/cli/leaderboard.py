@@ -5,7 +5,10 @@ of ``farm.cli``).
 output folder lacks, as ``farm sweep`` does, then writes the board (``farm.report.leaderboard``)
 into ``OUT/leaderboard/`` and logs it on the sweep's MLflow parent run, as ``farm report``
 does; ``farm leaderboard SWEEP_DIR`` reads a finished sweep; ``--datasets A,B`` puts the user's
-own tables (``farm datasets import``) on the board of SPEC (default the shipped first look).
+own tables (``farm datasets import``) on the board of SPEC (default the shipped first look),
+named after them; one table runs ``ONE_TABLE_SEEDS`` seeds (``farm.sweep.board_spec``), the
+first seed of every optimizer first, from which the CPU the rest will take is estimated and
+printed.
 
 Exit codes: 0 the board is written; 1 some runs failed (the board of the runs that finished
 is still written) or the folder could not be written; 2 bad input, one line on stderr.
@@ -70,11 +73,10 @@ def cmd_leaderboard(args) -> int:
     spec = resolved.sweep
     if args.seeds:
         spec = spec.model_copy(update={"seeds": args.seeds})
-    name = spec.name if not datasets else f"leaderboard-{'+'.join(datasets)}"[:80]
-    out = Path(args.out or Path("sweeps-out") / name)
+    out = Path(args.out or Path("sweeps-out") / spec.name)
     for note in resolved.notes:
         print(f"left out: {note}", file=sys.stderr)
-    failed = _run(spec, str(spec_path), out, args)
+    failed = _run_with_estimate(spec, str(spec_path), out, args)
     if failed is None:
         return EXIT_FAILED
     from farm.sweep.store import atomic_write_json
@@ -84,9 +86,36 @@ def cmd_leaderboard(args) -> int:
     return _board(out, budgets, evaluations, args, failed)
 
 
-def _run(spec, source: str, out: Path, args) -> int | None:
-    """Run what the folder lacks; the number of failed runs (None: the sweep could not run,
-    said on stderr)."""
+def _run_with_estimate(spec, source: str, out: Path, args) -> int | None:
+    """On a board of one table, run the first seed of every optimizer, print the CPU the runs still to do
+    will take at the CPU seconds those took, then run the rest; the failed runs (None: the
+    sweep could not run, said on stderr)."""
+    from farm.sweep.spec import expand
+
+    runs = expand(spec, source)
+    seeds = sorted({r.seed for r in runs})
+    if len(seeds) <= 1 or len({r.dataset for r in runs}) > 1:
+        report = _run(spec, source, out, args)
+        return None if report is None else report.failed
+    pilot = _run(spec.model_copy(update={"seeds": seeds[:1]}), source, out, args)
+    if pilot is None:
+        return None
+    first = [pilot.records[k] for k in pilot.keys if k in pilot.records]
+    per_run = [r["cpu_s"] for r in first if r.get("cpu_s") is not None]
+    todo = sum(1 for r in runs if r.run_key not in pilot.records)
+    if per_run and todo and not args.json:
+        cpu = sum(per_run) / len(per_run) * todo
+        wall = pilot.wall_s / max(pilot.done, 1) * todo
+        print(f"CPU estimate: the other {todo} runs take about {cpu / 60:.1f} CPU-minutes, "
+              f"{wall / 60:.1f} minutes at the first seed's pace (its {len(per_run)} runs "
+              f"took {sum(per_run):.0f} CPU-s in {pilot.wall_s:.0f} s)", flush=True)
+    rest = _run(spec, source, out, args)
+    return None if rest is None else pilot.failed + rest.failed
+
+
+def _run(spec, source: str, out: Path, args):
+    """Run what the folder lacks; the sweep's report (None: the sweep could not run, said
+    on stderr)."""
     from farm.sweep.capacity import ClusterLost
     from farm.sweep.runner import run_sweep
     from farm.sweep.store import DamagedFile, FolderBusy, StoreError
@@ -108,75 +137,100 @@ def _run(spec, source: str, out: Path, args) -> int | None:
     if not args.json:
         print(f"sweep {spec.name}: {len(report.runs)} runs, {report.skipped} already done, "
               f"{report.done} run now, {report.failed} failed ({report.wall_s:.1f} s) -> {out}")
-    return report.failed
+    return report
 
 
 def _board(sweep_dir: Path, budgets, evaluations, args, failed: int) -> int:
     from farm.report.analysis import analyse
-    from farm.report.leaderboard import (
-        BOARD_TITLES,
-        DEFAULT_BUDGETS,
-        INTRO,
-        Budget,
-        best_by_family,
-        build_boards,
-        sections,
-        standings_rows,
-    )
+    from farm.report.board_page import sections, verdict
+    from farm.report.leaderboard import Budget, build_boards
     from farm.report.page import write_report
+    from farm.sweep.board_spec import BoardSettings
     from farm.sweep.results import load_sweep
+    from farm.sweep.store import Store
 
     settings_path = sweep_dir / SETTINGS_FILE
-    settings = json.loads(settings_path.read_text()) if settings_path.is_file() else {}
-    budgets = sorted(budgets or settings.get("budgets") or [
-        b.amount for b in DEFAULT_BUDGETS if b.axis == "cost"])
-    evaluations = sorted(evaluations or settings.get("evaluations") or [
-        b.amount for b in DEFAULT_BUDGETS if b.axis == "evaluations"])
+    stored = json.loads(settings_path.read_text()) if settings_path.is_file() else {}
+    settings = BoardSettings.model_validate(
+        {k: v for k, v in stored.items() if k in BoardSettings.model_fields})
     try:
         trace, summaries = load_sweep(sweep_dir)
         analyses = analyse(trace, summaries)
     except ValueError as e:
         return _error(str(e))
-    boards = build_boards(analyses, [*(Budget("cost", float(b)) for b in budgets),
-                                     *(Budget("evaluations", int(n)) for n in evaluations)])
+    boards = build_boards(analyses, [
+        *(Budget("cost", float(b)) for b in sorted(budgets or settings.budgets)),
+        *(Budget("evaluations", int(n)) for n in sorted(evaluations or settings.evaluations))],
+        settings.cap)
+    name = (Store(sweep_dir).read_spec() or {}).get("name", sweep_dir.resolve().name)
     out = Path(args.report) if args.report else sweep_dir / "leaderboard"
-    files = write_report(analyses, out, f"optfarm leaderboard: {sweep_dir.resolve().name}",
-                         sections=sections(boards), per_dataset=False, intro=INTRO)
-    result = {metric: {
-        "title": BOARD_TITLES[metric], "budget": b.headline.budget.label,
-        "tables": len(b.tables), "seeds": int(b.tidy["seed"].nunique()),
-        "friedman": b.headline.friedman, "nemenyi_cd": b.headline.cd,
-        "cliques": b.headline.cliques, "standings": standings_rows(b),
-        "best_by_family": {f: {"optimizers": o, "mean_rank": r}
-                           for f, (o, r) in best_by_family(b).items()},
-        "left_out": b.left_out} for metric, b in boards.items()}
+    verdicts = {metric: verdict(b) for metric, b in boards.items()}
+    files = write_report(analyses, out, f"optfarm leaderboard: {name}",
+                         sections=sections(boards, analyses), per_dataset=False,
+                         intro=" ".join(verdicts.values()))
+    result = {metric: _board_json(b, verdicts[metric]) for metric, b in boards.items()}
     board_json = out / "leaderboard.json"
     board_json.write_text(json.dumps(result, indent=1, default=str))
     files.append(board_json)
     logged = None if args.no_tracking else log_report_files(
         sweep_dir, files, args.tracking_uri, folder="leaderboard", quiet=args.json)
     if args.json:
-        print_json({"runs": len(summaries), "failed": failed, "report": str(out / "report.html"),
-                    "files": [str(f) for f in files], "mlflow_logged": logged,
-                    "boards": result, "left_out": settings.get("left_out", [])})
+        print_json({"name": name, "runs": len(summaries), "failed": failed,
+                    "report": str(out / "report.html"), "files": [str(f) for f in files],
+                    "mlflow_logged": logged, "boards": result,
+                    "left_out": stored.get("left_out", [])})
     else:
-        for metric, r in result.items():
-            _print_board(r, boards[metric])
-        print(f"\nleaderboard of {len(summaries)} runs: {out / 'report.html'}")
+        for note in stored.get("left_out", []):
+            print(f"left out: {note}")
+        for r in result.values():
+            _print_board(r)
+        print(f"\nleaderboard {name} of {len(summaries)} runs: {out / 'report.html'}")
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def _print_board(r: dict, board) -> None:
-    rank_key = f"mean rank at {r['budget']}"
-    print(f"\n{r['title']}: {r['tables']} tables, {r['seeds']} seeds, at {r['budget']}")
-    print_table(r["standings"], ["place", "optimizer", rank_key,
-                                 "90% interval (bootstrap over tables)",
-                                 "no feasible recommendation (runs)", "best in"])
-    if r["friedman"]:
-        chi2, p = r["friedman"]
-        print(f"Friedman chi2 = {chi2:.3g} (p = {p:.3g}); Nemenyi CD = {r['nemenyi_cd']:.3g}; "
-              f"not separated by Wilcoxon-Holm: "
-              + ("; ".join(", ".join(c) for c in r["cliques"]) or "-"))
+def _board_json(b, verdict: str) -> dict:
+    """One board as ``leaderboard.json`` and ``--json`` hold it."""
+    from farm.report.leaderboard import (
+        BOARD_TITLES,
+        best_by_family,
+        budget_rows,
+        headroom_rows,
+        overall_text,
+        pair_rows,
+        standings_rows,
+        statistics_rows,
+    )
+
+    return {"title": BOARD_TITLES[b.metric], "headline": b.headline.budget.label,
+            "tables": len(b.tables), "seeds": int(b.tidy["seed"].nunique()),
+            "blocks": b.blocks, "verdict": verdict, "overall": overall_text(b),
+            "budgets": budget_rows(b), "friedman": b.headline.friedman,
+            "nemenyi_cd": b.headline.cd, "cliques": b.headline.cliques,
+            "standings": standings_rows(b), "statistics": statistics_rows(b),
+            "pairs": pair_rows(b), "headroom": headroom_rows(b),
+            "best_by_family": {f: {"optimizers": o, "mean_rank": r}
+                               for f, (o, r) in best_by_family(b).items()},
+            "left_out": b.left_out, "shown_once": b.same_as}
+
+
+def _print_board(r: dict) -> None:
+    h = r["headline"]
+    seeds = f"{r['seeds']} seeds" + (" each" if r["tables"] > 1 else "")
+    print(f"\n{r['title']}: {r['tables']} table{'s' * (r['tables'] != 1)}, {seeds}; "
+          f"headline: the {h} score")
+    print_table(r["budgets"], list(r["budgets"][0]))
+    standings = r["standings"]
+    print_table(standings, [k for k in standings[0] if not k.startswith("rank at")
+                            and not k.startswith("lowest")])
+    print(r["overall"])
+    if r["headroom"]:
+        print("\nheadroom: random search's median CNO (or Accuracy_C / optimum's) per table")
+        print_table(r["headroom"], list(r["headroom"][0]))
+    print(f"\n{r['verdict']}")
+    for note in r["left_out"]:
+        print(f"left off the board: {note}")
+    for note in r["shown_once"]:
+        print(f"same choices: {note}")
 
 
 def add_leaderboard_command(sub) -> None:
@@ -186,11 +240,13 @@ def add_leaderboard_command(sub) -> None:
                    help="a leaderboard spec (sweeps/leaderboard*.yaml) or a sweep folder")
     b.add_argument("--datasets", help="your tables (comma list): the board of SPEC (default "
                    "sweeps/leaderboard-first-look.yaml) on these tables")
-    b.add_argument("--seeds", type=int, help="seeds 0..N-1 instead of the spec's")
+    b.add_argument("--seeds", type=int, help="seeds 0..N-1 instead of the spec's (one table "
+                   "given with --datasets: 20)")
     b.add_argument("--budgets", help="cost budgets read, in multiples of each table's mean "
-                   "configuration cost (default the spec's, e.g. 5,10,25,50)")
+                   "configuration cost, capped at the board's share of the price (default "
+                   "the spec's, e.g. 2,5,10)")
     b.add_argument("--evaluations", help="evaluation budgets read (default the spec's, e.g. "
-                   "5,10,20,40)")
+                   "5,10,20)")
     b.add_argument("--out", help="the sweep's output folder (default sweeps-out/NAME)")
     b.add_argument("--report", help="where the board goes (default OUT/leaderboard)")
     b.add_argument("--serial", action="store_true", help="run in this process, without Ray")

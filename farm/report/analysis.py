@@ -53,6 +53,7 @@ from farm.run.targets import ACC_C_90, CNO_1_1
 
 __all__ = [
     "GUINDANI_METRICS",
+    "CHOICE_COLUMNS",
     "TRACE_COLUMNS",
     "peer_rows",
     "peer_statistics",
@@ -134,7 +135,7 @@ def analyse(trace: pa.Table, summaries: Sequence[Mapping]) -> dict[str, DatasetA
     missing = [c for c in STATISTICS_COLUMNS if c not in trace.column_names]
     if missing:
         raise ValueError(f"trace table lacks column {missing[0]!r}")
-    by_run = _split_runs(trace.select([c for c in TRACE_COLUMNS
+    by_run = _split_runs(trace.select([c for c in TRACE_COLUMNS + CHOICE_COLUMNS
                                        if c in trace.column_names]))
     labels = variant_labels(summaries)
     texts = [_problem_text(s) for s in summaries]
@@ -162,6 +163,9 @@ def analyse(trace: pa.Table, summaries: Sequence[Mapping]) -> dict[str, DatasetA
 
 # what ``analyse`` reads (the pick columns where a trace has them)
 TRACE_COLUMNS = STATISTICS_COLUMNS + PICK_COLUMNS
+# the runs' choices, kept when the trace read has them (the leaderboard shows an optimizer
+# that made another's very choices once)
+CHOICE_COLUMNS = ("config_id", "fidelity")
 
 
 def _problem_text(summary: Mapping) -> str:

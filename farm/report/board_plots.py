@@ -4,7 +4,9 @@
   axis, best on the left, thick bars joining the optimizers no pairwise test separates, and
   Nemenyi's critical difference as a scale bar;
 - ``plot_rank_budget``: average rank against budget (anytime), one panel per budget axis;
-- ``plot_heatmap``: the table x optimizer matrix of median CNO (or Accuracy_C / optimum).
+- ``plot_heatmap``: the table x optimizer matrix of median CNO (or Accuracy_C / optimum);
+- ``plot_value_budget``: median CNO (or Accuracy_C / optimum) with its interquartile band
+  against budget, per optimizer (the page's lead picture).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pandas as pd
 from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-__all__ = ["plot_cd", "plot_heatmap", "plot_rank_budget"]
+__all__ = ["plot_cd", "plot_heatmap", "plot_rank_budget", "plot_value_budget"]
 
 
 def plot_cd(path: Path, mean_ranks: pd.Series, cliques: Sequence[Sequence[str]], cd: float,
@@ -118,6 +120,40 @@ def plot_heatmap(path: Path, values: pd.DataFrame, metric: str, title: str) -> P
                        label="median CNO" if metric == "cno" else "median Accuracy_C / optimum's")
     bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     bar.ax.yaxis.set_minor_formatter(NullFormatter())
+    return _save(fig, path, title)
+
+
+def plot_value_budget(path: Path, x: np.ndarray, curves: Mapping[str, np.ndarray],
+                      metric: str, per_price: float | None, title: str) -> Path:
+    """Per optimizer (``curves``: name -> 3 x len(x) array of the 25th, 50th and 75th
+    percentiles) its median as a line and the interquartile range as a band, against budget
+    ``x`` in multiples of the mean configuration cost (log axis); CNO on a log axis. With
+    ``per_price`` (the price's share per mean configuration cost, one table), a second axis
+    gives the budget as a share of the table's price."""
+    fig, ax = plt.subplots(figsize=(8.4, 4.8))
+    cmap = plt.get_cmap("tab10")
+    for i, (name, (low, mid, high)) in enumerate(curves.items()):
+        colour = cmap(i % 10)
+        ax.fill_between(x, low, high, color=colour, alpha=0.12, lw=0, step="post")
+        ax.step(x, mid, where="post", color=colour, lw=1.5, label=name,
+                ls=("-", "--", ":")[i // 10 % 3])
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+    ax.set_xlabel("budget (multiples of the table's mean configuration cost)")
+    if metric == "cno":
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_ylabel("CNO of the credited configuration (1: the optimum; 16: none feasible)")
+    else:
+        ax.set_ylabel("Accuracy_C / the optimum's (0: none)")
+    if per_price:
+        top = ax.secondary_xaxis("top", functions=(lambda v: v * per_price,
+                                                   lambda v: v / per_price))
+        top.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0%}"))
+        top.set_xlabel("share of the table's price (every configuration run once)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return _save(fig, path, title)
 
 

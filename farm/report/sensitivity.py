@@ -3,8 +3,9 @@ where two interact -- for sweeps whose optimizer parameters (and datasets) form 
 
 Responses, one number per run (so that means and variances exist with inf outcomes):
   - ``quality_auc``: the area under the run's quality curve (``farm.run.metrics``), in [0, 1];
-  - ``final``: the final recommendation's shortfall, ``log2(min(CNO, 16))`` (a truly
-    infeasible or missing recommendation at the cap) or ``1 - Accuracy_C / optimum's``;
+  - ``final``: the final recommendation's score (``farm.run.metrics.quality_score``:
+    ``log2(min(CNO, 16))``, a truly infeasible or missing recommendation at the cap, or
+    ``1 - Accuracy_C / optimum's``);
   - ``reach``: ``log10`` of the exploration cost to reach CNO <= 1.1 or 90% of the optimum's
     Accuracy_C; never reached counts as the sweep's costliest reach x 10 (a penalty above
     every run that got there).
@@ -33,13 +34,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from farm.run.metrics import final_quality, quality_score
 from farm.run.targets import HEADLINE
 
 __all__ = ["RESPONSES", "RESPONSE_UNITS", "Sensitivity", "by_optimizer", "factors_of", "figures",
            "importance_rows", "main_effect_rows", "noise_share", "responses", "sensitivity"]
 
 RESPONSES = ("quality_auc", "final", "reach")
-CNO_CAP = 16.0
 # what each response's numbers are, for tables and axes (the module's docstring defines them)
 RESPONSE_UNITS = {
     "quality_auc": "quality_auc (area under the shortfall curve)",
@@ -68,13 +69,8 @@ def _hashable(v):
 def responses(summary: Mapping, never: float) -> dict[str, float]:
     """The three responses of one run (see the module's docstring)."""
     metric = summary["metric"]
-    rec = summary.get("recommendation")
-    if metric == "cno":
-        cno = float(rec["cno"]) if rec and rec.get("feasible") else math.inf
-        final = math.log2(min(max(cno, 1.0), CNO_CAP))
-    else:
-        opt = (summary.get("optimum") or {}).get("accuracy_c") or 1.0
-        final = min(max(1.0 - (float(rec["accuracy_c"]) if rec else 0.0) / opt, 0.0), 1.0)
+    optimum = (summary.get("optimum") or {}).get(metric, math.nan)
+    final = quality_score(final_quality(summary), metric, optimum)
     cost = summary["exploration_cost_to_reach"].get(HEADLINE[metric])
     reach = never if cost is None else math.log10(max(cost, 1e-300))
     return {"quality_auc": float(summary.get("quality_auc", math.nan)), "final": final,

@@ -36,10 +36,12 @@ from farm.run.recurring_job import recurring_job_metrics
 from farm.run.targets import REACH_TARGETS, TARGET_LABELS
 from oracle.oracle import Oracle
 
-__all__ = ["AUC_CNO_CAP", "QUANTILE_METHOD", "REACH_TARGETS", "TARGET_LABELS", "accuracy_c",
-           "after_warmup", "cno", "final_quality", "finite_json", "first_reach", "latency_stats",
-           "meets_target", "pick_quality", "quality_auc", "quantile", "recommendation_quality",
-           "step_quality", "summarize", "target_check", "true_quality", "worse_quantile"]
+__all__ = ["CNO_CAP", "QUANTILE_METHOD", "REACH_TARGETS", "SCORE_CAP", "TARGET_LABELS",
+           "accuracy_c", "after_warmup", "cno", "exhaustive_cost", "final_quality",
+           "finite_json", "first_reach", "latency_stats", "mean_config_cost", "meets_target",
+           "pick_quality", "quality_auc", "quality_score", "quantile", "recommendation_quality",
+           "shortfall_area", "step_quality", "summarize", "table_size", "target_check",
+           "true_quality", "worse_quantile"]
 
 QUANTILE_METHOD = "inverted_cdf"
 _TOL = 1e-12
@@ -206,8 +208,57 @@ def latency_stats(latency: np.ndarray) -> dict[str, float | None]:
     return {"median": float(np.median(latency)), "p90": quantile(latency, 0.9)}
 
 
-# the CNO at which the quality curve's area saturates: log2(16) = 4 doublings from the optimum
-AUC_CNO_CAP = 16.0
+# the CNO at which a score saturates: log2(16) = 4 doublings from the optimum
+CNO_CAP = 16.0
+# the largest score of each quality metric (``quality_score``)
+SCORE_CAP = {"cno": math.log2(CNO_CAP), "accuracy_c": 1.0}
+
+
+def quality_score(quality, metric: str, optimum: float):
+    """The distance of a quality (a number or an array) from the optimum, 0 the optimum and
+    lower better, the one score every report reads: for CNO ``log2(min(CNO, CNO_CAP))``,
+    doublings of the optimum's cost (CNO inf, no truly feasible recommendation, at the cap);
+    for Accuracy_C ``1 - Accuracy_C / optimum's``, clipped to [0, 1]."""
+    quality = np.asarray(quality, dtype=float)
+    if metric == "cno":
+        score = np.log2(np.clip(quality, 1.0, CNO_CAP))
+    else:
+        score = np.clip(1.0 - quality / optimum, 0.0, 1.0)
+    return float(score) if score.ndim == 0 else score
+
+
+def mean_config_cost(oracle: Oracle) -> float:
+    """The table's mean configuration cost: the mean true cost at s = 1 over its
+    configurations (the unit of Lynceus' pooled cost CDFs over jobs, Sec. VI: Scout,
+    CherryPick; the leaderboard's budget unit)."""
+    return float(np.nanmean(oracle.true_cost[:, -1]))
+
+
+def exhaustive_cost(oracle: Oracle) -> float:
+    """The table's price: every configuration run once at s = 1, the sum of their true mean
+    costs (``mean_config_cost`` x ``table_size``)."""
+    return float(np.nansum(oracle.true_cost[:, -1]))
+
+
+def table_size(oracle: Oracle) -> int:
+    """The number of configurations with a cost at s = 1 (what ``exhaustive_cost`` sums)."""
+    return int(np.count_nonzero(~np.isnan(oracle.true_cost[:, -1])))
+
+
+def shortfall_area(score: np.ndarray, cum_cost: np.ndarray, c_lo: float, ratio: float,
+                   cap: float) -> float:
+    """The area under a run's score (``score[i]`` after step i, paid at cumulative cost
+    ``cum_cost[i]``: a step function) against log cost from ``c_lo`` to ``ratio`` x ``c_lo``,
+    over the area of ``cap`` all along: in [0, 1], 0 the optimum from ``c_lo`` on. Before the
+    first step the score is ``cap``; after the run stopped it holds its last value. With
+    ``ratio`` 1 (one budget): the score at ``c_lo`` over ``cap``."""
+    values = np.concatenate(([1.0], np.asarray(score, dtype=float) / cap))
+    x = np.log10(np.maximum(np.asarray(cum_cost, dtype=float), 1e-300) / c_lo)
+    lo, hi = 0.0, math.log10(ratio)
+    if hi <= 0:
+        return float(values[np.searchsorted(x, _TOL, side="right")])
+    edges = np.clip(np.concatenate(([lo], x, [hi])), lo, hi)
+    return float(np.sum(values * np.diff(np.maximum.accumulate(edges))) / (hi - lo))
 
 
 def quality_auc(quality: np.ndarray, cum_cost: np.ndarray, oracle: Oracle) -> float:
@@ -217,11 +268,9 @@ def quality_auc(quality: np.ndarray, cum_cost: np.ndarray, oracle: Oracle) -> fl
     The curve is the incumbent's shortfall after each step (``quality``, from
     ``step_quality``), a step function of the cumulative exploration cost ``cum_cost``; the
     axis is ``log10(c / c_opt)`` from one run of the optimum (``c = c_opt``) to measuring every
-    configuration once (``c = c_all``), both true mean costs at s = 1, so the window is fixed by
-    the dataset and problem alone. Before the first step, and after the run stopped, the curve
-    holds its last value. Shortfall: for CNO ``log2(min(CNO, 16)) / 4`` (CNO inf, no truly
-    feasible incumbent, at the cap); for Accuracy_C ``1 - Accuracy_C / optimum's``, clipped to
-    [0, 1].
+    configuration once (``c = c_all``, ``exhaustive_cost``), both true mean costs at s = 1, so
+    the window is fixed by the dataset and problem alone (``shortfall_area``). Shortfall:
+    ``quality_score`` over its cap (``SCORE_CAP``).
 
     Where the end points of a run (final quality, cost to a target) are each one number, this
     reads the whole trajectory: a regression that only delays the search, or that is bimodal
@@ -231,17 +280,10 @@ def quality_auc(quality: np.ndarray, cum_cost: np.ndarray, oracle: Oracle) -> fl
     if best is None or len(quality) == 0:
         return 1.0
     c_opt = oracle.true_value(best, metric="cost")
-    c_all = float(np.nansum(oracle.true_cost[:, -1]))  # s = 1, as mean_config_cost
-    lo, hi = 0.0, math.log10(max(c_all / c_opt, 10.0))
-    if oracle.problem.metric == "cno":
-        y = np.log2(np.clip(quality, 1.0, AUC_CNO_CAP)) / math.log2(AUC_CNO_CAP)
-    else:
-        y = np.clip(1.0 - quality / accuracy_c(oracle, best), 0.0, 1.0)
-    x = np.log10(np.maximum(np.asarray(cum_cost, dtype=float), 1e-300) / c_opt)
-    # the step function: 1 before the first step, y[i] from x[i] to x[i+1], y[-1] to the end
-    edges = np.clip(np.concatenate(([lo], x, [hi])), lo, hi)
-    values = np.concatenate(([1.0], y))
-    return float(np.sum(values * np.diff(np.maximum.accumulate(edges))) / (hi - lo))
+    metric = oracle.problem.metric
+    optimum = accuracy_c(oracle, best) if metric == "accuracy_c" else 1.0
+    return shortfall_area(quality_score(quality, metric, optimum), cum_cost, c_opt,
+                          max(exhaustive_cost(oracle) / c_opt, 10.0), SCORE_CAP[metric])
 
 
 def summarize(spec, oracle: Oracle, trace: pa.Table, credited: TestedIncumbent,
@@ -295,8 +337,10 @@ def summarize(spec, oracle: Oracle, trace: pa.Table, credited: TestedIncumbent,
                                               "config": oracle.space.config(best),
                                               **true_values(oracle, best)},
         "units": {"cost": oracle.dataset.meta.cost_unit, "time": "s"},
-        # the unit of Lynceus' pooled cost CDFs over jobs (Sec. VI: Scout, CherryPick)
-        "mean_config_cost": float(np.nanmean(oracle.true_cost[:, -1])),
+        "mean_config_cost": mean_config_cost(oracle),
+        # the table's price (the leaderboard states its budgets as shares of it)
+        "table": {"configurations": table_size(oracle),
+                  "exhaustive_cost": exhaustive_cost(oracle)},
         "exploration_cost_to_reach": reach(quality),
         "quality_auc": quality_auc(quality, cum, oracle),
         "pick": pick_rec,

@@ -2,12 +2,18 @@
 ``board`` section, resolved into the sweep that runs it::
 
     board:
-      budgets: [5, 10, 25, 50]      # multiples of each table's mean configuration cost
-      evaluations: [5, 10, 20, 40]  # evaluation budgets, read on the same runs
+      budgets: [2, 5, 10]           # multiples of each table's mean configuration cost
+      evaluations: [5, 10, 20]      # evaluation budgets, read on the same runs
+      cap: 0.25                     # no budget above this share of a table's price
 
-Every run gets the last cost budget as its problem's exploration budget: on each table
-``budgets[-1]`` x its mean configuration cost (the mean true cost at s = 1 over the table's
-configurations, a run summary's ``mean_config_cost``), so the runs stop where the board's
+A table's price is what running every configuration once costs (the sum of their true mean
+costs at s = 1, ``farm.run.metrics.exhaustive_cost``); its size, how many there are. A board
+that buys the whole table measures only whether an optimizer stops early, so every budget is
+capped at ``cap`` x the price on each table (evaluation budgets at ``cap`` x its size;
+``cap: null`` for none): the defaults (``DEFAULT_COST_BUDGETS``, ``DEFAULT_EVALUATIONS``,
+``PRICE_SHARE_CAP``) never reach the price. Every run gets the last cost budget as its
+problem's exploration budget, capped: on each table ``min(budgets[-1] x its mean
+configuration cost, cap x its price)`` (``table_budget``), so the runs stop where the board's
 statistics stop reading them. The spec may not set a budget of its own.
 
 The board holds the optimizers that can pose the problem on every table: one the table's
@@ -15,30 +21,41 @@ problem makes refuse to start (e.g. a cost-minimiser on an accuracy-maximisation
 peer whose extra is not installed, is left out with a note, never run to fail. A board has
 one quality metric (``farm.report.leaderboard``), so cost- and accuracy-tables go in
 specs of their own.
+
+A board of one user's table (``farm leaderboard --datasets MYJOB``) answers that job: it is
+named after it (``leaderboard-MYJOB``) and runs ``ONE_TABLE_SEEDS`` seeds, the blocks its
+statistics rank within.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from farm.run.metrics import exhaustive_cost, mean_config_cost
 from farm.sweep.spec import SpecError, SweepSpec, expand, parse_spec, read_yaml
 from optimizers.base import MissingExtra
 from optimizers.registry import get, make_optimizer
 from oracle.oracle import Oracle
 from oracle.registry import load
 
-__all__ = ["BoardSettings", "ResolvedBoard", "load_board_spec", "parse_board_spec",
-           "resolve_board"]
+__all__ = ["DEFAULT_COST_BUDGETS", "DEFAULT_EVALUATIONS", "ONE_TABLE_SEEDS", "PRICE_SHARE_CAP", "BoardSettings", "ResolvedBoard", "load_board_spec", "parse_board_spec",
+           "resolve_board", "table_budget"]
+
+DEFAULT_COST_BUDGETS = (2.0, 5.0, 10.0)   # multiples of a table's mean configuration cost
+DEFAULT_EVALUATIONS = (5, 10, 20)
+PRICE_SHARE_CAP = 0.25                    # of a table's price (and of its configurations)
+ONE_TABLE_SEEDS = 20
 
 
 class BoardSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    budgets: list[float] = Field([5.0, 10.0, 25.0, 50.0], min_length=1)
-    evaluations: list[int] = Field([5, 10, 20, 40])
+    budgets: list[float] = Field(list(DEFAULT_COST_BUDGETS), min_length=1)
+    evaluations: list[int] = Field(list(DEFAULT_EVALUATIONS))
+    cap: float | None = Field(PRICE_SHARE_CAP, gt=0)
 
 
 @dataclass(frozen=True)
@@ -75,7 +92,9 @@ def resolve_board(data, source: str, datasets: list[str] | None = None) -> Resol
     resolved["datasets"] = [
         {**d.model_dump(mode="json", exclude_none=True),
          "limits": {**(d.limits.model_dump(mode="json", exclude_none=True) if d.limits else {}),
-                    "budget": _round(last * _mean_config_cost(oracles[d.name]))}}
+                    "budget": _round(table_budget(last, mean_config_cost(oracles[d.name]),
+                                                  exhaustive_cost(oracles[d.name]),
+                                                  settings.cap))}}
         for d in spec.dataset_entries()]
     return ResolvedBoard(parse_spec(resolved, source), settings, notes)
 
@@ -96,7 +115,12 @@ def parse_board_spec(data, source: str, datasets: list[str] | None = None
     if any(b <= 0 for b in settings.budgets) or any(n < 1 for n in settings.evaluations):
         raise SpecError(f"{source}: board: budgets must be > 0 and evaluations >= 1")
     if datasets:
+        data["description"] = (f"every optimizer of {data.get('name', 'the board')} on "
+                               + ", ".join(datasets))
         data["datasets"] = datasets
+        data["name"] = f"leaderboard-{'+'.join(datasets)}"[:80]
+        if len(datasets) == 1:
+            data["seeds"] = ONE_TABLE_SEEDS
     spec = parse_spec(data, source)
     if spec.limits.budget is not None or any(d.limits and d.limits.budget is not None
                                              for d in spec.dataset_entries()):
@@ -117,9 +141,11 @@ def _oracles(spec: SweepSpec, source: str) -> dict[str, Oracle]:
     return out
 
 
-def _mean_config_cost(oracle: Oracle) -> float:
-    """As ``farm.run.metrics.summarize`` reports it."""
-    return float(np.nanmean(oracle.true_cost[:, -1]))
+def table_budget(multiple: float, mean_cost: float, price: float,
+                 cap: float | None) -> float:
+    """A cost budget on one table: ``multiple`` x its mean configuration cost, at most
+    ``cap`` x its price (no cap for None)."""
+    return min(multiple * mean_cost, math.inf if cap is None else cap * price)
 
 
 def _round(value: float) -> float:

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from farm.run.metrics import AUC_CNO_CAP
+from farm.run.metrics import CNO_CAP
 from farm.sweep import variants
 
 __all__ = ["NewRun", "RunContext", "seed_run", "span_ms", "variant_run", "variant_span",
@@ -172,7 +172,7 @@ def summary_metrics(summary: Mapping) -> dict[str, float]:
     """A done run's summary as metrics: evaluations, exploration cost, the final quality and
     its feasibility, the area under its quality curve, the costs to reach each target, the
     recommendation latency statistics. ``final_cno`` is logged where it is finite;
-    ``final_cno_capped`` for every run (CNO capped at ``AUC_CNO_CAP``, a run with no feasible
+    ``final_cno_capped`` for every run (CNO capped at ``CNO_CAP``, a run with no feasible
     recommendation at the cap), so that the worst runs stay in MLflow's charts and parallel
     coordinates, which leave out a run that lacks the metric."""
     metric, rec = summary["metric"], summary["recommendation"]
@@ -185,7 +185,7 @@ def summary_metrics(summary: Mapping) -> dict[str, float]:
     if math.isfinite(final):
         out[f"final_{metric}"] = float(final)
     if metric == "cno":
-        out["final_cno_capped"] = float(min(final, AUC_CNO_CAP))
+        out["final_cno_capped"] = float(min(final, CNO_CAP))
     for label, cost in summary["exploration_cost_to_reach"].items():
         if cost is not None:
             out[f"cost_to_{variants.metric_name(label)}"] = float(cost)

@@ -121,7 +121,7 @@ class OptunaPeer(TablePeer):
 
 class OptunaTPE(OptunaPeer):
     name = "optuna-tpe"
-    summary = "Optuna's TPE sampler (constraints) over the table [peers extra]"
+    summary = "Optuna's TPE sampler (constraints) over the table"
     params = TablePeer.params + (
         Param("n_startup_trials", 10, "random trials before TPE", low=0),)
 
@@ -192,8 +192,7 @@ class OptunaCmaEs(OptunaPeer):
     name = "optuna-cmaes"
     summary = ("Optuna's CMA-ES sampler (no constraint mechanism: penalised objective; "
                "integers with margin, IPOP restarts, categoricals sampled at random) over the "
-               "table "
-               "[peers extra]")
+               "table")
     modules = ("optuna", "cmaes")
     constrained = False
 
@@ -239,7 +238,7 @@ class OptunaCmaEs(OptunaPeer):
 
 class OptunaRandom(OptunaPeer):
     name = "optuna-random"
-    summary = "Optuna's random sampler over the table's dimensions [peers extra]"
+    summary = "Optuna's random sampler over the table's dimensions"
 
     def sampler(self, optuna):
         return optuna.samplers.RandomSampler(seed=self.seed)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
 
 from farm.cli import main
+from farm.cli.leaderboard import FIRST_LOOK
 from farm.report.analysis import analyse
 from farm.report.leaderboard import (
     Budget,
@@ -20,6 +22,8 @@ from farm.report.leaderboard import (
     family,
     tidy_scores,
 )
+from farm.sweep.board_spec import load_board_spec
+from farm.sweep.results import load_sweep
 from tests.farm.test_report import make_run, sweep
 
 MEAN = {"mean_config_cost": 2.0}
@@ -63,13 +67,15 @@ def example_board():
                 runs.append(make_run(f"{table}-{optimizer}-{seed}", table, optimizer, seed,
                                      [1.0, 1.0], [8.0, cno if feasible else 1.0],
                                      [True, feasible], extra=MEAN))
-    return build_boards(analyse(*sweep(runs)), [Budget("cost", 0.5), Budget("cost", 1)])["cno"]
+    # the anytime score spans $1 to $4: CNO 8 for its first half, the final CNO for the other
+    return build_boards(analyse(*sweep(runs)), [Budget("cost", 0.5), Budget("cost", 1),
+                                                Budget("cost", 2)])["cno"]
 
 
 def test_the_board_ranks_the_tables_as_computed_by_hand():
     board = example_board()
-    h = board.headline
-    assert h.budget.label == "1x"
+    assert board.headline.budget.label == "anytime"
+    h = board.at["1x"]
     assert h.mean_ranks.to_dict() == {"A": 1.375, "B": 2.25, "C": 2.375}
     assert h.friedman[0] == pytest.approx(19 / 7)
     # at 0.5x ($1) every run has paid for one run, CNO 8: all tied
@@ -144,29 +150,57 @@ def imported(tmp_path, monkeypatch):
     return tmp_path
 
 
+def test_one_table_board_is_named_after_the_job_and_runs_20_seeds(imported):
+    resolved = load_board_spec(FIRST_LOOK, ["myjob"])
+    assert resolved.sweep.name == "leaderboard-myjob" and resolved.sweep.seeds == 20
+    assert "myjob" in resolved.sweep.description and "first look" not in resolved.sweep.name
+    # the light peers are part of the default install: on the board, none left out
+    names = {e.name for e in resolved.sweep.optimizer_entries()}
+    assert {"optuna-tpe", "optuna-cmaes", "optuna-random"} <= names and not resolved.notes
+
+
 def test_leaderboard_on_an_imported_table(imported, capsys):
     out = imported / "out"
     capsys.readouterr()
-    code = main(["leaderboard", str(imported / "board.yaml"), "--datasets", "myjob",
-                 "--seeds", "3", "--serial", "--no-progress", "--no-tracking",
-                 "--out", str(out), "--json"])
+    code = main(["leaderboard", "--datasets", "myjob", "--seeds", "5", "--serial",
+                 "--no-progress", "--no-tracking", "--out", str(out)])
     assert code == 0
-    result = json.loads(capsys.readouterr().out)
-    board = result["boards"]["cno"]
-    assert board["tables"] == 1 and board["seeds"] == 3 and board["budget"] == "8x"
-    assert {r["optimizer"] for r in board["standings"]} == {"random", "guindani", "eic-usd"}
-    assert list(board["best_by_family"]) == ["your tables"]
-    # one table: its seeds are the blocks, so Friedman has 3 of them
-    assert board["friedman"] is not None and len(board["friedman"]) == 2
-    files = {Path(f).name for f in result["files"]}
-    assert {"leaderboard_cd_cost.png", "leaderboard_rank_budget_cost.png",
-            "leaderboard_heatmap_cost.png", "report.html", "leaderboard.json"} <= files
-    page = (out / "leaderboard" / "report.html").read_text()
-    assert "Leaderboard, cost-minimisation tables" in page and "data:image/png" in page
-    # read back from the folder: the same board, nothing run again
+    printed = capsys.readouterr().out
+    assert "CPU estimate: the other" in printed           # said before the other seeds ran
+    assert "1 table, 5 seeds; headline: the anytime score" in printed
+    assert "share of the table" in printed and not re.search(r"\d+ tables", printed)
     assert main(["leaderboard", str(out), "--no-tracking", "--json"]) == 0
-    again = json.loads(capsys.readouterr().out)
-    assert again["boards"]["cno"]["standings"] == board["standings"]
+    result = json.loads(capsys.readouterr().out)
+    assert result["name"] == "leaderboard-myjob"
+    board = result["boards"]["cno"]
+    assert board["tables"] == 1 and board["seeds"] == 5 and board["blocks"] == "seeds"
+    assert board["headline"] == "anytime"
+    # the peers are on it: ranked, or shown once as the optimizer whose choices they made
+    # (TPE's first trials are its random sampler's, all this 3-evaluation budget buys)
+    shown = {r["optimizer"] for r in board["standings"]}
+    once = {note.split(":")[0] for note in board["shown_once"]}
+    assert {"optuna-tpe", "optuna-cmaes", "optuna-random"} <= shown | once
+    assert not shown & once
+    # every budget row states its share of the 12-configuration table's price; 10x is capped
+    # at a quarter of it (3 mean costs), so no budget is exhaustive
+    shares = {r["budget"]: r["share of the table"] for r in board["budgets"]}
+    assert shares == {"2x": "17% of the price", "5x": "25% of the price",
+                      "10x": "25% of the price", "5 evals": "25% of the configurations",
+                      "10 evals": "25% of the configurations",
+                      "20 evals": "25% of the configurations"}
+    assert all(r["exhaustive"] == "-" for r in board["budgets"])
+    # the statistics count seeds, never "tables" that are seeds
+    assert all("seeds" in r and "tables" not in r for r in board["statistics"])
+    verdict = board["verdict"]
+    assert verdict.startswith("On myjob (5 seeds)") and "At 2x (17% of the price)" in verdict
+    assert "ahead" in verdict or "tie" in verdict
+    page = (out / "leaderboard" / "report.html").read_text()
+    assert page.index(verdict[:40]) < page.index("data:image/png")
+    assert "leaderboard_cost_against_budget.png" in {Path(f).name for f in result["files"]}
+    assert "optfarm leaderboard: leaderboard-myjob" in page
+    # places: tied optimizers share one, and no tied optimizer is called best
+    places = [r["place"] for r in board["standings"]]
+    assert places == sorted(places) and places[0] == 1
 
 
 def test_leaderboard_bad_input_is_one_line(imported, capsys):
@@ -185,7 +219,7 @@ def test_a_partial_sweep_ranks_the_tables_every_optimizer_finished():
             for i, o in enumerate("ABC") if (t, o) != ("scout-join", "C")]
     board = build_boards(analyse(*sweep(runs)), [Budget("cost", 1)])["cno"]
     assert board.tables == ["lynceus-cnn", "lynceus-rnn"]
-    assert board.left_out == ["scout-join: not every optimizer's runs are there"]
+    assert board.left_out == ["scout-join: no runs of C on it"]
     assert board.headline.mean_ranks.to_dict() == {"A": 1.0, "B": 2.0, "C": 3.0}
 
 
@@ -198,3 +232,35 @@ def test_accuracy_tables_score_the_shortfall_from_the_optimum():
                        [Budget("evaluations", n) for n in (1, 2, 3)])
     assert tidy["metric"].unique().tolist() == ["accuracy_c"]
     assert tidy["score"].tolist() == [math.inf, 0.5, 0.0]
+
+
+KMEANS_BOARD = """name: kmeans-board
+datasets: [cherrypick-kmeans]
+optimizers: [random, optuna-random]
+seeds: 3
+tracking: {enabled: false}
+"""
+
+
+def test_the_default_board_never_buys_the_whole_of_cherrypick_kmeans(
+        shared_datasets, monkeypatch, tmp_path, capsys):
+    # random search and Optuna's random sampler ran this 47-configuration table to its end
+    # at the old 50x headline budget (106% of its price)
+    monkeypatch.setenv("OPTFARM_DATASETS_DIR", str(shared_datasets))
+    (tmp_path / "board.yaml").write_text(KMEANS_BOARD)
+    out = tmp_path / "out"
+    assert main(["leaderboard", str(tmp_path / "board.yaml"), "--serial", "--no-progress",
+                 "--no-tracking", "--out", str(out), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    _, summaries = load_sweep(out)
+    assert len(summaries) == 6
+    assert not [s for s in summaries if s["stop_reason"] == "exhausted"]
+    price = summaries[0]["table"]
+    assert price["configurations"] == 47
+    assert all(s["exploration_cost"] < price["exhaustive_cost"] * 0.26 for s in summaries)
+    rows = result["boards"]["cno"]["budgets"]
+    assert [r["budget"] for r in rows] == ["2x", "5x", "10x", "5 evals", "10 evals", "20 evals"]
+    assert all(re.fullmatch(r"\d+% of the (price|configurations)", r["share of the table"])
+               and r["exhaustive"] == "-" for r in rows)
+    assert rows[2]["share of the table"] == "21% of the price"      # 10 of 47 mean costs
+    assert rows[5]["share of the table"] == "23% of the configurations"   # 20 capped at 11
