@@ -70,6 +70,10 @@ def cmd_leaderboard(args) -> int:
     spec = resolved.sweep
     if args.seeds:
         spec = spec.model_copy(update={"seeds": args.seeds})
+    if args.plan:
+        from .leaderboard_plan import print_plan
+
+        return print_plan(spec, resolved.settings, str(spec_path), args)
     name = spec.name if not datasets else f"leaderboard-{'+'.join(datasets)}"[:80]
     out = Path(args.out or Path("sweeps-out") / name)
     for note in resolved.notes:
@@ -199,5 +203,13 @@ def add_leaderboard_command(sub) -> None:
                    "else sqlite:///OUT/mlflow.db)")
     b.add_argument("--no-tracking", action="store_true", help="no MLflow")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
+    b.add_argument("--plan", action="store_true", help="print the runs and their estimated "
+                   "CPU-hours and wall time per optimizer, run nothing (farm.report.board_plan)")
+    b.add_argument("--plan-steps", type=int, default=5, help="--plan: evaluations "
+                   "after the bootstrap timed per optimizer (default 5)")
+    b.add_argument("--step-costs", metavar="JSON", help="--plan: the CPU per evaluation of an "
+                   "earlier `--plan --json` instead of measuring")
+    b.add_argument("--cpus", type=int, help="--plan: the cluster's CPUs (default: the Ray "
+                   "cluster at $RAY_ADDRESS, else this machine's)")
     b.add_argument("--json", action="store_true", help="print one JSON object (the boards)")
     b.set_defaults(func=cmd_leaderboard)
