@@ -56,6 +56,8 @@ def cmd_leaderboard(args) -> int:
     if target is not None and target.is_dir():
         if args.datasets:
             return _error("--datasets runs a spec; give a SPEC (or none), not a sweep folder")
+        if args.plan:
+            return _error("--plan prices a SPEC before it runs, not a sweep folder")
         return _board(target, budgets, evaluations, args, failed=0)
     if target is None and not args.datasets:
         return _error("give a leaderboard SPEC, a sweep folder, or --datasets")

@@ -14,20 +14,27 @@ __all__ = ["print_plan"]
 
 
 def _cluster_cpus(cpus: int | None) -> tuple[int, str]:
-    """--cpus, else the CPUs of the Ray cluster RAY_ADDRESS names, else this machine's (a
-    local Ray's)."""
+    """--cpus, else the CPUs of the Ray cluster $RAY_ADDRESS names (from inside a Ray job:
+    its GCS), else this machine's (a local Ray's); ValueError when that cluster cannot be
+    read (a job server's http:// address cannot)."""
     if cpus:
         return cpus, "--cpus"
     address = os.environ.get("RAY_ADDRESS")
-    if address:
-        import ray
+    if not address:
+        return os.cpu_count() or 1, "this machine (a local Ray)"
+    if address.startswith("http"):
+        raise ValueError(f"RAY_ADDRESS {address} is a job server, not a cluster to count the "
+                         "CPUs of: give them with --cpus N")
+    import ray
 
+    try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
-        try:
-            return int(ray.cluster_resources().get("CPU", 0)), f"the Ray cluster at {address}"
-        finally:
-            ray.shutdown()
-    return os.cpu_count() or 1, "this machine (a local Ray)"
+        return int(ray.cluster_resources().get("CPU", 0)), f"the Ray cluster at {address}"
+    except (ConnectionError, RuntimeError) as e:
+        raise ValueError(f"cannot reach the Ray cluster at RAY_ADDRESS {address} ({e}): give "
+                         "its CPUs with --cpus N") from None
+    finally:
+        ray.shutdown()
 
 
 def _step_costs(path: str, optimizers: set[str]) -> dict:
@@ -50,13 +57,13 @@ def print_plan(spec, settings, source: str, args) -> int:
 
     runs = expand(spec, source)
     try:
+        cpus, where = _cluster_cpus(args.cpus)
         costs = (_step_costs(args.step_costs, {r.optimizer for r in runs}) if args.step_costs
                  else measure_step_costs(runs, args.plan_steps))
     except ValueError as e:
         print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     rows = plan_rows(runs, costs, max(settings.budgets))
-    cpus, where = _cluster_cpus(args.cpus)
     total = sum(r["cpu_hours"] for r in rows)
     wall = wall_hours(rows, cpus)
     source_text = (f"from {args.step_costs}" if args.step_costs else

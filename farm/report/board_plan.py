@@ -34,6 +34,8 @@ from optimizers.registry import make_optimizer
 
 __all__ = ["measure_step_costs", "plan_rows", "wall_hours"]
 
+MAX_BOOTSTRAP = 100   # evaluations a measurement waits for the bootstrap to end
+
 
 def measure_step_costs(runs: Sequence[RunSpec], steps: int) -> dict[str, dict[str, Any]]:
     """CPU seconds per evaluation of each optimizer of ``runs`` (module docstring), measured
@@ -51,7 +53,7 @@ def _measure_one(run: RunSpec, steps: int) -> dict[str, Any]:
     opt = make_optimizer(run.optimizer, oracle.space, oracle.problem, 0, **run.params)
     stepper = Stepper(opt, oracle, 0)
     guided, every = [], []
-    while len(guided) < steps and len(every) < steps + 100:
+    while len(guided) < steps and len(every) < steps + MAX_BOOTSTRAP:
         c0 = time.process_time()
         step = stepper.step()
         if step is None:

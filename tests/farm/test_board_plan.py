@@ -66,3 +66,12 @@ def test_plan_with_costs_lacking_an_optimizer_is_one_line(spec, capsys):
                  str(spec.parent / "costs.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no measurement of eic-usd" in err[0]
+
+
+def test_plan_needs_a_cluster_it_can_count(spec, capsys, monkeypatch):
+    monkeypatch.setenv("RAY_ADDRESS", "http://127.0.0.1:8265")
+    assert main(["leaderboard", str(spec), "--plan"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "give them with --cpus N" in err[0]
+    assert main(["leaderboard", str(spec.parent), "--plan"]) == 2   # a folder: nothing to price
+    assert "--plan prices a SPEC" in capsys.readouterr().err
