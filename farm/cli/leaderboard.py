@@ -75,7 +75,7 @@ def cmd_leaderboard(args) -> int:
     if args.plan:
         from .leaderboard_plan import print_plan
 
-        return print_plan(spec, resolved.settings, str(spec_path), args)
+        return print_plan(spec, str(spec_path), args)
     name = spec.name if not datasets else f"leaderboard-{'+'.join(datasets)}"[:80]
     out = Path(args.out or Path("sweeps-out") / name)
     for note in resolved.notes:

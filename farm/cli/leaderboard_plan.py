@@ -49,7 +49,7 @@ def _step_costs(path: str, optimizers: set[str]) -> dict:
     return costs
 
 
-def print_plan(spec, settings, source: str, args) -> int:
+def print_plan(spec, source: str, args) -> int:
     """Count and price the board's runs; print the table (or JSON). Runs nothing of the
     board and writes nothing."""
     from farm.report.board_plan import measure_step_costs, plan_rows, wall_hours
@@ -63,7 +63,7 @@ def print_plan(spec, settings, source: str, args) -> int:
     except ValueError as e:
         print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    rows = plan_rows(runs, costs, max(settings.budgets))
+    rows = plan_rows(runs, costs)
     total = sum(r["cpu_hours"] for r in rows)
     wall = wall_hours(rows, cpus)
     source_text = (f"from {args.step_costs}" if args.step_costs else
@@ -76,7 +76,7 @@ def print_plan(spec, settings, source: str, args) -> int:
         return EXIT_OK
     print(f"plan of {spec.name}: {len(runs)} runs, nothing run or written; CPU per "
           f"evaluation {source_text}; evaluations per run = min(configurations, iteration "
-          f"limit, {max(settings.budgets):g}: the last budget multiple)")
+          "limit, the run's budget / the table's mean configuration cost)")
     print_table([{**r, "evaluations_per_run": f"{r['evaluations_per_run']:.0f}",
                   "cpu_per_evaluation_s": f"{r['cpu_per_evaluation_s']:.3g}",
                   "cpu_hours": f"{r['cpu_hours']:.3g}"} for r in rows],

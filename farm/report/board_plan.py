@@ -10,9 +10,10 @@ printed with ``--json`` holds that table; ``--step-costs FILE`` prices a board w
 instead of measuring again (e.g. measured once on a quiet machine).
 
 A run's evaluations are estimated as min(configurations of its table, the spec's iteration
-limit, the last budget multiple): the board stops every run at ``budgets[-1]`` x the table's
-mean configuration cost, which is that many evaluations of configurations of mean cost (an
-optimizer that finds cheaper ones makes more, one that stops early fewer). Later steps see
+limit, its budget / the table's mean configuration cost): the board stops every run at the
+budget it sets on the table (``farm.sweep.board_spec``), which buys that many evaluations of
+configurations of mean cost (an optimizer that finds cheaper ones makes more, one that stops
+early fewer). Later steps see
 more observations than the measured ones, so model-fitting optimizers cost more per step
 late in a run: read the plan as an order of magnitude. Wall time on the cluster: the total
 over its CPUs, and never less than the longest single run.
@@ -25,6 +26,8 @@ import time
 from collections import defaultdict
 from dataclasses import replace
 from typing import Any, Sequence
+
+import numpy as np
 
 from farm.run.loop import Stepper
 from farm.run.spec import RunSpec
@@ -69,21 +72,36 @@ def _measure_one(run: RunSpec, steps: int) -> dict[str, Any]:
             "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-def _evaluations(run: RunSpec, configs: int, last_budget: float) -> int:
+def _evaluations(run: RunSpec, configs: int, mean_cost: float) -> int:
     """A run's estimated evaluations (module docstring)."""
     cap = run.iterations or math.inf
-    return int(min(configs, cap, math.ceil(last_budget)))
+    # the spec rounds budgets to 6 significant digits: 8 x the mean cost buys 8, not 9
+    bought = math.ceil(run.budget / mean_cost * (1 - 1e-6)) if run.budget else math.inf
+    return int(min(configs, cap, max(bought, 1)))
 
 
-def plan_rows(runs: Sequence[RunSpec], costs: dict[str, dict[str, Any]],
-              last_budget: float) -> list[dict[str, Any]]:
+def _tables(runs: Sequence[RunSpec]) -> dict[str, tuple[int, float]]:
+    """Each table's configurations and mean configuration cost (the mean true cost at s = 1,
+    as a run summary's ``mean_config_cost``)."""
+    out = {}
+    for run in runs:
+        if run.dataset not in out:
+            dataset = load(run.dataset)
+            oracle = Oracle(dataset, run.problem(dataset), aggregate=run.aggregate)
+            out[run.dataset] = (oracle.space.n_configs,
+                                float(np.nanmean(oracle.true_cost[:, -1])))
+    return out
+
+
+def plan_rows(runs: Sequence[RunSpec], costs: dict[str, dict[str, Any]]
+              ) -> list[dict[str, Any]]:
     """Per optimizer: runs, estimated evaluations per run (mean), measured CPU per
     evaluation, estimated CPU hours, and its longest run's CPU seconds."""
-    configs = {name: load(name).space().n_configs for name in {r.dataset for r in runs}}
+    tables = _tables(runs)
     acc: dict[str, dict[str, float]] = defaultdict(lambda: {"runs": 0, "evals": 0.0,
                                                             "longest": 0.0})
     for run in runs:
-        n = _evaluations(run, configs[run.dataset], last_budget)
+        n = _evaluations(run, *tables[run.dataset])
         a = acc[run.optimizer]
         a["runs"] += 1
         a["evals"] += n

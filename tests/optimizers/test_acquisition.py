@@ -17,7 +17,7 @@ from optimizers.acquisition import (
     timeout_cap,
     truncated_gaussian_mean,
 )
-from optimizers.models._kernels import _next_step, _score_level
+from optimizers.models._kernels import _score_level
 
 from .acquisition_reference import (
     bivariate_gauss_hermite,
@@ -158,33 +158,3 @@ def test_lookahead_kernel_scores_match_the_scipy_pieces():
         np.testing.assert_allclose(eic[gamma], want[gamma], rtol=1e-9, atol=1e-14)
         assert (eic[~gamma] == -1).all()
         assert arg == np.flatnonzero(gamma)[np.argmax(want[gamma])]
-
-
-def test_lookahead_next_step_is_the_full_scan_argmax():
-    """NextStep's bounded scan (``_next_step``) picks the candidate the full scan
-    (``_score_level``) picks, first index among equal maxima, with the same EIc: with and
-    without a feasible incumbent, budget, cost cap and accuracy model, tied predictions."""
-    rng = np.random.default_rng(1)
-    m = 400
-    for trial in range(40):
-        mu = rng.lognormal(0.0, 1.0, m)
-        sd = rng.uniform(0.01, 2.0, m) * (rng.random(m) < 0.9)  # some at 0
-        sd = np.maximum(sd, 1e-3)
-        mu_a, sd_a = rng.uniform(0.7, 0.95, m), rng.uniform(0.01, 0.1, m)
-        price = rng.uniform(0.005, 0.02, m)
-        low = np.argsort(mu)[:30]                                # 30 tied best candidates
-        for a in (mu, sd, mu_a, sd_a, price):
-            a[low] = a[low[0]]
-        untested = rng.random(m) < 0.8
-        has_acc = bool(trial % 2)
-        budget = np.inf if trial % 3 else float(rng.uniform(1, 20))
-        best = np.inf if trial % 5 == 0 else float(rng.uniform(0.2, 3))
-        cost_max = np.inf if trial % 4 else 5.0
-        args = (mu, sd, mu_a, sd_a, has_acc, price, 300.0, cost_max, 0.85, untested, budget,
-                best, 6.0)
-        eic = np.empty(m)
-        want = _score_level(*args, eic)
-        hints = rng.choice(m, 8, replace=False)
-        got, top = _next_step(*args, hints)
-        assert got == want
-        assert top == (eic[want] if want >= 0 else -1.0)

@@ -1,5 +1,5 @@
-"""Lynceus on large tables: the first steps whose paths are explored (``first_steps``), and
-the generated tables of ``farm bench --lynceus-scale``."""
+"""Lynceus on large tables: NextStep's bounded scan, the first steps whose paths are explored
+(``first_steps``), and the generated tables of ``farm bench --lynceus-scale``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import numpy as np
 
 from farm.bench.lynceus_scale import scale_table, step_cost
 from optimizers.lynceus import PATH_WORK
+from optimizers.models._kernels import _next_step, _score_level
 from optimizers.registry import make_optimizer
 from oracle.oracle import Oracle
 
@@ -44,3 +45,33 @@ def test_generated_tables_and_a_benchmark_row():
     assert row["configs"] == 384 and row["first_steps"] == row["gamma"] > 300
     assert row["step"] == "measured" and row["step_s"] > 0 and row["path_ms"] > 0
     assert row["all_paths"] == "extrapolated" and row["all_paths_s"] > row["root_s"]
+
+
+def test_lookahead_next_step_is_the_full_scan_argmax():
+    """NextStep's bounded scan (``_next_step``) picks the candidate the full scan
+    (``_score_level``) picks, first index among equal maxima, with the same EIc: with and
+    without a feasible incumbent, budget, cost cap and accuracy model, tied predictions."""
+    rng = np.random.default_rng(1)
+    m = 400
+    for trial in range(40):
+        mu = rng.lognormal(0.0, 1.0, m)
+        sd = rng.uniform(0.01, 2.0, m) * (rng.random(m) < 0.9)  # some at 0
+        sd = np.maximum(sd, 1e-3)
+        mu_a, sd_a = rng.uniform(0.7, 0.95, m), rng.uniform(0.01, 0.1, m)
+        price = rng.uniform(0.005, 0.02, m)
+        low = np.argsort(mu)[:30]                                # 30 tied best candidates
+        for a in (mu, sd, mu_a, sd_a, price):
+            a[low] = a[low[0]]
+        untested = rng.random(m) < 0.8
+        has_acc = bool(trial % 2)
+        budget = np.inf if trial % 3 else float(rng.uniform(1, 20))
+        best = np.inf if trial % 5 == 0 else float(rng.uniform(0.2, 3))
+        cost_max = np.inf if trial % 4 else 5.0
+        args = (mu, sd, mu_a, sd_a, has_acc, price, 300.0, cost_max, 0.85, untested, budget,
+                best, 6.0)
+        eic = np.empty(m)
+        want = _score_level(*args, eic)
+        hints = rng.choice(m, 8, replace=False)
+        got, top = _next_step(*args, hints)
+        assert got == want
+        assert top == (eic[want] if want >= 0 else -1.0)
