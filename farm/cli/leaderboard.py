@@ -70,12 +70,12 @@ def cmd_leaderboard(args) -> int:
     except SpecError as e:
         return _error(str(e))
     spec = resolved.sweep
-    if args.seeds:
-        spec = spec.model_copy(update={"seeds": args.seeds})
     if args.plan:
         from .leaderboard_plan import print_plan
 
         return print_plan(spec, str(spec_path), args)
+    if args.seeds:
+        spec = spec.model_copy(update={"seeds": args.seeds})
     name = spec.name if not datasets else f"leaderboard-{'+'.join(datasets)}"[:80]
     out = Path(args.out or Path("sweeps-out") / name)
     for note in resolved.notes:

@@ -50,11 +50,13 @@ def _step_costs(path: str, optimizers: set[str]) -> dict:
 
 
 def print_plan(spec, source: str, args) -> int:
-    """Count and price the board's runs; print the table (or JSON). Runs nothing of the
-    board and writes nothing."""
+    """Count and price the runs of the board ``spec`` (with ``--seeds``); print the table (or
+    JSON). Runs nothing of the board and writes nothing."""
     from farm.report.board_plan import measure_step_costs, plan_rows, wall_hours
     from farm.sweep.spec import expand
 
+    if args.seeds:
+        spec = spec.model_copy(update={"seeds": args.seeds})
     runs = expand(spec, source)
     try:
         cpus, where = _cluster_cpus(args.cpus)

@@ -53,9 +53,9 @@ def test_plan_prints_runs_and_price_and_runs_nothing(spec, capsys):
     # priced again from that measurement, as a table
     (spec.parent / "costs.json").write_text(json.dumps(plan))
     assert main(["leaderboard", str(spec), "--plan", "--step-costs",
-                 str(spec.parent / "costs.json"), "--cpus", "2"]) == 0
+                 str(spec.parent / "costs.json"), "--cpus", "2", "--seeds", "5"]) == 0
     text = capsys.readouterr().out
-    assert "plan-board: 6 runs, nothing run or written" in text and "from " in text
+    assert "plan-board: 10 runs, nothing run or written" in text and "from " in text
     assert "random" in text and "eic-usd" in text and "on 2 CPUs (--cpus)" in text
     assert not (spec.parent / "sweeps-out").exists()
 
