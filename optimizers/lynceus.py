@@ -4,9 +4,10 @@
 #dimensions) configurations (robust default: at least 2 and at most max(d + 2, 20), see
 ``bootstrap_size``); then at each step the budget filter Gamma (configurations whose
 cost stays within the remaining budget with probability >= 0.99), the exploration paths of
-every x in Gamma with look-ahead LA (``optimizers.lookahead``), the argmax of R_x / C_x, and
-the stops: Gamma empty, or marginal reward (the largest EIc in Gamma below 1% of the
-incumbent cost, "EIc below 1% for all unexplored configurations", Sec. IV-A); robust rule
+every x in Gamma with look-ahead LA (``optimizers.lookahead``; on a table too large for
+every x, the ``first_steps`` best by EIc per predicted cost: ours, see ``_first_steps``), the
+argmax of R_x / C_x, and the stops: Gamma empty, or marginal reward (the largest EIc in
+Gamma below 1% of the incumbent cost, "EIc below 1% for all unexplored configurations", Sec. IV-A); robust rule
 beside the paper's: neither stop ends a run without a recommendation (no configuration
 observed feasible yet) while untested configurations and budget remain; it goes on with the
 argmax of EIc over Gamma, or, Gamma empty, the cheapest predicted untested configuration
@@ -74,6 +75,12 @@ __all__ = ["ABLATION_PARAMS", "TIMEOUT_POLICIES", "CherryPickTrees", "EIcUSD", "
 
 TIMEOUT_POLICIES = ("none", "tg", "ideal", "no-info", "max-cost", "linear")
 
+# Candidates x first steps a step explores by default (``first_steps``): every table of the papers
+# explores all its first steps (TrimTuner's 1,440 (x, s) candidates of Nephele: 2.07 million), a
+# table of 10,000 configurations 250, of 50,000 50; a path costs O(candidates), so a step's cost
+# stays about constant beyond (docs/results/lynceus-scale.md).
+PATH_WORK = 2_500_000
+
 COMMON_PARAMS = (  # shared by Lynceus, OBOL and Nephele
     Param("k", 3, "Gauss-Hermite nodes per simulated cost", low=1, high=10),
     Param("gamma", 0.9, "discount of future rewards along a path", low=0.0, high=1.0),
@@ -83,6 +90,9 @@ COMMON_PARAMS = (  # shared by Lynceus, OBOL and Nephele
     Param("stop_threshold", 0.01, "stop when every EIc is below this x incumbent cost",
           low=0.0),
     Param("path_chunks", 4, "chunks of first-step candidates handed to the executor", low=1),
+    Param("first_steps", 0, "first steps whose paths are explored: every x in Gamma (the "
+          "paper) up to this many, beyond it the ones with the largest EIc per predicted cost "
+          f"(0: {PATH_WORK:,} / candidates, so every table of the papers explores all)", low=0),
 )
 
 # Where the paper [Lynceus] and the authors' code (marialcasimiro/Lynceus-ICDCS: Lynceus.java
@@ -223,17 +233,35 @@ class Lynceus(Optimizer):
         if ctx.la == 0:
             reward, cost = eic[gamma_set], mu[gamma_set]
         else:
+            gamma_set = self._first_steps(gamma_set, eic, mu)
             chunks = [c for c in np.array_split(gamma_set, self.config["path_chunks"]) if len(c)]
             rc = np.vstack(self.executor.map(explore_chunk, chunks, ctx))
             reward, cost = rc[:, 0], rc[:, 1]
-        by_ratio = self.config["first_step"] == "ratio"
-        score = reward / np.maximum(cost, 1e-300) if by_ratio else reward
+        score = self._path_score(reward, cost)
         j = int(np.argmax(score))
         cand = int(gamma_set[j])
         info = {"reward": float(reward[j]), "path_cost": float(cost[j]),
                 "eic": float(eic[cand]), "mu_cost": float(mu[cand]), "sd_cost": float(sd[cand]),
                 "incumbent_cost": ctx.best}
         return self._with_timeout(cand, mu[cand], sd[cand], ctx.best, info)
+
+    def _path_score(self, reward: np.ndarray, cost: np.ndarray) -> np.ndarray:
+        """R / C (Alg. 1 l. 28), or R with ``first_step="reward"``."""
+        if self.config["first_step"] == "ratio":
+            return reward / np.maximum(cost, 1e-300)
+        return reward
+
+    def _first_steps(self, gamma_set: np.ndarray, eic: np.ndarray, mu: np.ndarray) -> np.ndarray:
+        """The first steps whose paths are explored, in index order: all of Gamma [Lynceus
+        Sec. V-A, approximation 1] while it holds at most ``first_steps`` (0: ``PATH_WORK`` /
+        candidates); beyond, that many with the best path score of look-ahead 0 (EIc per
+        predicted cost): ours, not the paper's, which never met a space of 10^4 (the
+        pre-filter of the same authors' TrimTuner, CEA, ranks by a cheap score the same way)."""
+        n = self.config["first_steps"] or max(1, PATH_WORK // len(self._cand_config))
+        if len(gamma_set) <= n:
+            return gamma_set
+        rank = np.argsort(-self._path_score(eic[gamma_set], mu[gamma_set]), kind="stable")
+        return np.sort(gamma_set[rank[:n]])
 
     def _ei_reference(self, ctx: PathContext, sd: np.ndarray) -> float:
         """y*: the incumbent's cost, or the worst observed cost + 3 max sigma over the

@@ -150,6 +150,16 @@ def add_bench_commands(sub) -> None:
     b.add_argument("--sweep-seeds", type=int, default=100, help="seeds per case (--runs)")
     b.add_argument("--max-drive-s", type=float, default=1800.0,
                    help="skip points a case would need longer than this to reach")
+    b.add_argument("--lynceus-scale", metavar="SIZES", help="instead: Lynceus' CPU per step "
+                   "against table size on generated tables of about these many configurations, "
+                   "e.g. 384,2000,10000,50000 (farm.bench.lynceus_scale)")
+    b.add_argument("--sample", type=int, default=40, help="--lynceus-scale: paths timed per "
+                   "size (every first step's cost extrapolated beyond)")
+    b.add_argument("--max-step-s", type=float, default=120.0, help="--lynceus-scale: estimate "
+                   "the default step instead of timing it beyond this")
+    b.add_argument("--figure", metavar="PNG", help="--lynceus-scale: write the figure here")
+    b.add_argument("--baseline", metavar="JSON", help="--lynceus-scale: another tree's --json "
+                   "output, drawn and compared as 'before'")
     b.add_argument("--json", action="store_true", help="print one JSON object")
     b.set_defaults(func=cmd_bench)
     b = sub.add_parser("bench-farm", help="farm overhead vs the in-process loop, and 1 vs 2 "

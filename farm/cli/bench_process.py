@@ -52,7 +52,48 @@ def _pin_one_cpu() -> int:
     return cpu
 
 
+def _measure_scale(options: Mapping[str, Any]) -> int:
+    """``--lynceus-scale``: Lynceus' step against table size (``farm.bench.lynceus_scale``)."""
+    from farm.bench.lynceus_scale import plot_scale, scale_rows
+
+    _pin_one_cpu()
+    sizes = [int(n) for n in str(options["lynceus_scale"]).split(",") if n.strip()]
+    baseline = []
+    if options["baseline"]:
+        with open(options["baseline"]) as f:
+            baseline = json.load(f)["rows"]
+    before = machine_info()
+    rows = scale_rows(sizes, int(options["seed"]), int(options["sample"]),
+                      float(options["max_step_s"]))
+    meta = {"machine": before, "loadavg_after": list(os.getloadavg())}
+    if options["figure"]:
+        plot_scale(rows, options["figure"], baseline)
+    if options["json"]:
+        print(json.dumps({"meta": meta, "rows": rows}, default=json_default))
+        return EXIT_OK
+    print(f"{before['cpu']}: 1 pinned core, load average {before['loadavg'][0]:.2f} -> "
+          f"{meta['loadavg_after'][0]:.2f}; Lynceus LA = 2 at its first model-guided step, "
+          f"seed {options['seed']}; CPU seconds")
+    print_table([{**r, "root_s": f"{r['root_s']:.3f}", "path_ms": f"{r['path_ms']:.2f}",
+                  "all_paths_s": f"{r['all_paths_s']:.3g} ({r['all_paths']})",
+                  "step_s": f"{r['step_s']:.3g} ({r['step']})"} for r in rows],
+                ("configs", "observed", "gamma", "root_s", "path_ms", "all_paths_s",
+                 "first_steps", "step_s"))
+    for b in baseline:
+        now = next((r for r in rows if r["configs"] == b["configs"]), None)
+        if now is not None:
+            print(f"{b['configs']} configurations: every first step {b['all_paths_s']:.3g} -> "
+                  f"{now['all_paths_s']:.3g} s ({b['all_paths_s'] / now['all_paths_s']:.1f}x), "
+                  f"default step {b['step_s']:.3g} -> {now['step_s']:.3g} s "
+                  f"({b['step_s'] / now['step_s']:.1f}x)")
+    if options["figure"]:
+        print(f"figure: {options['figure']}")
+    return EXIT_OK
+
+
 def _measure(options: Mapping[str, Any]) -> int:
+    if options["lynceus_scale"]:
+        return _measure_scale(options)
     executor = options["executor"]
     if executor == "serial":
         _pin_one_cpu()

@@ -59,6 +59,8 @@ def cmd_leaderboard(args) -> int:
     if target is not None and target.is_dir():
         if args.datasets:
             return _error("--datasets runs a spec; give a SPEC (or none), not a sweep folder")
+        if args.plan:
+            return _error("--plan prices a SPEC before it runs, not a sweep folder")
         return _board(target, budgets, evaluations, args, failed=0)
     if target is None and not args.datasets:
         return _error("give a leaderboard SPEC, a sweep folder, or --datasets")
@@ -71,6 +73,10 @@ def cmd_leaderboard(args) -> int:
     except SpecError as e:
         return _error(str(e))
     spec = resolved.sweep
+    if args.plan:
+        from .leaderboard_plan import print_plan
+
+        return print_plan(spec, str(spec_path), args)
     if args.seeds:
         spec = spec.model_copy(update={"seeds": args.seeds})
     out = Path(args.out or Path("sweeps-out") / spec.name)
@@ -255,5 +261,13 @@ def add_leaderboard_command(sub) -> None:
                    "else sqlite:///OUT/mlflow.db)")
     b.add_argument("--no-tracking", action="store_true", help="no MLflow")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
+    b.add_argument("--plan", action="store_true", help="print the runs and their estimated "
+                   "CPU-hours and wall time per optimizer, run nothing (farm.report.board_plan)")
+    b.add_argument("--plan-steps", type=int, default=5, help="--plan: evaluations "
+                   "after the bootstrap timed per optimizer (default 5)")
+    b.add_argument("--step-costs", metavar="JSON", help="--plan: the CPU per evaluation of an "
+                   "earlier `--plan --json` instead of measuring")
+    b.add_argument("--cpus", type=int, help="--plan: the cluster's CPUs (default: the Ray "
+                   "cluster at $RAY_ADDRESS, else this machine's)")
     b.add_argument("--json", action="store_true", help="print one JSON object (the boards)")
     b.set_defaults(func=cmd_leaderboard)

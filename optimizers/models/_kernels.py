@@ -307,22 +307,27 @@ def gaussian_summary(outputs, floor, mean, std, authors_sd=False):
     or, with ``authors_sd``, the rule of the Lynceus code (EnsembleClassifier): ddof 1,
     and 10 x |mean| when all trees agree (``floor`` only when the mean is 0 too)."""
     n_trees, m = outputs.shape
+    # tree by tree over contiguous rows; each candidate's sums in the same (tree) order
     for q in range(m):
-        s = 0.0
-        for t in range(n_trees):
-            s += outputs[t, q]
-        mu = s / n_trees
-        v = 0.0
-        for t in range(n_trees):
-            dv = outputs[t, q] - mu
-            v += dv * dv
-        mean[q] = mu
+        mean[q] = 0.0
+        std[q] = 0.0
+    for t in range(n_trees):
+        for q in range(m):
+            mean[q] += outputs[t, q]
+    for q in range(m):
+        mean[q] /= n_trees
+    for t in range(n_trees):
+        for q in range(m):
+            dv = outputs[t, q] - mean[q]
+            std[q] += dv * dv
+    for q in range(m):
+        v = std[q]
         if not authors_sd:
             std[q] = max(math.sqrt(v / n_trees), floor)
         elif v > 0.0 and n_trees > 1:
             std[q] = math.sqrt(v / (n_trees - 1))
         else:
-            std[q] = max(WEKA_UNCERTAINTY * abs(mu), floor)
+            std[q] = max(WEKA_UNCERTAINTY * abs(mean[q]), floor)
 
 
 # -- look-ahead -----------------------------------------------------------------------------
@@ -402,7 +407,8 @@ class PathRules(NamedTuple):
 class Levels(NamedTuple):
     """One entry per level of a path (0: the real state): the cost forest (per-tree outputs
     at the candidates, their leaves, each training row's leaf and bootstrap multiplicity, the
-    next free leaf id: ``grow_forest``), its predictions and the EIc at every candidate; the
+    next free leaf id: ``grow_forest``) and its predictions; the EIc at every candidate of the
+    real state only (``eic[0]``: a simulated state needs only its argmax, ``_next_step``); the
     accuracy model's predictions (one set: it is not refitted along a path)."""
 
     out: np.ndarray
@@ -436,51 +442,138 @@ def _fit_root(state, rules, lv):
 
 
 @nb.njit(cache=True)
+def _reference(sd_c, untested, best, worst):
+    """y*: the incumbent's cost, or with no feasible observation the worst cost + 3 x the
+    largest sigma over the untested candidates [Lynceus Sec. IV-A]."""
+    if best < math.inf:
+        return best
+    smax = 0.0
+    for q in range(sd_c.shape[0]):
+        if untested[q] and sd_c[q] > smax:
+            smax = sd_c[q]
+    return worst + 3.0 * smax
+
+
+@nb.njit(cache=True)
+def _eic_at(q, mu_c, sd_c, mu_a, sd_a, has_acc, price, time_max, cost_max, acc_min, budget,
+            ystar):
+    """EIc of candidate ``q``, -1 outside the budget filter Gamma [Lynceus Sec. IV-A]."""
+    mu, sd = mu_c[q], sd_c[q]
+    if budget < math.inf and _phi_cdf((budget - mu) / sd) < BUDGET_CONFIDENCE:
+        return -1.0
+    z = (ystar - mu) / sd
+    ei = (ystar - mu) * _phi_cdf(z) + sd * _INV_SQRT_2PI * math.exp(-0.5 * z * z)
+    ei = max(ei, 0.0)
+    if time_max < math.inf:
+        ei *= _phi_cdf((time_max * price[q] - mu) / sd)
+    if cost_max < math.inf:
+        ei *= _phi_cdf((cost_max - mu) / sd)
+    if has_acc:
+        ei *= _phi_cdf((mu_a[q] - acc_min) / sd_a[q])
+    return ei
+
+
+@nb.njit(cache=True)
 def _score_level(mu_c, sd_c, mu_a, sd_a, has_acc, price, time_max, cost_max, acc_min,
                  untested, budget, best, worst, eic):
     """EIc of every untested candidate inside the budget filter Gamma (-1 outside); returns
     the argmax (-1 when Gamma is empty) [Lynceus Sec. IV-A, Alg. 1 l. 23]."""
-    m = mu_c.shape[0]
-    ystar = best
-    if not best < math.inf:  # no feasible observation: worst + 3 x max sigma over untested
-        smax = 0.0
-        for q in range(m):
-            if untested[q] and sd_c[q] > smax:
-                smax = sd_c[q]
-        ystar = worst + 3.0 * smax
+    ystar = _reference(sd_c, untested, best, worst)
     arg = -1
     top = -1.0
-    for q in range(m):
+    for q in range(mu_c.shape[0]):
         eic[q] = -1.0
         if not untested[q]:
             continue
-        mu, sd = mu_c[q], sd_c[q]
-        if budget < math.inf and _phi_cdf((budget - mu) / sd) < BUDGET_CONFIDENCE:
-            continue
-        z = (ystar - mu) / sd
-        ei = (ystar - mu) * _phi_cdf(z) + sd * _INV_SQRT_2PI * math.exp(-0.5 * z * z)
-        ei = max(ei, 0.0)
-        if time_max < math.inf:
-            ei *= _phi_cdf((time_max * price[q] - mu) / sd)
-        if cost_max < math.inf:
-            ei *= _phi_cdf((cost_max - mu) / sd)
-        if has_acc:
-            ei *= _phi_cdf((mu_a[q] - acc_min) / sd_a[q])
+        ei = _eic_at(q, mu_c, sd_c, mu_a, sd_a, has_acc, price, time_max, cost_max, acc_min,
+                     budget, ystar)
         eic[q] = ei
         if ei > top:
             top, arg = ei, q
     return arg
 
 
+@nb.njit(cache=True, inline="always")
+def _cantelli(b):
+    """Cantelli's bound of 1 - Phi(b): 1 / (1 + b^2) for b > 0, else 1."""
+    return 1.0 / (1.0 + b * b) if b > 0.0 else 1.0
+
+
+@nb.njit(cache=True, inline="always")
+def _tail(b):
+    """min(Cantelli's bound, the Mills-ratio phi(b) / b) of 1 - Phi(b) (1 for b <= 0)."""
+    if not b > 0.0:
+        return 1.0
+    return min(1.0 / (1.0 + b * b), _INV_SQRT_2PI * math.exp(-0.5 * b * b) / b)
+
+
+@nb.njit(cache=True, inline="always")
+def _eic_bound(mu, sd, ystar, b_time, b_cost, b_acc, top):
+    """An upper bound of the EIc of a candidate predicted N(mu, sd) (``_eic_at``) whose
+    feasibility factors are Phi(-b) for the given b (-1: no such constraint), as a product
+    of bounds of its factors: EI <= y* - mu + sigma phi(0) when mu <= y*, else
+    sigma phi(0) g(a), a = (mu - y*) / sigma, and Phi(-b) <= g(b) (1 for b <= 0), with
+    g(a) = 1 / (1 + a^2) (the Mills-ratio bound 1 - Phi(a) >= a phi(a) / (1 + a^2) for EI,
+    Cantelli's inequality for the factors); when that does not fall below ``top``, the
+    same with the exponential: exp(-a^2 / 2) / (1 + a^2) for EI, min(g, phi(b) / b) for the
+    factors (``_tail``). Widened by 1e-9 of sigma phi(0) for rounding; inf when sigma is not
+    positive."""
+    if not sd > 0.0:
+        return math.inf
+    a = (mu - ystar) / sd
+    pf = _cantelli(b_time) * _cantelli(b_cost) * _cantelli(b_acc)
+    if a <= 0.0:
+        return (ystar - mu + sd * _INV_SQRT_2PI * (1.0 + 1e-9)) * pf
+    ub = sd * _INV_SQRT_2PI * (1.0 / (1.0 + a * a) + 1e-9) * pf
+    if ub < top:
+        return ub
+    return (sd * _INV_SQRT_2PI * (math.exp(-0.5 * a * a) / (1.0 + a * a) + 1e-9)
+            * _tail(b_time) * _tail(b_cost) * _tail(b_acc))
+
+
 @nb.njit(cache=True)
-def _explore(x0, state, rules, lv):
+def _next_step(mu_c, sd_c, mu_a, sd_a, has_acc, price, time_max, cost_max, acc_min,
+               untested, budget, best, worst, hints):
+    """NextStep [Lynceus Alg. 2 l. 21-25]: (argmax of EIc over Gamma, its EIc), (-1, -1)
+    when Gamma is empty; the same candidate as ``_score_level`` (the first index among
+    equal maxima) without computing every EIc: the ``hints`` (the real state's best
+    candidates) are scored first, then a candidate is scored only when its bound does
+    not rule it out (``_eic_bound``)."""
+    ystar = _reference(sd_c, untested, best, worst)
+    arg = -1
+    top = -1.0
+    for h in hints:
+        if untested[h]:
+            ei = _eic_at(h, mu_c, sd_c, mu_a, sd_a, has_acc, price, time_max, cost_max,
+                         acc_min, budget, ystar)
+            if ei >= 0.0 and (ei > top or (ei == top and h < arg)):
+                top, arg = ei, h
+    for q in range(mu_c.shape[0]):
+        if not untested[q]:
+            continue
+        mu, sd = mu_c[q], sd_c[q]
+        b_time = (mu - time_max * price[q]) / sd if time_max < math.inf else -1.0
+        b_cost = (mu - cost_max) / sd if cost_max < math.inf else -1.0
+        b_acc = (acc_min - mu_a[q]) / sd_a[q] if has_acc else -1.0
+        if _eic_bound(mu, sd, ystar, b_time, b_cost, b_acc, top) < top:
+            continue
+        ei = _eic_at(q, mu_c, sd_c, mu_a, sd_a, has_acc, price, time_max, cost_max, acc_min,
+                     budget, ystar)
+        if ei >= 0.0 and (ei > top or (ei == top and q < arg)):
+            top, arg = ei, q
+    return arg, top
+
+
+@nb.njit(cache=True)
+def _explore(x0, state, rules, lv, hints):
     """ExplorePaths(state, x0, la) -> (R, C) [Lynceus Alg. 2], as an explicit depth-first
     walk (numba cannot reload a cached self-recursive function).
 
     Level ``lev`` holds one state of the path: its forest, predictions and EIc (``lv``), the
     configuration explored from it, its running (R, C), budget and incumbent. Each quadrature
     node of that configuration's cost builds the simulated state in level
-    ``lev + 1`` by a cheap refit; the next step is the greedy argmax of EIc there (NextStep);
+    ``lev + 1`` by a cheap refit; the next step is the greedy argmax of EIc there (NextStep,
+    ``_next_step``, which scores the real state's best candidates ``hints`` first);
     a sub-path's (r, c) is folded into its parent as ``R += gamma w r``, ``C += w c``
     (``gamma w c`` when the path cost is discounted too, OBOL).
 
@@ -568,15 +661,16 @@ def _explore(x0, state, rules, lv):
         best_i = min(lbest[lev], c_i) if feasible and not fixed_incumbent else lbest[lev]
         worst_i = max(lworst[lev], c_i)
         budget_i = lbudget[lev] - c_i
-        x_next = _score_level(mu_c[nxt], sd_c[nxt], mu_a, sd_a, has_acc, price, time_max,
-                              cost_max, acc_min, untested, budget_i, best_i, worst_i, eic[nxt])
+        x_next, eic_next = _next_step(mu_c[nxt], sd_c[nxt], mu_a, sd_a, has_acc, price,
+                                      time_max, cost_max, acc_min, untested, budget_i, best_i,
+                                      worst_i, hints)
         if x_next >= 0 and nxt == la:  # the sub-path is the single step x_next
             lC[lev] += c_scale * w * mu_c[nxt, x_next]
-            lR[lev] += gamma * w * eic[nxt, x_next]
+            lR[lev] += gamma * w * eic_next
         elif x_next >= 0:  # descend: the sub-path rooted at x_next
             lw[lev] = w
             lx[nxt], li[nxt], lj[nxt] = x_next, 0, 0
-            lR[nxt], lC[nxt] = eic[nxt, x_next], mu_c[nxt, x_next]
+            lR[nxt], lC[nxt] = eic_next, mu_c[nxt, x_next]
             lbest[nxt], lworst[nxt], lbudget[nxt] = best_i, worst_i, budget_i
             untested[x_next] = False
             lev = nxt
@@ -598,7 +692,7 @@ def root_level(state, rules, n_levels):
                 np.empty((n_levels, n_trees, cap), np.int64),
                 np.zeros((n_levels, n_trees, cap), np.int64),
                 np.empty((n_levels, n_trees), np.int64), np.empty((n_levels, m)),
-                np.empty((n_levels, m)), np.empty((n_levels, m)), np.zeros(m), np.ones(m))
+                np.empty((n_levels, m)), np.empty((1, m)), np.zeros(m), np.ones(m))
     _fit_root(state, rules, lv)
     arg = _score_level(lv.mu_c[0], lv.sd_c[0], lv.mu_a, lv.sd_a, state.na > 0, state.price,
                        rules.time_max, rules.cost_max, rules.acc_min, state.untested,
@@ -606,13 +700,17 @@ def root_level(state, rules, n_levels):
     return lv, arg
 
 
+N_HINTS = 8  # the real state's best candidates, scored first at every simulated step
+
+
 @nb.njit(cache=True)
 def explore_many(first, state, rules):
     """(len(first), 2): (R, C) of the paths from each first step in ``first``
     (``_explore``), every one from the same fitted real state."""
     lv, _ = root_level(state, rules, rules.la + 1)
+    hints = np.argsort(-lv.eic[0], kind="mergesort")[:N_HINTS]
     result = np.empty((len(first), 2))
     for k in range(len(first)):
-        rk, ck = _explore(first[k], state, rules, lv)
+        rk, ck = _explore(first[k], state, rules, lv, hints)
         result[k, 0], result[k, 1] = rk, ck
     return result
