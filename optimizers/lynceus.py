@@ -68,6 +68,7 @@ from .base import (Optimizer, Param, Recommendation, Suggestion, derive, fixed,
                    init_share)
 from .lookahead import PathContext, Switches, explore_chunk, level_predictions
 from .models.trees import default_max_features
+from .seeds import drawn_seed
 
 __all__ = ["ABLATION_PARAMS", "TIMEOUT_POLICIES", "CherryPickTrees", "EIcUSD", "Lynceus",
            "Obol", "bootstrap_size"]
@@ -259,7 +260,7 @@ class Lynceus(Optimizer):
             gha_t=self._gha[0], gha_w=self._gha[1], la=self.config["la"],
             gamma=self.config["gamma"],
             discount_cost=self.config["path_cost"] == "discounted",
-            key=int(self.rng.integers(2**63)),
+            key=drawn_seed(self.rng),
             n_trees=self.config["n_trees"], n_trees_acc=self._n_trees_acc(),
             max_features=default_max_features(d, self.config["max_features"] or None),
             floor_rel=self.config["std_floor"], switches=self._switches())
