@@ -35,7 +35,8 @@ five-fold look-ahead gain on the TF jobs (issue 20: with the defaults the sub-pa
 first step barely depends on that step, so R/C is EIc/USD damped by near-constant terms; the
 random trees give LA=1 a 2x gain by making LA=0 worse); see the README.
 
-Variants in this module: ``EIcUSD`` (LA = 0, no timeout: BO with EIc per predicted dollar),
+Variants in this module: ``LynceusToBudget`` (its stopping rule off: runs to the budget),
+``EIcUSD`` (LA = 0, no timeout: BO with EIc per predicted dollar),
 ``Obol`` (seed 004: no timeout, finite budget, 5 random initial samples, path cost discounted
 by gamma too, LA up to 5) and ``CherryPickTrees`` (argmax EIc with the same trees, budget
 filter and initial samples, the baseline of seed 004).
@@ -71,7 +72,7 @@ from .models.trees import default_max_features
 from .seeds import drawn_seed
 
 __all__ = ["ABLATION_PARAMS", "TIMEOUT_POLICIES", "CherryPickTrees", "EIcUSD", "Lynceus",
-           "Obol", "bootstrap_size"]
+           "LynceusToBudget", "Obol", "bootstrap_size"]
 
 TIMEOUT_POLICIES = ("none", "tg", "ideal", "no-info", "max-cost", "linear")
 
@@ -364,6 +365,17 @@ def bootstrap_size(n_configs: int, n_dims: int, cap: int = 20) -> int:
     synthetic 360: 11, Scout: 3, CherryPick: 2-3, TrimTuner 288: 9)."""
     paper = max(math.ceil(0.03 * n_configs), n_dims)
     return min(n_configs, max(2, min(paper, max(n_dims + 2, cap))))
+
+
+class LynceusToBudget(Lynceus):
+    """Lynceus run to its budget: its own stopping rule (every EIc below ``stop_threshold`` x
+    the incumbent's cost, Sec. IV-A) off, so that a board reading runs at large budgets
+    compares it there, beside the published Lynceus that stops itself (after a median of 6.5
+    evaluations on the CherryPick jobs, issue 33)."""
+
+    name = "lynceus-to-budget"
+    summary = "Lynceus without its stopping rule: runs until its budget (stop_threshold 0)"
+    params = derive(Lynceus.params, stop_threshold=fixed(0.0))
 
 
 class EIcUSD(Lynceus):
