@@ -306,8 +306,12 @@ class Lynceus(Optimizer):
 
     def _fed_cost(self, suggestion: Suggestion, obs: Observation, cand: int) -> float | None:
         """The cost the model learns for a run stopped by its time cap (policy table above),
-        as the suggestion's ``TimeoutPlan`` says."""
+        as the suggestion's ``TimeoutPlan`` says. A run the harness's deadline stopped before
+        Lynceus' own cap is fed by that cap's policy; one Lynceus set no cap for (bootstrap,
+        ``none``, no incumbent yet) as ``max-cost`` feeds: it cost more than the stop shows."""
         plan = suggestion.timeout
+        if plan is None:   # a cap Lynceus did not set: the harness's deadline (farm.run.loop)
+            return max(max(self._cost_y, default=obs.cost), obs.cost)   # as max-cost feeds
         policy = plan.policy
         tg = float(truncated_gaussian_mean(plan.cost_mu, plan.cost_sigma, plan.incumbent_cost))
         if policy == "tg":

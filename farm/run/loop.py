@@ -118,7 +118,8 @@ class Stepper:
     T``: ``Problem.deadline``), whatever the optimizer: a run still going at T is stopped
     there and charged as a job runner would charge it, T x its price (the oracle's time cap,
     ``timed_out``); an optimizer's own time cap (Lynceus' timeout policies) applies on top,
-    the earlier of the two stopping the run. The optimizer observes its own suggestion."""
+    the earlier of the two stopping the run. The optimizer observes the suggestion as run,
+    so it sees the cap that stopped the run."""
 
     def __init__(self, optimizer: Optimizer, oracle: Oracle, seed: int,
                  deadline: bool = False):
@@ -132,15 +133,16 @@ class Stepper:
         self._observe_s = 0.0  # the last observe(), part of the next recommendation
 
     def suggest_and_run(self) -> tuple[Suggestion, Observation, float] | None:
-        """The next suggestion, its observation, and the recommendation latency; None when
-        the optimizer stops."""
+        """The next suggestion as run (its time cap lowered to the deadline, if that came
+        first), its observation, and the recommendation latency; None when the optimizer
+        stops."""
         t0 = time.perf_counter()
         suggestion = self.optimizer.suggest()
         latency = self._observe_s + time.perf_counter() - t0
         if suggestion is None:
             return None
-        return suggestion, execute(self.oracle, self.under_deadline(suggestion),
-                                   self.noise), latency
+        run = self.under_deadline(suggestion)
+        return run, execute(self.oracle, run, self.noise), latency
 
     def under_deadline(self, suggestion: Suggestion) -> Suggestion:
         """``suggestion`` as the harness runs it: its time cap lowered to the deadline."""
