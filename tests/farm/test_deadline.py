@@ -72,3 +72,20 @@ def test_a_problem_without_a_time_limit_has_no_deadline(oracle):
     assert oracle.problem.deadline == oracle.problem.constraint_on("time").threshold
     assert Problem(Objective("cost", "min"), (Constraint("time", ">=", 5.0),)).deadline is None
     assert Problem().deadline is None
+
+
+def test_lynceus_learns_a_deadline_stop_as_a_run_that_cost_more(oracle):
+    # it observes the suggestion as run (the deadline as its cap); without a cap of its own it
+    # feeds the largest cost seen, as its max-cost policy does, not the cost at the deadline
+    from farm.run.loop import Stepper
+    from optimizers.registry import make_optimizer
+
+    opt = make_optimizer("lynceus", oracle.space, oracle.problem, 3, timeout="none")
+    stepper = Stepper(opt, oracle, 3, deadline=True)
+    while stepper.stop_reason(25) is None and stepper.step() is not None:
+        pass
+    stops = [i for i, (s, o) in enumerate(opt.history)
+             if o.timed_out and s.time_cap == oracle.problem.deadline]
+    assert stops and len(opt._cost_y) == len(opt.history)
+    for i in stops:
+        assert opt._cost_y[i] == max(opt._cost_y[:i] + [opt.history[i][1].cost])
