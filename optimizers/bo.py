@@ -35,6 +35,7 @@ from .base import (Optimizer, Param, Recommendation, Suggestion, decision_margin
 from .blas import single_threaded
 from .models.gp import GaussianProcess
 from .models.targets import Targets, to_model_scale
+from .seeds import drawn_seed
 
 __all__ = ["EIc", "EIcUSDGP", "BoEI"]
 
@@ -61,7 +62,7 @@ class EIc(Optimizer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._init = self.lhs_configs(self.initial_design(self.config["n_init"]))
-        self._model_rng = np.random.default_rng(int(self.rng.integers(2 ** 63)))
+        self._model_rng = np.random.default_rng(drawn_seed(self.rng))
         self._targets = Targets(self.problem, self._make_model)
 
     def _make_model(self, basis: str):

@@ -82,6 +82,7 @@ from .acquisition.analytic import (
 from .base import Optimizer, Param, Recommendation, Suggestion, init_share
 from .models.gp import GaussianProcess
 from .models.ridge import RidgeModel, reciprocal_features
+from .seeds import spawned_generator
 from .taboo import TabooQueue
 
 __all__ = ["Guindani", "ml_corrected"]
@@ -154,11 +155,11 @@ class Guindani(Optimizer):
         self.min_search = self.config["min_search"] or min(len(space.dimensions),
                                                            -(-space.n_configs // 50))
         self.metric_gps = {c.metric: GaussianProcess(hyper=self.config["gp_hyper"],
-                                                     seed=self.rng.spawn(1)[0])
+                                                     seed=spawned_generator(self.rng))
                            for c in problem.constraints if c.metric not in ("time", "cost")}
         self.taboo = TabooQueue(self.config["q"])
         self.time_features = reciprocal_features(space)
-        self.gp = GaussianProcess(hyper=self.config["gp_hyper"], seed=self.rng.spawn(1)[0])
+        self.gp = GaussianProcess(hyper=self.config["gp_hyper"], seed=spawned_generator(self.rng))
         self.stopped_at: int | None = None   # execution index whose time entered the band
         self.stop_config: int | None = None  # the configuration whose time entered the band
         self._initial: list[int] | None = None

@@ -36,7 +36,8 @@ five-fold look-ahead gain on the TF jobs (issue 20: with the defaults the sub-pa
 first step barely depends on that step, so R/C is EIc/USD damped by near-constant terms; the
 random trees give LA=1 a 2x gain by making LA=0 worse); see the README.
 
-Variants in this module: ``EIcUSD`` (LA = 0, no timeout: BO with EIc per predicted dollar),
+Variants in this module: ``LynceusToBudget`` (its stopping rule off: runs to the budget),
+``EIcUSD`` (LA = 0, no timeout: BO with EIc per predicted dollar),
 ``Obol`` (seed 004: no timeout, finite budget, 5 random initial samples, path cost discounted
 by gamma too, LA up to 5) and ``CherryPickTrees`` (argmax EIc with the same trees, budget
 filter and initial samples, the baseline of seed 004).
@@ -69,9 +70,10 @@ from .base import (Optimizer, Param, Recommendation, Suggestion, derive, fixed,
                    init_share)
 from .lookahead import PathContext, Switches, explore_chunk, level_predictions
 from .models.trees import default_max_features
+from .seeds import drawn_seed
 
 __all__ = ["ABLATION_PARAMS", "TIMEOUT_POLICIES", "CherryPickTrees", "EIcUSD", "Lynceus",
-           "Obol", "bootstrap_size"]
+           "LynceusToBudget", "Obol", "bootstrap_size"]
 
 TIMEOUT_POLICIES = ("none", "tg", "ideal", "no-info", "max-cost", "linear")
 
@@ -287,7 +289,7 @@ class Lynceus(Optimizer):
             gha_t=self._gha[0], gha_w=self._gha[1], la=self.config["la"],
             gamma=self.config["gamma"],
             discount_cost=self.config["path_cost"] == "discounted",
-            key=int(self.rng.integers(2**63)),
+            key=drawn_seed(self.rng),
             n_trees=self.config["n_trees"], n_trees_acc=self._n_trees_acc(),
             max_features=default_max_features(d, self.config["max_features"] or None),
             floor_rel=self.config["std_floor"], switches=self._switches())
@@ -332,8 +334,12 @@ class Lynceus(Optimizer):
 
     def _fed_cost(self, suggestion: Suggestion, obs: Observation, cand: int) -> float | None:
         """The cost the model learns for a run stopped by its time cap (policy table above),
-        as the suggestion's ``TimeoutPlan`` says."""
+        as the suggestion's ``TimeoutPlan`` says. A run the harness's deadline stopped before
+        Lynceus' own cap is fed by that cap's policy; one Lynceus set no cap for (bootstrap,
+        ``none``, no incumbent yet) as ``max-cost`` feeds: it cost more than the stop shows."""
         plan = suggestion.timeout
+        if plan is None:   # a cap Lynceus did not set: the harness's deadline (farm.run.loop)
+            return max(max(self._cost_y, default=obs.cost), obs.cost)   # as max-cost feeds
         policy = plan.policy
         tg = float(truncated_gaussian_mean(plan.cost_mu, plan.cost_sigma, plan.incumbent_cost))
         if policy == "tg":
@@ -391,6 +397,17 @@ def bootstrap_size(n_configs: int, n_dims: int, cap: int = 20) -> int:
     synthetic 360: 11, Scout: 3, CherryPick: 2-3, TrimTuner 288: 9)."""
     paper = max(math.ceil(0.03 * n_configs), n_dims)
     return min(n_configs, max(2, min(paper, max(n_dims + 2, cap))))
+
+
+class LynceusToBudget(Lynceus):
+    """Lynceus run to its budget: its own stopping rule (every EIc below ``stop_threshold`` x
+    the incumbent's cost, Sec. IV-A) off, so that a board reading runs at large budgets
+    compares it there, beside the published Lynceus that stops itself (after a median of 6.5
+    evaluations on the CherryPick jobs, issue 33)."""
+
+    name = "lynceus-to-budget"
+    summary = "Lynceus without its stopping rule: runs until its budget (stop_threshold 0)"
+    params = derive(Lynceus.params, stop_threshold=fixed(0.0))
 
 
 class EIcUSD(Lynceus):

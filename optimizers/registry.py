@@ -24,6 +24,7 @@ __all__ = ["OPTIMIZERS", "available", "get", "is_peer", "make_optimizer"]
 OPTIMIZERS: dict[str, str] = {
     "random": "random_search:RandomSearch",
     "lynceus": "lynceus:Lynceus",
+    "lynceus-to-budget": "lynceus:LynceusToBudget",
     "eic-usd": "lynceus:EIcUSD",
     "obol": "lynceus:Obol",
     "cherrypick-trees": "lynceus:CherryPickTrees",

@@ -62,6 +62,7 @@ from .blas import single_threaded
 from .models.gp import GaussianProcess
 from .models.targets import Targets
 from .models.trees import TreeEnsemble
+from .seeds import drawn_seed, keyed_generator
 
 __all__ = ["TrimTuner"]
 
@@ -84,7 +85,7 @@ class _Context:
     cand_config: np.ndarray    # (n,) configuration of each candidate
     inc_ids: np.ndarray | None  # configurations the incumbent may be (None: all)
     z: np.ndarray              # (M, R) common normals
-    e_seed: int                # candidate c's own normals: default_rng([e_seed, c])
+    e_seed: int                # candidate c's own normals: keyed_generator(e_seed, c)
     t: np.ndarray              # Gauss-Hermite nodes / weights
     w: np.ndarray
     factor: str                # "none" | "pf" (TrimTuner) | "cea" (Fabulinus)
@@ -112,7 +113,7 @@ def _gains(ctx: _Context, idx: np.ndarray) -> np.ndarray:
             ctx.targets.objective][c], ctx.pred_std[c], ctx.X_rep, ctx.z, ctx.t, ctx.w)
             for c in idx])
     R = len(ctx.X_rep)
-    e = np.column_stack([np.random.default_rng([ctx.e_seed, int(c)]).standard_normal(M)
+    e = np.column_stack([keyed_generator(ctx.e_seed, c).standard_normal(M)
                          for c in idx])
     means, covs = obj.predict_per_sample(np.vstack([ctx.X_rep, ctx.X_cand[idx]]),
                                          full_cov=True)
@@ -176,7 +177,7 @@ class TrimTuner(Optimizer):
         super().__init__(*args, **kwargs)
         self._runs: list[tuple[int, float, float, float, float]] = []
         self._targets: Targets | None = None
-        self._model_seed = int(self.rng.integers(2 ** 63))
+        self._model_seed = drawn_seed(self.rng)
         self._model_rng = np.random.default_rng(self._model_seed)
         self._bootstrap = self._bootstrap_plan()
         self._incumbent_cache: tuple[int, Recommendation | None] = (-1, None)
@@ -276,7 +277,7 @@ class TrimTuner(Optimizer):
             targets=t, model=self.config["model"], X_cand=X,
             pred_mean={m: pred[m][0] for m in t.metrics}, pred_std=obj_std,
             X_rep=X_full[rep], rep_means=rep_means, rep_covs=rep_covs, X_full=X_full,
-            z=self.rng.standard_normal((M, len(rep))), e_seed=int(self.rng.integers(2 ** 63)),
+            z=self.rng.standard_normal((M, len(rep))), e_seed=drawn_seed(self.rng),
             t=gh_t, w=gh_w, factor=self.factor if t.constraints else "none",
             incumbent_rule=self.config["incumbent_rule"], min_pf=self.config["incumbent_pf"],
             cand_config=np.asarray(cids), inc_ids=self._incumbent_pool())

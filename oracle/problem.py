@@ -147,6 +147,13 @@ class Problem:
     def constraint_on(self, metric: str) -> Constraint | None:
         return next((c for c in self.constraints if c.metric == metric), None)
 
+    @property
+    def deadline(self) -> float | None:
+        """The job's deadline in seconds: the threshold of its ``time <= T`` constraint (a run
+        still going at T cannot be feasible); None without one."""
+        return min((c.threshold for c in self.constraints
+                    if c.metric == "time" and c.op == "<="), default=None)
+
     def with_overrides(self, *, objective=None, constraints=None, budget=None) -> "Problem":
         return replace(
             self,

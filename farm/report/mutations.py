@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from farm.run.spec import RunSpec
+from optimizers.seeds import drawn_seed, keyed_generator
 
 __all__ = ["MUTATIONS", "Mutation", "MutationResult", "affects", "changes_trajectory",
            "format_mutation_table", "mutation_table", "patched", "run_forked", "run_mutation",
@@ -158,13 +159,13 @@ def _feasibility_flipped(self):
 def _new_rng_stream(original):
     def __init__(self, space, problem, seed=0, *a, **k):
         original(self, space, problem, seed, *a, **k)
-        self.rng = np.random.default_rng([int(seed), 7919])
+        self.rng = keyed_generator(seed, 7919)
     return __init__
 
 
 def _new_noise_stream(original):
     def execute(oracle, suggestion, rng):
-        return original(oracle, suggestion, np.random.default_rng(rng.integers(2 ** 63)))
+        return original(oracle, suggestion, np.random.default_rng(drawn_seed(rng)))
     return execute
 
 
@@ -177,7 +178,7 @@ def _shuffled_lhs(original):
 
 def _lhs_own_stream(original):
     def lhs_configs(self, n, candidates=None):
-        rng, self.rng = self.rng, np.random.default_rng([self.seed, 104729])
+        rng, self.rng = self.rng, keyed_generator(self.seed, 104729)
         try:
             return original(self, n, candidates)
         finally:

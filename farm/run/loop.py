@@ -1,7 +1,8 @@
 """The run loop: one ``Stepper`` drives every optimizer run (``run_one``, ``farm bench``, the
 tests): bootstrap, then suggest -> oracle.run -> observe until the optimizer stops, the
 budget or iteration limit is reached, or the incumbent meets the spec's ``until`` target, one
-trace row per evaluation.
+trace row per evaluation; with the spec's ``deadline`` every run is stopped at the problem's
+deadline (``Stepper``).
 
 Each row's ``incumbent_*`` columns are the configuration the farm credits (the best tested
 feasible one by the run's own observations, ``farm.run.recommendation.TestedIncumbent``), its
@@ -29,6 +30,7 @@ from farm.run.spec import RunSpec
 from optimizers.base import Optimizer
 from optimizers.executor import Executor
 from optimizers.registry import make_optimizer
+from optimizers.seeds import keyed_generator
 from oracle.contract import Observation, Suggestion
 from oracle.oracle import Oracle
 from oracle.registry import load
@@ -110,26 +112,44 @@ class Stepper:
     """Drives ``optimizer`` on ``oracle`` as every run does: ``suggest_and_run`` (the
     optimizer's suggest, then the suggestion run on the oracle), ``observe`` (the optimizer's),
     or both with ``step``. It owns the oracle's noise stream, seeded apart from the
-    optimizer's (``[seed, 7]``), and the cumulative exploration cost and time."""
+    optimizer's (``[seed, 7]``), and the cumulative exploration cost and time.
 
-    def __init__(self, optimizer: Optimizer, oracle: Oracle, seed: int):
+    With ``deadline`` the harness stops every run at the problem's deadline (its ``time <=
+    T``: ``Problem.deadline``), whatever the optimizer: a run still going at T is stopped
+    there and charged as a job runner would charge it, T x its price (the oracle's time cap,
+    ``timed_out``); an optimizer's own time cap (Lynceus' timeout policies) applies on top,
+    the earlier of the two stopping the run. The optimizer observes the suggestion as run,
+    so it sees the cap that stopped the run."""
+
+    def __init__(self, optimizer: Optimizer, oracle: Oracle, seed: int,
+                 deadline: bool = False):
         self.optimizer = optimizer
         self.oracle = oracle
-        self.noise = np.random.default_rng([seed, 7])  # the oracle's draws
+        self.deadline = oracle.problem.deadline if deadline else None
+        self.noise = keyed_generator(seed, 7)  # the oracle's draws
         self.spent = 0.0
         self.elapsed = 0.0
         self.steps = 0
         self._observe_s = 0.0  # the last observe(), part of the next recommendation
 
     def suggest_and_run(self) -> tuple[Suggestion, Observation, float] | None:
-        """The next suggestion, its observation, and the recommendation latency; None when
-        the optimizer stops."""
+        """The next suggestion as run (its time cap lowered to the deadline, if that came
+        first), its observation, and the recommendation latency; None when the optimizer
+        stops."""
         t0 = time.perf_counter()
         suggestion = self.optimizer.suggest()
         latency = self._observe_s + time.perf_counter() - t0
         if suggestion is None:
             return None
-        return suggestion, execute(self.oracle, suggestion, self.noise), latency
+        run = self.under_deadline(suggestion)
+        return run, execute(self.oracle, run, self.noise), latency
+
+    def under_deadline(self, suggestion: Suggestion) -> Suggestion:
+        """``suggestion`` as the harness runs it: its time cap lowered to the deadline."""
+        cap = suggestion.time_cap
+        if self.deadline is None or cap is not None and cap <= self.deadline:
+            return suggestion
+        return replace(suggestion, time_cap=self.deadline)
 
     def observe(self, suggestion: Suggestion, observation: Observation) -> float:
         """Observe; returns the seconds observe() took."""
@@ -171,7 +191,7 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
     space = oracle.space
     opt = make_optimizer(spec.optimizer, space, oracle.problem, spec.seed, executor,
                          evaluations=spec.iterations, **spec.params)
-    stepper = Stepper(opt, oracle, spec.seed)
+    stepper = Stepper(opt, oracle, spec.seed, spec.deadline)
     credited = TestedIncumbent(oracle.problem, any_fidelity=opt.recommends_fidelity)
     reached = None if spec.until is None else target_check(oracle, spec.until)
     key, params = spec.run_key, json.dumps(spec.params, sort_keys=True, default=str)

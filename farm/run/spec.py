@@ -33,6 +33,7 @@ class RunSpec:
     constraints: tuple[str, ...] | None = None  # e.g. ("time<=300",); None: the dataset's
     aggregate: str = "sample"            # repeated measurements: "sample" or "mean"
     until: str | None = None             # stop once the incumbent meets this REACH_TARGETS label
+    deadline: bool = False               # stop every run at the problem's deadline (Stepper)
 
     def problem(self, dataset: Dataset) -> Problem:
         """The dataset's default problem with this spec's overrides (``problem_for``)."""
@@ -60,8 +61,9 @@ class RunSpec:
         from their defaults (``changed_params``) and its version (a sweep computes those once
         per grid point, not once per seed)."""
         d = {name: getattr(self, name) for name in _FIELDS}
-        if d["until"] is None:    # keys stay those of the specs written before the field
-            del d["until"]
+        for name, before in (("until", None), ("deadline", False)):
+            if d[name] == before:   # keys stay those of the specs written before the field
+                del d[name]
         d["params"] = changed
         d["version"] = version
         budget = d["budget"]

@@ -14,7 +14,9 @@ capped at ``cap`` x the price on each table (evaluation budgets at ``cap`` x its
 ``PRICE_SHARE_CAP``) never reach the price. Every run gets the last cost budget as its
 problem's exploration budget, capped: on each table ``min(budgets[-1] x its mean
 configuration cost, cap x its price)`` (``table_budget``), so the runs stop where the board's
-statistics stop reading them. The spec may not set a budget of its own.
+statistics stop reading them. The spec may not set a budget of its own. Every run stops at its
+table's deadline (``limits: {deadline: true}``, ``farm.run.loop.Stepper``: one rule for every
+optimizer) unless the spec sets ``deadline: false``.
 
 The board holds the optimizers that can pose the problem on every table: one the table's
 problem makes refuse to start (e.g. a cost-minimiser on an accuracy-maximisation job), or a
@@ -89,6 +91,8 @@ def resolve_board(data, source: str, datasets: list[str] | None = None) -> Resol
                         + "; ".join(notes) + ")")
     resolved = spec.model_dump(mode="json", exclude={"datasets", "optimizers"})
     resolved["optimizers"] = keep
+    if resolved["limits"].get("deadline") is None:   # the board's rule unless the spec says
+        resolved["limits"]["deadline"] = True
     resolved["datasets"] = [
         {**d.model_dump(mode="json", exclude_none=True),
          "limits": {**(d.limits.model_dump(mode="json", exclude_none=True) if d.limits else {}),

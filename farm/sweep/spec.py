@@ -91,6 +91,9 @@ class Limits(_Model):
     iterations: int | None = Field(None, ge=1)
     budget: float | None = Field(None, gt=0)
     until: str | None = None   # stop a run once its incumbent meets this target (e.g. cno<=1.1)
+    # stop every run at the problem's deadline (farm.run.loop.Stepper); None: off, but on on a
+    # leaderboard (farm.sweep.board_spec)
+    deadline: bool | None = None
 
     @field_validator("until")
     @classmethod
@@ -370,6 +373,7 @@ def expand_keyed(spec: SweepSpec, source: str = "spec",
                     run = RunSpec(dataset=d.name, optimizer=opt.name, seed=seed,
                                   params=dict(params), budget=limits.budget,
                                   iterations=limits.iterations, until=limits.until,
+                                  deadline=bool(limits.deadline),
                                   objective=problem.objective or spec.problem.objective,
                                   constraints=_constraints(problem, spec.problem),
                                   aggregate=spec.aggregate)

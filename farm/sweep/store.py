@@ -149,6 +149,8 @@ def spec_to_dict(spec: RunSpec) -> dict[str, Any]:
     d["params"] = dict(spec.params)
     d["constraints"] = None if spec.constraints is None else list(spec.constraints)
     d["budget"] = None if spec.budget is None or math.isinf(spec.budget) else spec.budget
+    if not spec.deadline:   # stored specs (and their variant keys) stay those before the field
+        del d["deadline"]
     return d
 
 

@@ -26,6 +26,8 @@ from typing import Callable
 
 import numpy as np
 
+from ..seeds import drawn_seed
+
 __all__ = ["FILTERS", "n_selected", "cea", "select"]
 
 FILTERS = ("cea", "direct", "cmaes", "random", "none")
@@ -111,7 +113,7 @@ def _search(method, features, k, evaluate, rng):
 
         es = cma.CMAEvolutionStrategy(np.full(dim, 0.5), 0.3,
                                       {"bounds": [0.0, 1.0], "verbose": -9,
-                                       "seed": int(rng.integers(1, 2 ** 31 - 1))})
+                                       "seed": drawn_seed(rng, 2 ** 31 - 1, 1)})
         stalls = 0
         while len(seen) < k and stalls < 50:
             before = len(seen)
@@ -122,7 +124,7 @@ def _search(method, features, k, evaluate, rng):
             if es.stop():
                 es = cma.CMAEvolutionStrategy(rng.random(dim), 0.3,
                                               {"bounds": [0.0, 1.0], "verbose": -9,
-                                               "seed": int(rng.integers(1, 2 ** 31 - 1))})
+                                               "seed": drawn_seed(rng, 2 ** 31 - 1, 1)})
     return _finish(seen)
 
 

@@ -56,6 +56,7 @@ from scipy.linalg import cho_solve, solve_triangular
 from scipy.optimize import minimize
 
 from ..linalg import cholesky_with_jitter
+from ..seeds import drawn_seed
 
 __all__ = ["GaussianProcess"]
 
@@ -244,7 +245,7 @@ class GaussianProcess:
         n_walkers += n_walkers % 2
         sampler = emcee.EnsembleSampler(n_walkers, p, self._log_posterior)
         sampler.random_state = np.random.RandomState(
-            int(self.rng.integers(2 ** 32))).get_state()
+            drawn_seed(self.rng, 2 ** 32)).get_state()
         if self._walkers is None or self._walkers.shape != (n_walkers, p):
             start = self._random_theta(n_walkers)
             steps = self.burn_in + self.chain_length

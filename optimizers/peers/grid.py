@@ -20,7 +20,11 @@ from oracle.oracle import Observation
 from oracle.problem import Problem
 from oracle.space import Dimension, SearchSpace
 
-__all__ = ["GridView", "constraint_values", "penalised_objective"]
+__all__ = ["INFEASIBLE_MARGIN", "GridView", "constraint_values", "penalised_objective"]
+
+# how much worse than the best feasible value seen an infeasible run is told at least, as a
+# share of that value (``penalised_objective``)
+INFEASIBLE_MARGIN = 0.01
 
 
 class GridView:
@@ -69,13 +73,25 @@ def constraint_values(problem: Problem, observation: Observation) -> list[float]
     return out
 
 
-def penalised_objective(problem: Problem, observation: Observation) -> float:
-    """The objective for a peer with no constraint mechanism: an infeasible run's value is
-    made worse by the factor (1 + total relative violation), as TrimTuner's Accuracy_C scales
-    an over-budget accuracy by C_max / cost."""
+def penalised_objective(problem: Problem, observation: Observation,
+                        best_feasible: float | None = None) -> float:
+    """The objective for a peer with no constraint mechanism. An infeasible run's value is
+    made worse by the factor (1 + v), v its total relative violation (as TrimTuner's
+    Accuracy_C scales an over-budget accuracy by C_max / cost), and is never better than the
+    best feasible value seen, ``best_feasible``, made worse by (``INFEASIBLE_MARGIN`` + v)
+    of its magnitude: an infeasible configuration never ranks below the cheapest feasible
+    one seen, and among the infeasible ones told at that floor the larger violation ranks
+    worse. Without the floor, a run stopped at the deadline (violation ~0, charged the cost
+    of running until it) or a fast cheap configuration just over a threshold was told less
+    than the cheapest feasible configuration (docs/results/harness-rules.md)."""
     value = observation.value(problem.objective.metric)
-    factor = 1.0 + sum(max(v, 0.0) for v in constraint_values(problem, observation))
-    return value * factor if problem.objective.direction == "min" else value / factor
+    violation = sum(max(v, 0.0) for v in constraint_values(problem, observation))
+    minimise = problem.objective.direction == "min"
+    told = value * (1.0 + violation) if minimise else value / (1.0 + violation)
+    if violation > 0 and best_feasible is not None:
+        step = abs(best_feasible) * (INFEASIBLE_MARGIN + violation)
+        told = max(told, best_feasible + step) if minimise else min(told, best_feasible - step)
+    return told
 
 
 def _plain(value: Any) -> Any:

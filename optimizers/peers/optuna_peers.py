@@ -14,7 +14,8 @@ mean with a doubled population when it stops bringing new configurations: IPOP,
 avoid the region; the GP and CMA-ES samplers ignore them, as they do failed trials.
 Constraints go through Optuna's own mechanism, ``Trial.set_constraint`` (Optuna 5; TPE and
 GP read them: relative violations, <= 0 feasible); CMA-ES has no constraint mechanism and is
-told the penalised objective; random search ignores values. The sampler's seed is the run's.
+told the penalised objective; random search ignores values. The sampler's seed is the run's (CMA-ES: children of it,
+one pair per restart, ``optimizers.seeds``).
 Optuna is imported when a peer is built, never when the registry lists it.
 """
 
@@ -28,6 +29,7 @@ from oracle.problem import Problem
 from oracle.space import SearchSpace
 
 from ..base import Param
+from ..seeds import spawned_seed
 from .optuna_private import told_cma_state
 from .table_peer import TablePeer
 
@@ -205,12 +207,15 @@ class OptunaCmaEs(OptunaPeer):
         super().__init__(*args, **params)
 
     def sampler(self, optuna):
-        seed = (self.seed + self.restarts) % 2**32   # a restart draws anew
+        # restart k's CMA-ES and its sampler of the categoricals draw children 2k and 2k + 1
+        # of the run's seed: no stream is shared with another restart or another seed's run
+        cma_seed, random_seed = (spawned_seed(self.seed, 2 * self.restarts + i) for i in (0, 1))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)   # x0: deprecated, kept until 6.0
             return optuna.samplers.CmaEsSampler(
-                x0=self.x0, seed=seed, warn_independent_sampling=False, with_margin=True,
-                popsize=self.popsize, independent_sampler=optuna.samplers.RandomSampler(seed=seed))
+                x0=self.x0, seed=cma_seed, warn_independent_sampling=False, with_margin=True,
+                popsize=self.popsize,
+                independent_sampler=optuna.samplers.RandomSampler(seed=random_seed))
 
     def ask(self) -> tuple[Any, Mapping[str, Any], int]:
         self.stuck = 0 if self.new_since_last_ask() > 0 else self.stuck + 1

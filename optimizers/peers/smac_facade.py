@@ -66,7 +66,7 @@ class SmacHPO(TablePeer):
             self.scenario, retries=self.config["patience"])
         self.smac = HyperparameterOptimizationFacade(
             self.scenario, _never_called, config_selector=selector, overwrite=True,
-            logging_level=40)
+            acquisition_maximizer=seeded_maximizer(self.scenario), logging_level=40)
         self._asked = 0
         self.scale: float | None = None   # the magnitude of the first value observed
         self.worst: float | None = None   # the largest cost told SMAC
@@ -112,6 +112,29 @@ class SmacHPO(TablePeer):
     def startup(self) -> int:
         """SMAC's HPO default: 10 Sobol points per parameter, at most a quarter of n_trials."""
         return min(10 * len(self.grid.searched), self.n_trials() // 4)
+
+
+def seeded_maximizer(scenario):
+    """SMAC's HPO acquisition maximizer (local and sorted random search) whose local search
+    starts from its start points in an order fixed by the seed.
+
+    SMAC 2.3 gathers the local search's start points into a ``set`` of ``Configuration``s,
+    whose hash is that of their ``repr`` string, so their order (and with it which neighbours
+    each start draws from the seeded generator) changed with the process's
+    ``PYTHONHASHSEED``: seed 0 on cherrypick-kmeans gave a different sequence in every
+    process, identical ones under one ``PYTHONHASHSEED`` (tests/optimizers/test_peers.py,
+    "SMAC repeatable"). Sorting the start points by their vectors makes the order the seed's."""
+    from smac import HyperparameterOptimizationFacade
+
+    maximizer = HyperparameterOptimizationFacade.get_acquisition_maximizer(scenario)
+    local = maximizer._local_search   # private: SMAC builds it inside the maximizer
+    starts = local._get_init_points_from_previous_configs
+
+    def ordered_starts(*args, **kwargs):
+        return sorted(starts(*args, **kwargs), key=lambda c: tuple(c.get_array().tolist()))
+
+    local._get_init_points_from_previous_configs = ordered_starts
+    return maximizer
 
 
 def _never_called(config, seed: int = 0) -> float:

@@ -11,8 +11,9 @@ stops, ``gave up: N repeats``; with the default, 2000, no peer run re-measured o
 lynceus-multilayer stopped itself before the target or its 400 evaluations (README, "The
 papers' optimizers against the peers"), where 100 had stopped TPE after 20-42 runs. A
 peer whose library has a constraint mechanism is told the objective and the constraint
-values; one without is told ``grid.penalised_objective``. The recommendation is the best
-configuration observed to meet the constraints (as ``random``).
+values; one without is told ``grid.penalised_objective``, never better than the best
+feasible value seen. The recommendation is the best configuration observed to meet the
+constraints (as ``random``).
 """
 
 from __future__ import annotations
@@ -113,10 +114,18 @@ class TablePeer(Optimizer):
     def _observe(self, suggestion: Suggestion, observation: Observation) -> None:
         handle = self.pending.pop(suggestion.config_id)
         value = (observation.value(self.problem.objective.metric) if self.constrained
-                 else penalised_objective(self.problem, observation))
+                 else penalised_objective(self.problem, observation, self.best_feasible()))
         self.answers[suggestion.config_id] = (value, constraint_values(self.problem,
                                                                        observation))
         self.tell(handle, *self.answers[suggestion.config_id])
+
+    def best_feasible(self) -> float | None:
+        """The best objective value observed feasible so far (None before any)."""
+        obj = self.problem.objective
+        values = [o.value(obj.metric) for _, o in self.history if self.observed_feasible(o)]
+        if not values:
+            return None
+        return min(values) if obj.direction == "min" else max(values)
 
     def recommend(self) -> Recommendation | None:
         return self.recommend_best_observed()

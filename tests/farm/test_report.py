@@ -257,6 +257,26 @@ def test_guindani_and_trimtuner_sections_compare_the_peers_on_their_papers_stati
     assert len(rows) == 3 * 3 + 2 * 2
 
 
+def test_trimtuner_against_eic_gives_the_own_pick_and_the_tested_incumbent_side_by_side():
+    # TrimTuner's own pick reaches 90% of the optimum's Accuracy_C at the first step, the best
+    # configuration it tested only at the second; EIc's pick is what it tested (issue 33)
+    runs = []
+    for s in range(2):
+        trace, summary = make_run(f"t{s}", "trimtuner-cnn", "trimtuner", s, [1, 3], [0.5, 0.95],
+                                  [True, True], params={"model": "dt"}, metric="accuracy_c")
+        pick = trace.column_names.index("pick_accuracy_c")
+        runs.append((trace.set_column(pick, "pick_accuracy_c", pa.array([0.95, 0.95])),
+                     summary))
+        runs.append(make_run(f"e{s}", "trimtuner-cnn", "eic", s, [1, 1], [0.5, 0.95],
+                             [True, True], metric="accuracy_c"))
+    rows = [r for r in paper_rows(analyse(*sweep(runs)))
+            if r["quantity"].startswith("exploration cost") and "EIc / TrimTuner-DT" in
+            r["quantity"]]
+    assert len(rows) == 1 and rows[0]["statistic"] == "own pick"
+    assert rows[0]["ours"] == pytest.approx(2 / 1)                 # by the pick: EIc 2x
+    assert rows[0]["ours, tested incumbent"] == pytest.approx(2 / 4)   # tested: EIc ahead
+
+
 def test_scout_and_cherrypick_pool_together_against_the_best_peer():
     from farm.report.pooled import pooled_reach_rows
 

@@ -14,7 +14,7 @@ from farm.cli import main as farm_main
 from farm.run.loop import Stepper, run_one
 from farm.run.spec import RunSpec
 from optimizers.base import ParameterError
-from optimizers.registry import make_optimizer
+from optimizers.registry import get, make_optimizer
 from oracle.oracle import Oracle
 from oracle.registry import import_datasets, load
 
@@ -183,3 +183,16 @@ def test_farm_run_cli(lynceus_jobs, capsys):
     summary = json.loads(capsys.readouterr().out)
     assert summary["optimizer"] == "lynceus" and summary["params"]["la"] == 1
     assert summary["n_evaluations"] == 20 and summary["recommendation"] is not None
+
+
+def test_lynceus_to_budget_runs_on_where_the_published_lynceus_stops(shared_datasets):
+    # issue 33: Lynceus stops itself after a median of 6.5 evaluations on CherryPick; the
+    # board ranks it beside the same Lynceus with that stop off, labelled
+    import_datasets("cherrypick", shared_datasets / "cherrypick")
+    mean = float(np.nanmean(Oracle(load("cherrypick-kmeans")).true_cost[:, -1]))
+    ends = {name: run_one(RunSpec("cherrypick-kmeans", name, seed=0, budget=10 * mean)).summary
+            for name in ("lynceus", "lynceus-to-budget")}
+    assert ends["lynceus"]["stop_reason"] == "converged"
+    assert ends["lynceus-to-budget"]["stop_reason"] == "budget"
+    assert ends["lynceus-to-budget"]["n_evaluations"] > ends["lynceus"]["n_evaluations"]
+    assert get("lynceus-to-budget").resolve_params({})["stop_threshold"] == 0.0
