@@ -58,9 +58,16 @@ ROWS = (
          r"_MLFLOW_SGI_NAME|_engine_map|_CONSTRAINTS_KEY|\._storage\b|\._trial_id\b|_internal_kv|"
          r"_restore_optimizer",
          "from ray._raylet import GcsClient"),
-    # the scores and their caps (CNO -> score, CNO_CAP, log2 on CNO), the mean configuration
-    # cost, the default board budgets (branch `board`) and the child-seed derivation (branch
-    # `rules`) join here as rows at their merge
+    Home("the CNO score and its cap (log2 of a CNO, CNO_CAP = 16)", ("farm/run/metrics.py",),
+         "code", r"\blog2\(\s*(np\.)?(min|clip|max)?\(?\s*\w*cno|\b[A-Z_]*CNO_CAP\s*=",
+         "score = math.log2(min(cno, 16.0))"),
+    Home("a table's mean configuration cost and price (true cost at s = 1 over its configurations)",
+         ("farm/run/metrics.py",), "code", r"true_cost\[\s*:\s*,\s*-1\s*\]",
+         "unit = float(np.nanmean(oracle.true_cost[:, -1]))"),
+    Home("the board's default budgets and their price cap", ("farm/sweep/board_spec.py",), "code",
+         r"\b(DEFAULT_COST_BUDGETS|DEFAULT_EVALUATIONS|PRICE_SHARE_CAP)\s*=",
+         "DEFAULT_COST_BUDGETS = (2.0, 5.0, 10.0)"),
+    # child seeds: one home, optimizers/seeds.py, held by tests/optimizers/test_seeds.py
 )
 
 

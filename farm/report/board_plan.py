@@ -30,6 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from farm.run.loop import Stepper
+from farm.run.metrics import mean_config_cost
 from farm.run.spec import RunSpec
 from oracle.oracle import Oracle
 from oracle.registry import load
@@ -88,8 +89,7 @@ def _tables(runs: Sequence[RunSpec]) -> dict[str, tuple[int, float]]:
         if run.dataset not in out:
             dataset = load(run.dataset)
             oracle = Oracle(dataset, run.problem(dataset), aggregate=run.aggregate)
-            out[run.dataset] = (oracle.space.n_configs,
-                                float(np.nanmean(oracle.true_cost[:, -1])))
+            out[run.dataset] = (oracle.space.n_configs, mean_config_cost(oracle))
     return out
 
 
