@@ -27,14 +27,12 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import Any, Sequence
 
-import numpy as np
-
 from farm.run.loop import Stepper
 from farm.run.metrics import mean_config_cost
 from farm.run.spec import RunSpec
+from optimizers.registry import make_optimizer
 from oracle.oracle import Oracle
 from oracle.registry import load
-from optimizers.registry import make_optimizer
 
 __all__ = ["measure_step_costs", "plan_rows", "wall_hours"]
 
