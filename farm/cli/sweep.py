@@ -73,10 +73,23 @@ def cmd_sweep(args) -> int:
         if "://" not in out and os.path.isfile(out):
             raise SpecError(f"--out {out} is a file; name a folder (new, or a sweep's to "
                             "resume it)")
+        _refuse_unlockable(out)
         return _run(spec, source, out, args)
     except SpecError as e:
         print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+def _refuse_unlockable(out: str) -> None:
+    """SpecError for an --out no sweep can lock (``gs://``), before anything reads it."""
+    from farm.sweep.location import Location, LocationError
+    from farm.sweep.locks import check_lockable
+    from farm.sweep.spec import SpecError
+
+    try:
+        check_lockable(Location.of(out))
+    except LocationError as e:
+        raise SpecError(str(e)) from None
 
 
 def _run(spec, source, out, args) -> int:

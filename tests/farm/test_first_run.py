@@ -40,7 +40,7 @@ def test_the_first_run_explains_itself(capsys):
                  "optimizer lynceus la=1", "recommended ", "true (mean) cost ",
                  "(meets time <= 5330 s)", ": feasible", "optimum ",
                  "Cost Normalised to the Optimum: 1 is the best possible", "exploring ",
-                 "h of job time", "farm sweep --datasets synthetic --optimizers lynceus,",
+                 "h of job time", "farm sweep --name first --datasets synthetic --optimizers lynceus,",
                  "farm report sweeps-out/first"):
         assert part in flat, part
     cno = float(re.search(r"^CNO +([0-9.]+):", out, re.M).group(1))
@@ -50,7 +50,7 @@ def test_the_first_run_explains_itself(capsys):
 def test_an_infeasible_recommendation_says_which_constraint_and_why(capsys):
     """Random search over all 360 configurations recommends one whose observed (noisy) run met
     time <= 5330 s while its mean does not."""
-    assert main(["run", "--optimizer", "random"]) == 0
+    assert main(["run", "--optimizer", "random", "--iterations", "360"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "(BREAKS time <= 5330 s)" in out and ": INFEASIBLE why its mean time 5493 s breaks " \
         "time <= 5330 s, but the run the optimizer observed measured 5289 s: a noisy draw " \
