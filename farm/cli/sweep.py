@@ -201,12 +201,17 @@ def _run_here(spec, source, out, args) -> int:
     if report.tracking_uri:
         state = "offline, run `farm sync` later" if report.tracking_offline else "ok"
         print(f"MLflow: {report.tracking_uri} ({state})")
+        if report.tracking_uri.startswith("sqlite:"):
+            print(f"  to look: {MLFLOW_UI} --backend-store-uri {report.tracking_uri}")
     return EXIT_OK if report.complete else EXIT_FAILED
 
 
 # the human summary: one table per dataset (its name and metric above it), each row's
 # parameters set away from the defaults on the line under it; --json keeps every key of
 # farm.sweep.runner.summary_rows
+# MLflow's UI on this machine: one worker (its default 4 did not come up in 5 minutes on 2
+# busy cores), on loopback (docs/first-hour.md)
+MLFLOW_UI = "mlflow ui --workers 1 --host 127.0.0.1 --port 5000"
 SUMMARY_COLUMNS = ["optimizer", "runs", "failed", "final_p50", "final_p90", "cost_p50",
                    "evals_p50", "latency_p50_s"]
 
@@ -219,7 +224,11 @@ def print_summary(rows: list[dict]) -> None:
     for dataset, group in by_dataset.items():
         metrics = "/".join(dict.fromkeys(str(r["metric"] or "-") for r in group))
         print(f"\n{dataset}: metric {metrics}")
-        header, *blocks = table_blocks(group, SUMMARY_COLUMNS)
+        unit = next((r["cost_unit"] for r in group if r.get("cost_unit")), None)
+        cost = f"cost_p50 ({unit})" if unit else "cost_p50"  # the exploration cost's unit
+        group = [{**r, cost: r["cost_p50"]} for r in group]
+        header, *blocks = table_blocks(group, [cost if c == "cost_p50" else c
+                                               for c in SUMMARY_COLUMNS])
         print("\n".join(header))
         for row, block in zip(group, blocks):
             print("\n".join(block))

@@ -100,3 +100,90 @@ def test_datasets_list_and_show_give_each_constraint_its_unit(capsys):
     assert row.rstrip().endswith("accuracy>=0.85, time<=5330 s")
     assert main(["datasets", "show", "synthetic"]) == 0
     assert "constraints: accuracy>=0.85, time<=5330 s" in capsys.readouterr().out
+
+
+def test_the_sweep_summary_gives_the_cost_its_unit(capsys):
+    from farm.cli.sweep import print_summary
+
+    row = {"dataset": "spark-vms", "optimizer": "lynceus", "params": "-", "runs": 10,
+           "failed": 0, "metric": "cno", "final_p50": 1.02, "final_p90": 1.5, "cost_p50": 12.5,
+           "cost_unit": "VM x ms", "evals_p50": 20.0, "latency_p50_s": 0.01}
+    print_summary([row])
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.startswith("optimizer"))
+    assert "cost_p50 (VM x ms)" in header and max(map(len, lines)) <= 100
+
+
+def _report_page(tmp_path, times_scale: float = 1.0) -> str:
+    from farm.report.analysis import analyse
+    from farm.report.page import write_report
+
+    from .test_report import make_run, sweep
+
+    runs = [make_run(f"{o}{s}", "synthetic", o, s, [1000.0 * times_scale] * 3, cnos,
+                     [True] * 3)
+            for o, cnos in (("lynceus", [3.0, 1.5, 1.0]), ("random", [4.0, 2.0, 1.5]))
+            for s in range(3)]
+    write_report(analyse(*sweep(runs)), tmp_path, title="t")
+    return (tmp_path / "report.html").read_text()
+
+
+def test_the_report_opens_on_a_verdict_and_keeps_its_tables_narrow_and_numbers_plain(
+        tmp_path):
+    """A one-line verdict under the title; no table of more than 8 columns (the reach targets
+    are rows of their own table: as columns they made it 1,500 px wide), and tables scroll
+    inside the page; times of 30,000 s and more in plain digits, not 3e+04."""
+    page = _report_page(tmp_path, times_scale=10.0)
+    text = re.sub(r'src="data:image/png;base64,[^"]*"', "", page)
+    first = text.split("<h1>t</h1>", 1)[1].lstrip().splitlines()[0]
+    assert first.startswith('<p class="verdict"><b>Verdict.</b> synthetic: lynceus is best, '
+                            "final CNO p50 1 (p90 1) for a median exploration cost of 30,000.")
+    for table in re.findall(r"<table>.*?</table>", text, re.S):
+        header = re.search(r"<tr>(.*?)</tr>", table).group(1)
+        assert header.count("<th>") <= 8, header
+    assert "overflow-x:auto" in text
+    assert not re.search(r"\de[+-]\d", text), re.findall(r".{40}\de[+-]\d.{10}", text)
+    assert "<td>300,000</td>" in text  # the time to the optimum (s)
+
+
+def test_curves_that_coincide_are_drawn_wide_under_narrow():
+    """Each curve of a figure is thinner than the one drawn before it: two variants with the
+    same p50 curve show as a narrow line inside a wide one, not one line."""
+    from farm.report.plots import _styles
+
+    styles = _styles(["lynceus", "eic-usd", "random"])
+    widths = [styles[k]["lw"] for k in ("lynceus", "eic-usd", "random")]
+    assert widths == sorted(widths, reverse=True) and len(set(widths)) == 3
+    assert min(widths) >= 1.0 and len({s["color"] for s in styles.values()}) == 3
+
+
+def test_the_mlflow_ui_command_of_the_docs_serves_and_the_sweep_prints_it(tmp_path, capsys):
+    """docs/first-hour.md's `mlflow ui` (one worker, on loopback) serves the sweep's database,
+    and `farm sweep` prints that command under its MLflow line."""
+    import shlex
+    import urllib.request
+
+    from farm.cli.sweep import MLFLOW_UI
+
+    from .conftest import free_port, start_group, stop_groups, wait_for_port
+
+    out = tmp_path / "sweep"
+    args = ["sweep", "--datasets", "synthetic", "--optimizers", "random", "--iterations", "3",
+            "--serial", "--no-progress", "--out", str(out)]
+    assert main(args) == 0
+    uri = f"sqlite:///{out.resolve() / 'mlflow.db'}"
+    assert f"  to look: {MLFLOW_UI} --backend-store-uri {uri}" in capsys.readouterr().out
+    doc = (ROOT / "docs" / "first-hour.md").read_text()
+    line, = [x for x in doc.splitlines() if x.startswith("mlflow ui ")]
+    assert line.startswith(MLFLOW_UI + " --backend-store-uri sqlite:///")
+    port = free_port()
+    command = shlex.split(line.split(" --backend-store-uri")[0].replace("5000", str(port)))
+    mlflow = Path(sys.executable).with_name("mlflow")
+    proc = start_group([str(mlflow), *command[1:], "--backend-store-uri", uri],
+                       tmp_path / "ui.log")
+    try:
+        wait_for_port(port, proc, 300, tmp_path / "ui.log")
+        assert urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=60).read() \
+            == b"OK"
+    finally:
+        stop_groups([proc])
