@@ -99,6 +99,7 @@ def _run(spec, source, out, args) -> int:
 
     if not (args.serial or spec.runtime.backend == "serial" or driver.watched()
             or _ray_running_here()):
+        import farm.sweep.store  # noqa: F401  now: the lost line, in a hurry, reads the store
         return driver.supervise(args.argv, lambda why: _lost_line(why, args, out),
                                 lambda: _settle(spec, source, out, args),
                                 args.address or os.environ.get("RAY_ADDRESS"))
