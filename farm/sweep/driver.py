@@ -155,8 +155,8 @@ class _Watch:
         elif self.child.returncode < 0 and not self.forwarded:
             # killed alone (SIGKILL, a crash): what it had open is ours to end
             self._lost(f"the sweep's driver (pid {self.child.pid}) ended with "
-                       f"{_status(self.child.returncode)} before it finished; its MLflow runs "
-                       "left RUNNING are ended FAILED", 0)
+                       f"{_status(self.child.returncode)} before it finished; the MLflow runs "
+                       "it left RUNNING, if any, are ended (sweep FAILED, variants KILLED)", 0)
 
     def _read(self, fd: int) -> bool:
         chunk = os.read(fd, 65536)
