@@ -354,7 +354,8 @@ def add_run_command(sub) -> None:
                        "measurements) and print what it recommends against the optimum.")
     r.add_argument("--dataset", default="synthetic", help="see `farm datasets list`")
     r.add_argument("--optimizer", help=f"see `farm optimizers` (default: {FIRST_RUN[0]} with "
-                   f"--param {' '.join(FIRST_RUN[1])}, a few seconds)")
+                   f"--param {' '.join(FIRST_RUN[1])}, a few seconds once numba has compiled "
+                   "its kernels)")
     r.add_argument("--seed", type=int, default=0, help="seed of the optimizer and the oracle")
     r.add_argument("--param", action="append", metavar="KEY=VALUE",
                    help="optimizer parameter (repeatable); see `farm optimizers NAME`")
@@ -362,7 +363,8 @@ def add_run_command(sub) -> None:
                    help="exploration budget in the dataset's cost unit (default: unlimited)")
     r.add_argument("--iterations", type=int,
                    help="max evaluations, bootstrap included (default: until the optimizer "
-                   "stops)")
+                   f"stops; {DEFAULT_ITERATIONS} for one with no stopping rule of its own run "
+                   "without a budget or --until)")
     r.add_argument("--until", metavar="TARGET",
                    help="stop once the incumbent meets TARGET: cno<=2, cno<=1.1 or cno<=1 on a "
                    "cost problem, acc_c>=0.9opt on an accuracy one (default: do not stop)")
