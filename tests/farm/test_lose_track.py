@@ -129,3 +129,19 @@ def _children(pid: int) -> list[int]:
 
 def _cmdline(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+def test_the_parent_has_the_store_imported_before_the_head_can_be_lost(tmp_path):
+    """The lost-head line counts the stored runs: the parent imports the store (pyarrow's
+    Parquet) before it watches the driver, not when the line is due (3.2-4.9 s at load 40 on
+    2 cores, most of a kill's line at 15.3 s against its 15 s bound; the read itself
+    0.12-0.17 s for 24 runs)."""
+    code = ("import sys\nfrom farm.sweep import driver\n"
+            "def supervise(*a, **k):\n"
+            "    print('store imported:', 'farm.sweep.store' in sys.modules)\n    return 0\n"
+            "driver.supervise = supervise\nfrom farm.cli import main\n"
+            "main(['sweep', '--datasets', 'synthetic', '--optimizers', 'random', '--out', "
+            f"{str(tmp_path / 'out')!r}])\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert proc.stdout.strip() == "store imported: True", proc.stdout + proc.stderr
