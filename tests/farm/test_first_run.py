@@ -40,7 +40,8 @@ def test_the_first_run_explains_itself(capsys):
                  "optimizer lynceus la=1", "recommended ", "true (mean) cost ",
                  "(meets time <= 5330 s)", ": feasible", "optimum ",
                  "Cost Normalised to the Optimum: 1 is the best possible", "exploring ",
-                 "h of job time", "farm sweep --name first --datasets synthetic --optimizers lynceus,",
+                 "h of job time",
+                 "farm sweep --name first --datasets synthetic --optimizers lynceus,",
                  "farm report sweeps-out/first"):
         assert part in flat, part
     cno = float(re.search(r"^CNO +([0-9.]+):", out, re.M).group(1))

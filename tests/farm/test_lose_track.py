@@ -30,7 +30,7 @@ def test_an_out_no_sweep_can_lock_is_refused_before_tracking_reads_it(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "farm", "sweep", "--datasets", "synthetic",
                            "--optimizers", "random", "--iterations", "2", "--no-progress",
                            "--out", "gs://optfarm-test-nowhere/sweep"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=240)
+                          capture_output=True, text=True, timeout=240, check=False)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == ("farm: error: gs://optfarm-test-nowhere/sweep: a sweep "
                                    "cannot lock a gcs store (it writes to a path or to s3://)")
@@ -143,5 +143,5 @@ def test_the_parent_has_the_store_imported_before_the_head_can_be_lost(tmp_path)
             "main(['sweep', '--datasets', 'synthetic', '--optimizers', 'random', '--out', "
             f"{str(tmp_path / 'out')!r}])\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
+                          timeout=300, cwd=ROOT, check=False)
     assert proc.stdout.strip() == "store imported: True", proc.stdout + proc.stderr
