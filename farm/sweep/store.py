@@ -7,6 +7,7 @@ layout::
 
     sweep.json                  the validated sweep spec (what ``farm sync`` and reports read),
                                 with the sweep's id (``sweep_id``: it names the sweep in MLflow)
+                                and its own sha256 (an edited file is refused)
     lock                        who runs the sweep now (pid, host): ``flock``-ed while they do
                                 (``FolderLock``), or a lease renewed while they do on an object
                                 store (``farm.sweep.locks``)
