@@ -205,6 +205,13 @@ class Optimizer(ABC):
         return {n: (p.validate(cls.name, params[n]) if n in params else p.default)
                 for n, p in known.items()}
 
+    @classmethod
+    def stops_itself(cls, config: Mapping[str, Any]) -> bool:
+        """Whether a run with the resolved parameters ``config`` has a stopping rule of its
+        own besides the budget and running out of configurations (``farm run`` limits the
+        evaluations of one that has none)."""
+        return False
+
     @abstractmethod
     def suggest(self) -> Suggestion | None:
         """The next (configuration, fidelity) to run, or None when the optimizer stops."""

@@ -59,6 +59,10 @@ class EIc(Optimizer):
     per_cost = False
     constrained = True
 
+    @classmethod
+    def stops_itself(cls, config) -> bool:
+        return config["stop_ratio"] > 0
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._init = self.lhs_configs(self.initial_design(self.config["n_init"]))

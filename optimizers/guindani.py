@@ -138,6 +138,10 @@ class Guindani(Optimizer):
               "search (0: min(d, ceil(|space| / 50)))", low=0),
     )
 
+    @classmethod
+    def stops_itself(cls, config) -> bool:
+        return True   # the recurring job's n0 + N runs
+
     def __init__(self, space, problem, seed=0, executor=None, **params):
         super().__init__(space, problem, seed, executor, **params)
         limit = problem.constraint_on("time") or next(iter(problem.constraints), None)

@@ -139,6 +139,10 @@ class Lynceus(Optimizer):
               low=0.0),
         *ABLATION_PARAMS,
     )
+    @classmethod
+    def stops_itself(cls, config) -> bool:
+        return config["stop_threshold"] > 0   # NextConfig's EIc test [Lynceus Alg. 1 l. 27]
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._setup_candidates()

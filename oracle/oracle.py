@@ -178,7 +178,8 @@ class Oracle:
                 k = int(c.holds(self._true(c.metric)[:, fi]).sum())
             alarm = ("warning: " if k in (0, n) else "")
             what = ("every" if k == n else "no") + " configuration meets it" if alarm else ""
-            lines.append(f"{alarm}constraint {c}: {k} of {n} configurations meet it"
+            lines.append(f"{alarm}constraint {c.shown(self.dataset.meta.cost_unit)}: {k} of {n} "
+                         "configurations meet it"
                          + (f" ({what}: is the threshold in the file's units?)" if alarm
                             else ""))
         lines.append(f"feasible: {int(self.feasible_mask().sum())} of {n} configurations")

@@ -96,6 +96,12 @@ class Constraint:
     def __str__(self) -> str:
         return f"{self.metric}{self.op}{self.threshold:g}"
 
+    def shown(self, cost_unit: str) -> str:
+        """``time<=205 s``: the constraint with its unit (time in seconds, cost in the
+        dataset's ``cost_unit``; other metrics in the dataset's own unit, not named)."""
+        unit = {"time": "s", "cost": cost_unit}.get(self.metric)
+        return f"{self}{' ' + unit if unit else ''}"
+
     def holds(self, value):
         """Elementwise test (numpy arrays or floats); NaN never holds."""
         return value <= self.threshold if self.op == "<=" else value >= self.threshold

@@ -3,8 +3,9 @@ folder with no ``../shared`` beside it, no network (``OPTFARM_OFFLINE=1``) and a
 HOME (no ``~/.ray``, an empty user cache). The real-data tests are skipped, each for the one
 stated reason, and everything else passes (exit 0).
 
-It runs the README's ``python -m pytest`` on a few files that mix real-data tests with others
-(the whole suite would take minutes); the clone's packages come first on ``sys.path``.
+It runs the README's ``python -m pytest`` (no ``-rs``: pyproject.toml's addopts show the skip
+reasons) on a few files that mix real-data tests with others (the whole suite would take
+minutes); the clone's packages come first on ``sys.path``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def test_readme_test_command_on_a_fresh_clone_offline(tmp_path):
     where = subprocess.run([sys.executable, "-c", "import farm; print(farm.__file__)"],
                            cwd=clone, env=env, capture_output=True, text=True, check=True)
     assert where.stdout.strip().startswith(str(clone))  # the clone's code is under test
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            *SELECTION], cwd=clone, env=env, capture_output=True, text=True,
                           timeout=900)
     out = proc.stdout

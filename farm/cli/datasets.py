@@ -12,7 +12,7 @@ from .console import EXIT_OK, json_default, print_json, print_table
 def cmd_datasets_list(args) -> int:
     from oracle.registry import available, load
 
-    rows = []
+    rows, shown = [], {}  # shown: name -> its constraints with their units
     for name in available():
         t0 = time.perf_counter()
         d = load(name)
@@ -22,6 +22,7 @@ def cmd_datasets_list(args) -> int:
                      "objective": str(d.meta.problem.objective),
                      "constraints": [str(c) for c in d.meta.problem.constraints],
                      "load_s": round(load_s, 4)})
+        shown[name] = ", ".join(c.shown(d.meta.cost_unit) for c in d.meta.problem.constraints)
     from oracle.sources import SOURCES
 
     missing = sorted(set(SOURCES) - {r["name"] for r in rows})
@@ -29,7 +30,7 @@ def cmd_datasets_list(args) -> int:
         print_json({"datasets": rows, "not_fetched": missing})
         return EXIT_OK
     for r in rows:
-        r["constraints"], r["load_s"] = ", ".join(r["constraints"]), f"{r['load_s']:.4f}"
+        r["constraints"], r["load_s"] = shown[r["name"]], f"{r['load_s']:.4f}"
     print_table(rows, ["name", "rows", "configs", "fidelities", "objective"]
                 + (["load_s"] if args.timing else []) + ["constraints"])
     if missing:
@@ -42,12 +43,15 @@ def cmd_datasets_show(args) -> int:
     from oracle.oracle import Oracle
     from oracle.registry import load
 
-    info = Oracle(load(args.name)).summary()
+    dataset = load(args.name)
+    info = Oracle(dataset).summary()
     if args.json:
         print(json.dumps(info, default=json_default))
         return EXIT_OK
     for k, v in info.items():
-        if k == "dimensions":
+        if k == "constraints":
+            v = ", ".join(c.shown(dataset.meta.cost_unit) for c in dataset.meta.problem.constraints)
+        elif k == "dimensions":
             v = "; ".join(f"{d['name']} ({d['kind']}): {d['values']}" for d in v)
         print(f"{k:>16}: {v}")
     return EXIT_OK

@@ -10,7 +10,9 @@ JSON object (schema in the README).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import sys
 import textwrap
 import time
@@ -24,6 +26,8 @@ __all__ = ["add_run_command"]
 # `farm run` with no --optimizer: Lynceus with a one-step look-ahead, a model-based optimizer
 # that finds a near-optimal configuration of the synthetic job in a few seconds
 FIRST_RUN = ("lynceus", ["la=1"])
+# the evaluations of a run that nothing else would stop before it has run every configuration
+DEFAULT_ITERATIONS = 50
 
 
 def cmd_run(args) -> int:
@@ -62,6 +66,8 @@ def cmd_run(args) -> int:
                         enabled=not (args.quiet or args.json))
     t0 = time.perf_counter()
     oracle = _oracle(spec)
+    spec = _default_limit(spec, oracle.problem)
+    _say_first_compile(spec.optimizer)
     try:
         result = run_one(spec, oracle=oracle, on_step=progress.step)
     finally:
@@ -93,6 +99,39 @@ def _oracle(spec):
             if line.startswith("warning: "):
                 print(f"farm: {line.replace('the file', 'the dataset')}", file=sys.stderr)
     return oracle
+
+
+def _default_limit(spec, problem):
+    """``spec`` limited to ``DEFAULT_ITERATIONS`` evaluations, and a line on stderr saying so,
+    when nothing else would stop it before every configuration has run: no --iterations,
+    --until or budget, and an optimizer without a stopping rule of its own."""
+    from optimizers.registry import get
+
+    optimizer = get(spec.optimizer)
+    if spec.iterations is not None or spec.until is not None or math.isfinite(problem.budget) \
+            or optimizer.stops_itself(optimizer.resolve_params(spec.params)):
+        return spec
+    print(f"farm: {spec.optimizer} has no stopping rule of its own and the run no budget: "
+          f"stopping after {DEFAULT_ITERATIONS} evaluations (--iterations N or --budget B to "
+          "choose)", file=sys.stderr)
+    return dataclasses.replace(spec, iterations=DEFAULT_ITERATIONS)
+
+
+def _say_first_compile(optimizer: str) -> None:
+    """A line on stderr before a run that compiles the numba kernels first: once per install
+    (numba caches them), a minute or two, with nothing else to show meanwhile."""
+    from optimizers.registry import get
+
+    get(optimizer)  # imports the kernels when the optimizer uses them
+    if "optimizers.models._kernels" not in sys.modules:
+        return
+    from farm.run.numba_cache import uncompiled_kernels
+
+    missing = uncompiled_kernels()
+    if missing:
+        print(f"farm: compiling {len(missing)} numba kernels of the tree models first, roughly "
+              f"{5 * len(missing)} s (once for this install: numba caches them)",
+              file=sys.stderr, flush=True)
 
 
 class Progress:
@@ -241,9 +280,10 @@ def describe(s: dict, wall_s: float, first_run: bool = False,
                      f"{_value('time', best.get('time'), unit)}"))
     if rec is not None and metric == "cno":
         cno = rec["cno"]
-        rows.append(("CNO", f"{fmt(cno)}: " + (
-            f"infeasible, so no {goal_metric} ratio counts" if cno == float("inf") else
-            f"the recommendation's true {goal_metric} is {fmt(cno)} x the optimum's") +
+        rows.append(("CNO", (
+            f"none: the recommendation is infeasible, so no {goal_metric} ratio counts"
+            if cno == float("inf") else f"{fmt(cno)}: the recommendation's true "
+            f"{goal_metric} is {fmt(cno)} x the optimum's") +
             (" (Cost Normalised to the Optimum: 1 is the best possible)" if goal_metric == "cost"
              else f" (CNO here normalises the {goal_metric} to the optimum's: 1 is the best "
              "possible)")))
@@ -251,9 +291,13 @@ def describe(s: dict, wall_s: float, first_run: bool = False,
         rows.append(("Accuracy_C", f"{fmt(rec['accuracy_c'])} against the optimum's "
                      f"{fmt(best['accuracy_c']) if best else '-'} (its true accuracy, scaled by "
                      "cost limit / cost when it is over the cost limit)"))
-    reached = []
+    reached, lost = [], False
     for label, v in s["exploration_cost_to_reach"].items():
-        reached.append(f"{target_text(label)} {'never' if v is None else 'after ' + _value('cost', v, unit)}")
+        lost_here = v is not None and not _still_met(label, s)
+        lost |= lost_here
+        reached.append(f"{target_text(label)} "
+                       f"{'never' if v is None else 'after ' + _value('cost', v, unit)}"
+                       + ("*" if lost_here else ""))
     ratio = s["exploration_cost"] / best["cost"] if best and best.get("cost") else None
     runs_of_best = "" if ratio is None else f" ({ratio:,.{0 if ratio >= 10 else 1}f} x the " \
         "optimum's cost)"
@@ -261,6 +305,9 @@ def describe(s: dict, wall_s: float, first_run: bool = False,
                  f"{_value('cost', s['exploration_cost'], unit)}{runs_of_best} and "
                  f"{s['exploration_time'] / 3600:.3g} h of job time; reached "
                  + ", ".join(reached)))
+    if lost:
+        rows.append(("", "* an earlier recommendation met it; the final one does not (its "
+                     "incumbent changed to one that looked better on what the optimizer saw)"))
     lat = s["recommendation_latency_s"]
     rows.append(("latency", f"{fmt(lat['median'])} s per suggestion (median; p90 "
                  f"{fmt(lat['p90'])} s)"))
@@ -272,10 +319,23 @@ def describe(s: dict, wall_s: float, first_run: bool = False,
     if first_run:
         out += ["", "Compare it with other optimizers over 10 seeds (the papers' plots in "
                 "sweeps-out/first/report):",
-                f"  farm sweep --datasets {s['dataset']} --optimizers lynceus,eic-usd,random "
-                "--seeds 10 \\", "      --param lynceus.la=1 --out sweeps-out/first && "
-                "farm report sweeps-out/first"]
+                f"  farm sweep --name first --datasets {s['dataset']} --optimizers "
+                "lynceus,eic-usd,random --seeds 10 \\",
+                f"      --iterations {DEFAULT_ITERATIONS} --param lynceus.la=1 --out "
+                "sweeps-out/first && farm report sweeps-out/first"]
     return out
+
+
+def _still_met(label: str, s: dict) -> bool:
+    """Whether the final recommendation of summary ``s`` meets the reach target ``label``
+    (``farm.run.metrics.meets_target``): an earlier incumbent may have reached it."""
+    from farm.run.metrics import REACH_TARGETS, meets_target
+
+    metric, rec, best = s["metric"], s["recommendation"], s["optimum"]
+    if rec is None or rec.get(metric) is None:
+        return False
+    optimum = best.get(metric, math.nan) if best else math.nan
+    return bool(meets_target(rec[metric], metric, REACH_TARGETS[metric][label], optimum))
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -295,7 +355,8 @@ def add_run_command(sub) -> None:
                        "measurements) and print what it recommends against the optimum.")
     r.add_argument("--dataset", default="synthetic", help="see `farm datasets list`")
     r.add_argument("--optimizer", help=f"see `farm optimizers` (default: {FIRST_RUN[0]} with "
-                   f"--param {' '.join(FIRST_RUN[1])}, a few seconds)")
+                   f"--param {' '.join(FIRST_RUN[1])}, a few seconds once numba has compiled "
+                   "its kernels)")
     r.add_argument("--seed", type=int, default=0, help="seed of the optimizer and the oracle")
     r.add_argument("--param", action="append", metavar="KEY=VALUE",
                    help="optimizer parameter (repeatable); see `farm optimizers NAME`")
@@ -303,7 +364,8 @@ def add_run_command(sub) -> None:
                    help="exploration budget in the dataset's cost unit (default: unlimited)")
     r.add_argument("--iterations", type=int,
                    help="max evaluations, bootstrap included (default: until the optimizer "
-                   "stops)")
+                   f"stops; {DEFAULT_ITERATIONS} for one with no stopping rule of its own run "
+                   "without a budget or --until)")
     r.add_argument("--until", metavar="TARGET",
                    help=f"stop once the incumbent meets TARGET: {', '.join(REACH_TARGETS['cno'])} "
                    f"on a cost problem, {', '.join(REACH_TARGETS['accuracy_c'])} on an accuracy "

@@ -73,10 +73,23 @@ def cmd_sweep(args) -> int:
         if "://" not in out and os.path.isfile(out):
             raise SpecError(f"--out {out} is a file; name a folder (new, or a sweep's to "
                             "resume it)")
+        _refuse_unlockable(out)
         return _run(spec, source, out, args)
     except SpecError as e:
         print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+def _refuse_unlockable(out: str) -> None:
+    """SpecError for an --out no sweep can lock (``gs://``), before anything reads it."""
+    from farm.sweep.location import Location, LocationError
+    from farm.sweep.locks import check_lockable
+    from farm.sweep.spec import SpecError
+
+    try:
+        check_lockable(Location.of(out))
+    except LocationError as e:
+        raise SpecError(str(e)) from None
 
 
 def _run(spec, source, out, args) -> int:
@@ -86,6 +99,7 @@ def _run(spec, source, out, args) -> int:
 
     if not (args.serial or spec.runtime.backend == "serial" or driver.watched()
             or _ray_running_here()):
+        import farm.sweep.store  # noqa: F401  now: the lost line, in a hurry, reads the store
         return driver.supervise(args.argv, lambda why: _lost_line(why, args, out),
                                 lambda: _settle(spec, source, out, args),
                                 args.address or os.environ.get("RAY_ADDRESS"))
@@ -190,9 +204,9 @@ def _run_here(spec, source, out, args) -> int:
         state = "offline, run `farm sync` later" if report.tracking_offline else "ok"
         print(f"MLflow: {report.tracking_uri} ({state})")
     if report.mlflow_page and not report.tracking_offline:
-        page, command = report.mlflow_page
-        print(f"compare the runs: {command}, then open {page}" if command else
-              f"compare the runs: {page}")
+        page, command = report.mlflow_page  # the runs, not MLflow's GenAI overview
+        print(f"  to look: {command}, then open {page}" if command
+              else f"  to look: open {page}")
     return EXIT_OK if report.complete else EXIT_FAILED
 
 
@@ -211,7 +225,11 @@ def print_summary(rows: list[dict]) -> None:
     for dataset, group in by_dataset.items():
         metrics = "/".join(dict.fromkeys(str(r["metric"] or "-") for r in group))
         print(f"\n{dataset}: metric {metrics}")
-        header, *blocks = table_blocks(group, SUMMARY_COLUMNS)
+        unit = next((r["cost_unit"] for r in group if r.get("cost_unit")), None)
+        cost = f"cost_p50 ({unit})" if unit else "cost_p50"  # the exploration cost's unit
+        group = [{**r, cost: r["cost_p50"]} for r in group]
+        header, *blocks = table_blocks(group, [cost if c == "cost_p50" else c
+                                               for c in SUMMARY_COLUMNS])
         print("\n".join(header))
         for row, block in zip(group, blocks):
             print("\n".join(block))

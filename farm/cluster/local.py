@@ -30,11 +30,13 @@ from pathlib import Path
 from farm.sweep.ports import free_ports
 from oracle.atomic_files import write_file_atomically
 
-__all__ = ["ClusterError", "LocalCluster", "Node", "loopback_name"]
+__all__ = ["ClusterError", "LocalCluster", "Node", "loopback_name", "start_schedule"]
 
 STATE = "cluster.json"
 START_TRIES = 5
 START_PAUSE_S = 5.0
+LOADED_PER_CORE = 4.0  # a load average per core above this stretches the tries (start_schedule)
+MAX_PAUSE_S = 60.0
 # what a node's log ends with when Ray gave up waiting for one of its processes at start-up
 _START_TIMEOUTS = ("timed out during startup", "Timed out waiting for file")
 # the ports each node's servers would otherwise take from Ray's fixed defaults
@@ -121,21 +123,24 @@ class LocalCluster:
         return self._start(f"worker{len(self.nodes)}", cpus, timeout)
 
     def _start(self, name: str, cpus: int, timeout: float) -> Node:
-        """Start node ``name``; again (up to ``START_TRIES`` times, one line each, a pause growing
-        by ``START_PAUSE_S`` between) when Ray gave up on it at start-up, as ``farm.sweep.ray_setup.start_local_ray`` does for a local
-        Ray: ``ray start`` waits a fixed 30 s for its raylet to register, and the raylet 15 s
-        for its dashboard agent, both too short on a machine busy with other work."""
-        for attempt in range(1, START_TRIES + 1):
+        """Start node ``name``; again (``start_schedule``'s tries at the load of the moment,
+        one line each, a pause growing between) when Ray gave up on it at start-up, as
+        ``farm.sweep.ray_setup.start_local_ray`` does for a local Ray: ``ray start`` waits a
+        fixed 30 s for its raylet to register, and the raylet 15 s for its dashboard agent
+        (Ray 2.60 starts one on every node, dashboard or not: ``--include-dashboard=false``
+        leaves it), both too short on a machine busy with other work."""
+        attempt, tries = 1, START_TRIES
+        while True:
             try:
                 return self._start_once(name, cpus, timeout)
             except ClusterError as e:
-                if not any(why in str(e) for why in _START_TIMEOUTS) or attempt == START_TRIES:
+                tries, pause = start_schedule(attempt, tries)
+                if not any(why in str(e) for why in _START_TIMEOUTS) or attempt >= tries:
                     raise
                 print(f"farm: node {name} did not start ({e}); starting it again in "
-                      f"{START_PAUSE_S * attempt:.0f} s ({attempt + 1}/{START_TRIES})",
-                      file=sys.stderr, flush=True)
-                time.sleep(START_PAUSE_S * attempt)  # a burst of load may pass
-        raise AssertionError("unreachable")
+                      f"{pause:.0f} s ({attempt + 1}/{tries})", file=sys.stderr, flush=True)
+                time.sleep(pause)  # a burst of load may pass
+                attempt += 1
 
     def _start_once(self, name: str, cpus: int, timeout: float) -> Node:
         temp_dir = self.root / name
@@ -222,6 +227,19 @@ class LocalCluster:
             shutil.rmtree(node.temp_dir, ignore_errors=True)
         (self.root / STATE).unlink(missing_ok=True)
         return stopped
+
+
+def start_schedule(attempt: int, tries: int = START_TRIES) -> tuple[int, float]:
+    """(tries, pause before the next) after failed start ``attempt``, at the machine's load now:
+    ``START_TRIES`` and ``START_PAUSE_S`` x attempt while the load average per core is at most
+    ``LOADED_PER_CORE``; above it, a try more and a pause that much longer per
+    ``LOADED_PER_CORE`` (at most twice the tries, ``MAX_PAUSE_S`` each): on a machine that
+    busy a node's Python agents need more than Ray's fixed waits, and only a lull lets them
+    start. ``tries`` never shrinks once grown."""
+    per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
+    stretch = max(1.0, per_core / LOADED_PER_CORE)
+    tries = max(tries, min(2 * START_TRIES, START_TRIES + int(stretch) - 1))
+    return tries, min(MAX_PAUSE_S, START_PAUSE_S * attempt * stretch)
 
 
 def _stop_group(pgid: int, sig: int, grace: float) -> None:

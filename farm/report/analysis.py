@@ -63,6 +63,7 @@ __all__ = [
     "cost_where_curve_reaches",
     "paper_p90_curve",
     "paper_rows",
+    "plain",
     "variant_labels",
 ]
 
@@ -403,6 +404,14 @@ def group_stats(g: Group, metric: str, reached: Mapping[str, np.ndarray],
     return stats
 
 
+def plain(v: float) -> str:
+    """A number as the report writes it: 4 significant digits, never in exponent notation
+    (66,720 rather than 6.672e+04; 0.00008329 rather than 8.329e-05)."""
+    if abs(v) >= 1e4:
+        return f"{v:,.0f}"
+    return np.format_float_positional(v, precision=4, fractional=False, trim="-")
+
+
 # the loop's limits: a run that ended there was stopped, not stopping by itself
 LIMITS = ("budget", "iterations", "target")
 
@@ -425,7 +434,7 @@ def never_text(summaries: Sequence[Mapping], reach_cost: np.ndarray) -> str:
         parts.append(f"{len(limited)} not within {n} runs")
     if own:
         costs = sorted(s["exploration_cost"] for s in own)
-        span = f"{costs[0]:.3g}" if costs[0] == costs[-1] else f"{costs[0]:.3g}-{costs[-1]:.3g}"
+        span = plain(costs[0]) if costs[0] == costs[-1] else f"{plain(costs[0])}-{plain(costs[-1])}"
         reasons = ", ".join(sorted({str(s.get("stop_reason")) for s in own}))
         parts.append(f"{len(own)} stopped {'itself' if len(own) == 1 else 'themselves'} at "
                      f"{span} ({reasons})")

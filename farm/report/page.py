@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 
 from farm.report import plots
-from farm.report.analysis import DatasetAnalysis
+from farm.report.analysis import DatasetAnalysis, plain
 from farm.report.sections import SECTIONS, Section
 from farm.run.metrics import REACH_TARGETS, finite_json
 from farm.run.targets import CNO_OPTIMUM
 
-__all__ = ["MAX_CURVES", "chosen_variants", "write_report"]
+__all__ = ["MAX_CURVES", "chosen_variants", "verdict", "write_report"]
 
 
 def write_report(analyses: Mapping[str, DatasetAnalysis], out_dir: Path,
@@ -33,12 +33,15 @@ def write_report(analyses: Mapping[str, DatasetAnalysis], out_dir: Path,
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
-    body = [f"<h1>{html.escape(title)}</h1>",
-            _DEFINITIONS if intro is None else f"<p>{html.escape(intro)}</p>"]
+    body = [f"<h1>{html.escape(title)}</h1>"]
+    if per_dataset and verdict(analyses):
+        body.append(f'<p class="verdict"><b>Verdict.</b> {html.escape(verdict(analyses))}</p>')
+    body.append(_DEFINITIONS if intro is None else f"<p>{html.escape(intro)}</p>")
     for name, a in analyses.items() if per_dataset else ():
         body.append(f"<h2>{html.escape(name)} ({'CNO' if a.metric == 'cno' else 'Accuracy_C'},"
                     f" {sum(s['runs'] for s in a.stats.values())} runs)</h2>")
         body.append(_table(_summary_rows(a)))
+        body.append(_table(_reach_rows(a)))
         figs = _figures(name, a, out_dir)
         files += figs
         body += [_img(f) for f in figs]
@@ -116,6 +119,7 @@ def _figures(name: str, a: DatasetAnalysis, out_dir: Path) -> list[Path]:
 
 
 def _summary_rows(a: DatasetAnalysis) -> list[dict[str, Any]]:
+    """One row per variant: runs, evaluations, exploration cost and the final quality."""
     rows = []
     for label, s in a.stats.items():
         row = {"optimizer": label, "runs": s["runs"], "evaluations (median)": s["nex_median"],
@@ -125,26 +129,59 @@ def _summary_rows(a: DatasetAnalysis) -> list[dict[str, Any]]:
         else:
             row.update({"final Accuracy_C mean": s["final_mean"],
                         "final Accuracy_C p50": s["final_p50"]})
-        for target in REACH_TARGETS[a.metric]:
-            row[f"cost to {target} p50 / p90"] = (f"{_fmt(s[f'reach_p50:{target}'])} / "
-                                                  f"{_fmt(s[f'reach_p90:{target}'])}")
-            if a.metric != "cno":
-                row[f"cost to {target} mean"] = s[f"reach_mean:{target}"]
-                row[f"own pick: cost to {target} mean"] = s[f"pick_reach_mean:{target}"]
-            row[f"time to {target} p50 (s)"] = s[f"reach_time_p50:{target}"]
-            row[f"reached {target}"] = f"{s[f'reach_frac:{target}']:.0%}"
-            row[f"never {target}: why"] = s[f"never:{target}"]
         rows.append(row)
     return rows
 
 
+def _reach_rows(a: DatasetAnalysis) -> list[dict[str, Any]]:
+    """One row per (variant, reach target): its costs and time to the target (a table of its
+    own: as columns of the summary, three targets made the table 1,500 px wide)."""
+    rows = []
+    for label, s in a.stats.items():
+        for target in REACH_TARGETS[a.metric]:
+            row = {"optimizer": label, "target": target,
+                   "cost p50 / p90": f"{_fmt(s[f'reach_p50:{target}'])} / "
+                                     f"{_fmt(s[f'reach_p90:{target}'])}"}
+            if a.metric != "cno":
+                row["cost mean"] = s[f"reach_mean:{target}"]
+                row["own pick: cost mean"] = s[f"pick_reach_mean:{target}"]
+            row["time p50 (s)"] = s[f"reach_time_p50:{target}"]
+            row["reached"] = f"{s[f'reach_frac:{target}']:.0%}"
+            row["never: why"] = s[f"never:{target}"]
+            rows.append(row)
+    return rows
+
+
+def verdict(analyses: Mapping[str, DatasetAnalysis]) -> str:
+    """One line: per dataset, the variant with the best final quality p50 (lowest CNO,
+    highest Accuracy_C; ties to the lower median exploration cost), with its p90 and cost."""
+    parts = []
+    for name, a in analyses.items():
+        if not a.stats:
+            continue
+        sign = 1.0 if a.metric == "cno" else -1.0
+
+        def key(label, a=a, sign=sign):
+            s = a.stats[label]
+            p50 = s["final_p50"] if s["final_p50"] is not None else math.inf * sign
+            return (sign * p50, s["exploration_cost_median"] or 0.0)
+
+        best = min(a.stats, key=key)
+        s, what = a.stats[best], "CNO" if a.metric == "cno" else "Accuracy_C"
+        parts.append(f"{name}: {best} is best, final {what} p50 {_fmt(s['final_p50'])} (p90 "
+                     f"{_fmt(s['final_p90'])}) for a median exploration cost of "
+                     f"{_fmt(s['exploration_cost_median'])}")
+    return "; ".join(parts) + "." if parts else ""
+
+
 def _fmt(v: Any) -> str:
+    """A table cell: "-" for nothing, "never" for inf, numbers as ``analysis.plain``."""
     if v is None:
         return "-"
     if isinstance(v, (float, np.floating)):
         if math.isnan(v):
             return "-"
-        return "never" if math.isinf(v) else f"{v:.4g}"
+        return "never" if math.isinf(v) else plain(v)
     return html.escape(str(v))
 
 
@@ -180,7 +217,8 @@ to a target: cumulative exploration cost/time at the first step whose recommenda
 _PAGE = """<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>{title}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1300px}}
-table{{border-collapse:collapse;margin:0.5em 0 1.5em}}td,th{{border:1px solid #ccc;
+table{{border-collapse:collapse;margin:0.5em 0 1.5em;display:block;max-width:100%;
+overflow-x:auto}}td,th{{border:1px solid #ccc;
 padding:3px 8px;font-size:13px;text-align:right}}th{{background:#f0f0f0}}img{{max-width:100%}}
 </style></head><body>
 {body}

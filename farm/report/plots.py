@@ -32,11 +32,14 @@ _NONE_LABEL = "no feasible\nrecommendation"   # CNO = inf: drawn in a band above
 
 
 def _styles(labels: Sequence[str]) -> dict[str, dict]:
-    """Line colour per variant label (``optimizer[params] (role)``); peers dashed."""
+    """Line colour per variant label (``optimizer[params] (role)``); peers dashed. Each line
+    is thinner than the one drawn before it, so two variants whose curves coincide show as a
+    thin line inside a wider one of another colour rather than one hiding the other."""
     from optimizers.registry import is_peer
 
     cmap = plt.get_cmap("tab10")
-    return {label: {"color": cmap(i % 10),
+    widths = np.linspace(1.2 + 0.6 * (len(labels) - 1), 1.2, len(labels))
+    return {label: {"color": cmap(i % 10), "lw": float(widths[i]),
                     "ls": "--" if is_peer(re.split(r"[\[ ]", label)[0]) else "-"}
             for i, label in enumerate(labels)}
 
@@ -95,7 +98,7 @@ def plot_cno(path: Path, dataset: str, grid: np.ndarray,
         for label, c in curves.items():
             x, y = xy(c)
             ax.step(x, np.where(np.isfinite(y), y, none_at), where="post", **styles[label],
-                    label=label, lw=1.6)
+                    label=label)
         ax.axhline(1.0, color="grey", lw=0.8, ls=":")
         ax.axhspan(*band, color="0.9", zorder=0)
         _log_x(ax)
@@ -134,7 +137,7 @@ def plot_reach_cdf(path: Path, dataset: str,
             x = np.concatenate([[lo], costs[np.isfinite(costs)], [hi]])
             y = np.concatenate([[0.0], np.arange(1, np.isfinite(costs).sum() + 1) / n])
             y = np.append(y, y[-1])
-            ax.step(x, y, where="post", **styles[label], label=label, lw=1.6)
+            ax.step(x, y, where="post", **styles[label], label=label)
         ax.axhline(0.9, color="grey", lw=0.9, ls="--")
         ax.text(lo, 0.9, " 0.9: read the p90 cost here", va="bottom", ha="left", fontsize=7.5,
                 color="0.35")
@@ -160,7 +163,7 @@ def plot_accuracy(path: Path, dataset: str, optimum: float,
     axes = np.atleast_1d(axes)
     for ax, (axis_name, (grid, curves)) in zip(axes, panels.items()):
         for label, y in curves.items():
-            ax.step(grid, y, where="post", **styles[label], label=label, lw=1.6)
+            ax.step(grid, y, where="post", **styles[label], label=label)
         ax.axhline(optimum, color="black", lw=0.8, ls="--", label="feasible optimum")
         ax.axhline(0.9 * optimum, color="grey", lw=0.8, ls=":", label="90% of optimum")
         _log_x(ax)

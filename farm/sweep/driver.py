@@ -13,6 +13,8 @@ may never come. The parent imports no Ray and does what the driver could not:
 - the parent prints the ``lost the Ray head ... resume with ...`` line when told, or itself
   when the driver ended without a word while the head does not answer, or when the head has
   not answered for ``HEAD_TIMEOUT_S`` + ``GRACE_S`` (a driver stuck in a call to the head);
+  a driver ended by a signal without a word otherwise (SIGKILL of it alone, a crash) gets
+  the same line, naming the signal;
 - then, if the driver did not finish its clean-up, it ends the driver and records what is
   stored (``settle``: the index, the MLflow runs left RUNNING ended);
 - SIGINT, SIGTERM and SIGHUP are passed on to the driver, which ends as on Ctrl-C;
@@ -145,10 +147,16 @@ class _Watch:
                 self.child.wait()
         while select.select([fd], [], [], 0)[0] and self._read(fd):
             pass
-        if self.lost is None and self.done is None and self.head is not None \
-                and not any(self.head.reachable() for _ in range(2)):
+        if self.lost is not None or self.done is not None:
+            return
+        if self.head is not None and not any(self.head.reachable() for _ in range(2)):
             self._lost(f"lost the Ray head {self.head.host}:{self.head.port} (the driver "
                        f"ended with {_status(self.child.returncode)})", 0)
+        elif self.child.returncode < 0 and not self.forwarded:
+            # killed alone (SIGKILL, a crash): what it had open is ours to end
+            self._lost(f"the sweep's driver (pid {self.child.pid}) ended with "
+                       f"{_status(self.child.returncode)} before it finished; the MLflow runs "
+                       "it left RUNNING, if any, are ended (sweep FAILED, variants KILLED)", 0)
 
     def _read(self, fd: int) -> bool:
         chunk = os.read(fd, 65536)

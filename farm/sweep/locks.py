@@ -49,7 +49,7 @@ from pathlib import Path
 
 from farm.sweep.location import Location, LocationError, StoreError
 
-__all__ = ["FolderBusy", "FolderLock", "ObjectLease", "lock_for"]
+__all__ = ["FolderBusy", "FolderLock", "ObjectLease", "check_lockable", "lock_for"]
 
 class FolderBusy(RuntimeError):
     """Another driver holds the output folder's lock; the message names it."""
@@ -151,12 +151,16 @@ MARGIN_S = 10.0  # the holder stops writing this long before its lease could be 
 def lock_for(location: Location) -> FolderLock | ObjectLease:
     """The lock of a store at ``location`` (not yet taken): ``FolderLock`` on a path,
     ``ObjectLease`` on S3; LocationError for a kind of store no driver can lock here."""
-    if location.local:
-        return FolderLock(location.root)
-    if location.fs.type_name == "s3":
-        return ObjectLease(location)
-    raise LocationError(f"{location.uri}: a sweep cannot lock a {location.fs.type_name} store "
-                        "(it writes to a path or to s3://)")
+    check_lockable(location)
+    return FolderLock(location.root) if location.local else ObjectLease(location)
+
+
+def check_lockable(location: Location) -> None:
+    """LocationError for a kind of store no driver can lock here (checked before anything
+    reads the store: reading a store of another kind may wait long on its credentials)."""
+    if not (location.local or location.fs.type_name == "s3"):
+        raise LocationError(f"{location.uri}: a sweep cannot lock a {location.fs.type_name} "
+                            "store (it writes to a path or to s3://)")
 
 
 class ObjectLease:

@@ -35,7 +35,7 @@ from pathlib import Path
 from farm.sweep.mlflow_mapping import NewRun
 from farm.sweep.spec import hide_password
 
-__all__ = ["EXPERIMENT_KIND", "Connection", "resolve_uri", "runs_page", "sqlite_path"]
+__all__ = ["EXPERIMENT_KIND", "UI_COMMAND", "Connection", "resolve_uri", "runs_page", "sqlite_path"]
 
 # an unreachable server should cost seconds, not MLflow's default minutes of retries
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
@@ -52,7 +52,9 @@ for _logger in ("mlflow.store.db.utils", "alembic"):
 # "Machine learning" and opens on the runs; "genai_development" opens on traces
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 DESCRIPTION_TAG = "mlflow.note.content"
-# where `mlflow ui` serves by default, for a store the farm writes itself (a database)
+# MLflow's UI for a store the farm writes itself (a database): one worker (its default 4 did
+# not come up in 5 minutes on 2 busy cores), on loopback (docs/first-hour.md)
+UI_COMMAND = "mlflow ui --workers 1 --host 127.0.0.1 --port 5000"
 LOCAL_UI = "http://127.0.0.1:5000"
 
 
@@ -63,7 +65,7 @@ def runs_page(uri: str, experiment_id: str) -> tuple[str, str | None]:
     server = uri.startswith(("http://", "https://"))
     base = uri.rstrip("/") if server else LOCAL_UI
     page = f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
-    return page, None if server else f"mlflow ui --workers 1 --backend-store-uri {uri}"
+    return page, None if server else f"{UI_COMMAND} --backend-store-uri {uri}"
 
 
 def resolve_uri(out, uri: str | None = None) -> str:

@@ -220,8 +220,8 @@ def summary_rows(records: dict[str, dict], keys: Iterable[str]) -> list[dict]:
     """One row per (dataset, optimizer, parameters; those set away from the defaults shown) of
     the ``records`` (run_key -> record) of the runs ``keys``: runs done / failed, the final quality
     metric (CNO or Accuracy_C) p50 / p90 over seeds (worse side, ``farm.run.metrics``: the
-    numbers ``farm report`` shows), median exploration cost, evaluations and recommendation
-    latency."""
+    numbers ``farm report`` shows), median exploration cost (in ``cost_unit``, the dataset's),
+    evaluations and recommendation latency."""
     keys = set(keys)
     groups: dict[tuple, list[dict]] = {}
     for rec in records.values():
@@ -241,6 +241,7 @@ def summary_rows(records: dict[str, dict], keys: Iterable[str]) -> list[dict]:
             "final_p50": worse_quantile(final, 0.5, metric) if done else None,
             "final_p90": worse_quantile(final, 0.9, metric) if done else None,
             "cost_p50": float(np.median([s["exploration_cost"] for s in done])) if done else None,
+            "cost_unit": done[0]["units"]["cost"] if done else None,
             "evals_p50": float(np.median([s["n_evaluations"] for s in done])) if done else None,
             "latency_p50_s": float(np.median([s["recommendation_latency_s"]["median"] or 0.0
                                               for s in done])) if done else None,

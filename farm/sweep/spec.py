@@ -58,6 +58,7 @@ Scalar = bool | int | float | str
 DEFAULT_MAX_RUNS = 200_000   # a sweep larger than this needs --max-runs
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 MAX_NAME = 100               # a sweep's name names folders and MLflow experiments
+MAX_ITERATIONS = 1_000_000_000  # a run's evaluations (the largest dataset has thousands)
 
 
 class SpecError(ValueError):
@@ -88,7 +89,7 @@ class ProblemOverrides(_Model):
 
 
 class Limits(_Model):
-    iterations: int | None = Field(None, ge=1)
+    iterations: int | None = Field(None, ge=1, le=MAX_ITERATIONS)
     budget: float | None = Field(None, gt=0)
     until: str | None = None   # stop a run once its incumbent meets this target (e.g. cno<=1.1)
     # stop every run at the problem's deadline (farm.run.loop.Stepper); None: off, but on on a
@@ -259,7 +260,15 @@ def parse_spec(data: Any, source: str = "spec") -> SweepSpec:
             msg = f"unknown key{did_you_mean(str(err['loc'][-1]), _spec_keys())}"
         elif err["type"] == "missing":
             msg = "required key is missing"
+        elif err["type"] in _NOT_AN_INTEGER:
+            msg = f"{err['input']!r} is not a whole number"
+            if err["loc"][-1] == "iterations":
+                msg += f" of evaluations from 1 to {MAX_ITERATIONS:,}"
         raise SpecError(f"{source}: {_key_path(err['loc'])}: {msg}") from None
+
+
+# pydantic's errors for a value that is no integer (a float, a string, one too big to parse)
+_NOT_AN_INTEGER = ("int_parsing", "int_parsing_size", "int_from_float", "int_type")
 
 
 def _spec_keys() -> set[str]:
@@ -298,6 +307,10 @@ def read_yaml(path: str | Path) -> Any:
     """The YAML document of a spec file; SpecError (one line) for a missing or unreadable file,
     invalid YAML or a key given twice."""
     path = Path(path)
+    if path.is_dir():
+        specs = sorted(p.name for p in path.iterdir() if p.suffix in (".yaml", ".yml"))
+        raise SpecError(f"{path} is a folder; a sweep spec is a YAML file"
+                        + (f" (in it: {', '.join(specs)})" if specs else " (none in it)"))
     if not path.is_file():
         raise SpecError(f"{path}: no such sweep spec")
     try:

@@ -7,6 +7,7 @@ layout::
 
     sweep.json                  the validated sweep spec (what ``farm sync`` and reports read),
                                 with the sweep's id (``sweep_id``: it names the sweep in MLflow)
+                                and its own sha256 (an edited file is refused)
     lock                        who runs the sweep now (pid, host): ``flock``-ed while they do
                                 (``FolderLock``), or a lease renewed while they do on an object
                                 store (``farm.sweep.locks``)
@@ -303,7 +304,9 @@ class Store:
         return self.fs.get_file_info(str(path))
 
     def write_spec(self, spec_dict: dict[str, Any], sweep_id: str) -> None:
-        self._write_json(self.root / "sweep.json", {**spec_dict, "sweep_id": sweep_id})
+        """``sweep.json``: the spec and the sweep id, sealed with its checksum as a record is
+        (``read_sweep`` refuses a file edited since)."""
+        self._write_json(self.root / "sweep.json", _sealed({**spec_dict, "sweep_id": sweep_id}))
 
     def write_result(self, spec: RunSpec, result: RunResult, *, attempts: int = 1,
                      duration_s: float = math.nan, cpu_s: float = math.nan,
@@ -565,7 +568,9 @@ class Store:
                               run_key) from None
 
     def read_sweep(self) -> dict[str, Any] | None:
-        """``sweep.json`` as written (spec and sweep id); None when there is none."""
+        """``sweep.json`` as written (spec and sweep id); None when there is none. DamagedFile
+        when its content does not match its checksum (edited: another sweep id would log every
+        stored run to MLflow again; other limits would describe other runs)."""
         path = self.root / "sweep.json"
         try:
             data = _parse_json(self.show(path), self._read(path))
@@ -573,6 +578,10 @@ class Store:
             return None
         if not isinstance(data, dict):
             raise DamagedFile(self.show(path), "not a sweep spec")
+        want = data.pop("sha256", None)  # a sweep.json written before checksums has none
+        if want is not None and hashlib.sha256(_canonical(data)).hexdigest() != want:
+            raise DamagedFile(self.show(path), "content does not match its sha256 (edited "
+                              "since the sweep wrote it)")
         return data
 
     def read_spec(self) -> dict[str, Any] | None:

@@ -101,7 +101,7 @@ def test_a_bare_time_on_a_table_in_ms_needs_its_unit_and_a_vacuous_constraint_wa
     assert "warning" not in captured.err
     assert main(base + ["--constraint", f"time<={ms} s"]) == 0   # every configuration meets it
     err = capsys.readouterr().err
-    assert f"warning: constraint time<={ms}: 20 of 20 configurations meet it" in err
+    assert f"warning: constraint time<={ms} s: 20 of 20 configurations meet it" in err
     assert "every configuration meets it" in err
 
 

@@ -338,3 +338,19 @@ def test_node_start_that_times_out_is_tried_again(capsys):
         assert len(retries) == 1 and "timed out during startup" in retries[0], retries
         assert "(2/" in retries[0]
     print(f"\nnode {node.name}: first start timed out, joined on the second after {took:.1f} s")
+
+
+def test_node_start_tries_and_pauses_follow_the_load(monkeypatch):
+    """A node whose start Ray gave up on (its 15 s wait for the dashboard agent, which every
+    node starts) is tried again: 5 tries with pauses of 5, 10, ... s on a quiet machine; at a
+    load of 40 on 2 cores (where all 5 failed, issue 36) up to 9 tries with pauses up to a
+    minute, so that a lull in the load can let the agent start in time."""
+    from farm.cluster import local
+
+    monkeypatch.setattr(local.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(local.os, "getloadavg", lambda: (1.0, 1.0, 1.0))
+    assert [local.start_schedule(a) for a in (1, 2, 4)] == [(5, 5.0), (5, 10.0), (5, 20.0)]
+    monkeypatch.setattr(local.os, "getloadavg", lambda: (40.0, 40.0, 40.0))
+    assert local.start_schedule(1) == (9, 25.0) and local.start_schedule(4) == (9, 60.0)
+    monkeypatch.setattr(local.os, "getloadavg", lambda: (1.0, 1.0, 1.0))
+    assert local.start_schedule(6, tries=9) == (9, 30.0)  # the tries granted stay granted

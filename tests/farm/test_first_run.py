@@ -40,7 +40,8 @@ def test_the_first_run_explains_itself(capsys):
                  "optimizer lynceus la=1", "recommended ", "true (mean) cost ",
                  "(meets time <= 5330 s)", ": feasible", "optimum ",
                  "Cost Normalised to the Optimum: 1 is the best possible", "exploring ",
-                 "h of job time", "farm sweep --datasets synthetic --optimizers lynceus,",
+                 "h of job time",
+                 "farm sweep --name first --datasets synthetic --optimizers lynceus,",
                  "farm report sweeps-out/first"):
         assert part in flat, part
     cno = float(re.search(r"^CNO +([0-9.]+):", out, re.M).group(1))
@@ -50,7 +51,7 @@ def test_the_first_run_explains_itself(capsys):
 def test_an_infeasible_recommendation_says_which_constraint_and_why(capsys):
     """Random search over all 360 configurations recommends one whose observed (noisy) run met
     time <= 5330 s while its mean does not."""
-    assert main(["run", "--optimizer", "random"]) == 0
+    assert main(["run", "--optimizer", "random", "--iterations", "360"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "(BREAKS time <= 5330 s)" in out and ": INFEASIBLE why its mean time 5493 s breaks " \
         "time <= 5330 s, but the run the optimizer observed measured 5289 s: a noisy draw " \
@@ -150,7 +151,7 @@ def test_report_time_to_columns_have_a_unit(tmp_path):
     trace, summaries = sweep([make_run("a", "d", "opt", 0, [1, 1], [3.0, 1.0], [True, True])])
     write_report(analyse(trace, summaries), tmp_path, title="t")
     page = (tmp_path / "report.html").read_text()
-    assert "time to cno&lt;=2 p50 (s)" in page or "time to cno<=2 p50 (s)" in page
+    assert "<th>time p50 (s)</th>" in page and "<td>cno&lt;=2</td>" in page  # a row per target
 
 
 def test_iterations_zero_is_bad_input(capsys):
@@ -210,7 +211,9 @@ def test_ray_sweep_on_a_machine_that_never_ran_ray(tmp_path):
     reader.join(10)
     out = b"".join(chunks).decode()
     assert proc.returncode == 0, err[-2000:]
-    assert "sweep inline: 2 runs" in out and out.rstrip().endswith("(ok)")
+    lines = out.rstrip().splitlines()
+    assert "sweep inline: 2 runs" in out and lines[-2].rstrip().endswith("(ok)"), out
+    assert lines[-1].startswith("  to look: mlflow ui --workers 1 "), out
     assert "\x1b[" not in out  # no colour codes, no stray reset at exit
     assert (home / ".ray" / "auth_token").is_file()
     assert "created Ray's authentication token" in err

@@ -74,7 +74,7 @@ def test_the_printed_address_opens_the_runs_not_the_genai_overview(server, brows
     assert main(["sweep", str(spec), "--serial", "--no-progress", "--out", str(tmp_path / "o"),
                  "--tracking-uri", server.url]) == 0
     printed = capsys.readouterr().out
-    url = re.search(r"compare the runs: (\S+)", printed).group(1)
+    url = re.search(r"  to look: open (\S+)", printed).group(1)
     assert url.startswith(server.url) and url.endswith("?workflowType=machine_learning")
 
     exp = MlflowClient(server.url).get_experiment_by_name("ui-check")

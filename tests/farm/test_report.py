@@ -378,9 +378,11 @@ def test_farm_report_reads_a_sweep_folder_and_logs_to_its_mlflow_parent_run(tmp_
                                  "tags.`optfarm.kind` = 'sweep'")
     logged = {Path(a.path).name for a in client.list_artifacts(parent.info.run_id, "report")}
     assert logged == {"report.html", "stats.json", "cno_synthetic.png", "reach_synthetic.png"}
-    # --current: only the runs the stored spec expands to now (here: seed 0 only)
-    spec = json.loads((out / "sweep.json").read_text())
-    (out / "sweep.json").write_text(json.dumps({**spec, "seeds": 1}))
+    # --current: only the runs the stored spec expands to now (here: seed 0 only, the sweep
+    # run again with one seed)
+    assert main(["sweep", "--datasets", "synthetic", "--optimizers", "random", "--seeds", "1",
+                 "--iterations", "10", "--serial", "--out", str(out), "--no-progress",
+                 "--no-tracking"]) == 0
     assert main(["report", str(out), "--current", "--no-tracking",
                  "--out", str(tmp_path / "r")]) == 0
     assert "report of 1 runs" in capsys.readouterr().out

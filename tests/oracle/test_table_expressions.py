@@ -32,7 +32,7 @@ def test_quoted_columns_negation_and_the_files_own_time_unit(tmp_path, isolated_
             "units: {time: ms, cost: VM x ms}\nconstraints: [\"time<=205000\"]\n")
     assert _import(tmp_path, desc) == 0
     out = capsys.readouterr().out
-    assert "constraint time<=205: 2 of 3 configurations meet it" in out
+    assert "constraint time<=205 s: 2 of 3 configurations meet it" in out
     assert "feasible: 2 of 3 configurations" in out
     d = registry.load("byo")
     assert d.table.column("cost").to_pylist() == [600000.0, 620000.0, 800000.0, 1200000.0]
@@ -74,7 +74,7 @@ def test_a_constraint_every_or_no_configuration_meets_is_a_warning(tmp_path, iso
             "units: {time: ms}\nconstraints: [\"time<=205 s\", \"time <= 99 h\"]\n")
     assert _import(tmp_path, desc) == 0
     err = capsys.readouterr().err
-    assert ("warning: constraint time<=356400: 3 of 3 configurations meet it (every "
+    assert ("warning: constraint time<=356400 s: 3 of 3 configurations meet it (every "
             "configuration meets it") in err
 
 
