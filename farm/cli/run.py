@@ -67,7 +67,7 @@ def cmd_run(args) -> int:
     t0 = time.perf_counter()
     oracle = _oracle(spec)
     spec = _default_limit(spec, oracle.problem)
-    _say_first_compile(spec.optimizer)
+    _say_first_compile(spec, oracle)
     try:
         result = run_one(spec, oracle=oracle, on_step=progress.step)
     finally:
@@ -117,12 +117,19 @@ def _default_limit(spec, problem):
     return dataclasses.replace(spec, iterations=DEFAULT_ITERATIONS)
 
 
-def _say_first_compile(optimizer: str) -> None:
+def _say_first_compile(spec, oracle) -> None:
     """A line on stderr before a run that compiles the numba kernels first: once per install
-    (numba caches them), a minute or two, with nothing else to show meanwhile."""
-    from optimizers.registry import get
+    (numba caches them), a minute or two, with nothing else to show meanwhile. Not before a
+    run that bad input stops at once: its error stays the one line on stderr."""
+    from optimizers.base import ParameterError
+    from optimizers.registry import make_optimizer
+    from oracle.problem import ProblemError
 
-    get(optimizer)  # imports the kernels when the optimizer uses them
+    try:  # imports the kernels when the optimizer uses them; compiles nothing yet
+        make_optimizer(spec.optimizer, oracle.space, oracle.problem, seed=spec.seed,
+                       evaluations=spec.iterations, **spec.params)
+    except (ParameterError, ProblemError):
+        return
     if "optimizers.models._kernels" not in sys.modules:
         return
     from farm.run.numba_cache import uncompiled_kernels
