@@ -39,7 +39,7 @@ def _child(optimizer: str, dataset: str, evaluations: int, seeds: list[int]) -> 
         return run_one(RunSpec(dataset=dataset, optimizer=optimizer, seed=seed,
                                iterations=iterations))
 
-    run(max(seeds) + 1, min(evaluations, 8))
+    run(max(seeds) + 1, min(evaluations, 12))   # past the initial designs: the models load
     rows = []
     for seed in seeds:
         c0, t0 = time.process_time(), time.perf_counter()

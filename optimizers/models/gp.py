@@ -29,8 +29,9 @@ plus ``n_restarts`` random starts drawn with the model's own generator. ``hyper=
 runs emcee's affine-invariant ensemble [Foreman-Mackey13] with ``n_walkers`` walkers (default
 3 x #hyperparameters, rounded up to even), ``burn_in`` steps on the first fit and
 ``chain_length`` steps on every fit (warm-started from the last positions on refits), and keeps
-each walker's final position as one hyperparameter sample (TrimTuner/RoBO: 100 / 100).
-Predictions average over samples: mean of means, variance = mean of variances + variance of
+each walker's final position as one hyperparameter sample (TrimTuner/RoBO: 100 / 100); emcee
+asks for all the walkers' log posteriors of a step in one NumPy call (``gp_posterior``), which
+george's kernels (``_log_posterior``) check. Predictions average over samples: mean of means, variance = mean of variances + variance of
 means.
 
 Numerical safety: a noise floor ``noise_floor`` and an escalating diagonal jitter make the

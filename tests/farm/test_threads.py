@@ -21,7 +21,8 @@ def _phases(result) -> list[str]:
 
 @pytest.fixture
 def ray_with_probe():
-    """A local Ray whose workers know the probe (a set-up hook registers it)."""
+    """A local Ray whose workers know the probe (a set-up hook registers it) and start their
+    libraries on two threads (so that one inside a run is the run's doing)."""
     import ray
 
     from farm.sweep.ray_setup import start_local_ray
@@ -29,12 +30,13 @@ def ray_with_probe():
     if ray.is_initialized():
         ray.shutdown()
     start_local_ray(1, log_to_driver=False, runtime_env={
-        "worker_process_setup_hook": "tests.farm.thread_probe.register"})
+        "worker_process_setup_hook": "tests.farm.thread_probe.register",
+        "env_vars": {"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2"}})
     yield ray
     ray.shutdown()
 
 
-def test_a_serial_run_runs_one_thread_and_gives_the_limits_back(monkeypatch):
+def test_a_serial_run_runs_one_thread_and_gives_the_limits_back():
     register()
     with threadpool_limits(limits=2):
         before = {lib["filepath"]: lib["num_threads"] for lib in threadpool_info()}
@@ -48,12 +50,8 @@ def test_a_run_in_a_ray_actor_runs_one_thread(ray_with_probe):
     from farm.sweep.ray_runtime import RunActor, share_dataset
 
     ray = ray_with_probe
+    assert ray.get(ray.remote(threads).remote()) == 2
     actor = RunActor.remote({"synthetic": share_dataset("synthetic")})
     result, _, _ = ray.get(actor.run.remote(SPEC))
     assert _phases(result) == ["threads=1"] * 4
     ray.kill(actor)
-
-
-def test_the_probe_sees_more_threads_outside_a_run():
-    with threadpool_limits(limits=2):
-        assert threads() == 2
