@@ -58,7 +58,7 @@ from scipy.linalg import cho_solve, solve_triangular
 from scipy.optimize import minimize
 
 from ..linalg import cholesky_with_jitter
-from .gp_posterior import HORSESHOE_SCALE, Design, log_posterior, log_prior
+from .gp_posterior import HORSESHOE_SCALE, Design, log_posterior
 
 __all__ = ["GaussianProcess"]
 
@@ -145,7 +145,14 @@ class GaussianProcess:
 
     # -- likelihood ---------------------------------------------------------------------------
     def _log_prior(self, theta: np.ndarray) -> float:
-        return float(log_prior(theta[None, :], self._bounds())[0])
+        """``gp_posterior.log_prior`` of one vector, in scalar arithmetic: the maximum-likelihood
+        fit amplifies the last bits of its objective (a vectorised exp differs there)."""
+        b = self._bounds()
+        if np.any(theta < b[:, 0]) or np.any(theta > b[:, 1]):
+            return -np.inf
+        amp = -0.5 * theta[0] ** 2                          # log-normal(0, 1) amplitude
+        noise = math.log(math.log1p(3.0 * (HORSESHOE_SCALE / math.exp(theta[-1])) ** 2))
+        return amp + noise
 
     def _grad_log_prior(self, theta: np.ndarray) -> np.ndarray:
         g = np.zeros_like(theta)
