@@ -49,14 +49,12 @@ import numpy as np
 from farm.report.papers import paper_latency
 from farm.run.loop import Stepper
 from farm.run.metrics import quantile
+from optimizers.blas import ONE_THREAD_ENV
 
 __all__ = ["BenchCase", "DEFAULT_CASES", "ONE_THREAD_ENV", "parse_cases", "bench",
            "bench_case", "format_rows", "json_default", "machine_info", "LYNCEUS_TF_SWEEP",
            "sweep_estimate"]
 
-ONE_THREAD_ENV = {name: "1" for name in (
-    "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
-    "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS", "BLIS_NUM_THREADS")}
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from farm.run.metrics import recommendation_quality, summarize, target_check
 from farm.run.recommendation import TestedIncumbent
 from farm.run.spec import RunSpec
 from optimizers.base import Optimizer
+from optimizers.blas import OneThread
 from optimizers.executor import Executor
 from optimizers.registry import make_optimizer
 from optimizers.seeds import keyed_generator
@@ -183,7 +184,15 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
             on_step: Callable[[dict], None] | None = None) -> RunResult:
     """Run one optimizer run as ``spec`` says. ``oracle`` (already built over the spec's
     dataset and problem) saves loading; ``executor`` carries the optimizer's inner work;
-    ``on_step`` is given each trace row as it is made (progress)."""
+    ``on_step`` is given each trace row as it is made (progress). The run keeps every numeric
+    library of the process on one thread (``optimizers.blas.OneThread``): the farm's
+    parallelism is across runs."""
+    with OneThread() as threads:
+        return _run(spec, oracle, executor, on_step, threads)
+
+
+def _run(spec: RunSpec, oracle: Oracle | None, executor: Executor | None,
+         on_step: Callable[[dict], None] | None, threads: OneThread) -> RunResult:
     spec = spec.resolved()
     if oracle is None:
         dataset = load(spec.dataset)
@@ -198,6 +207,7 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
     rows: list[dict] = []
     warmup = None
     while (stop := stepper.stop_reason(spec.iterations)) is None:
+        threads.refresh()   # a library the optimizer loaded last step (torch on its first ask)
         step = stepper.step()
         if step is None:
             stop = opt.stop_reason   # converged, budget, exhausted, gave up: N repeats

@@ -56,6 +56,7 @@ from farm.sweep.driver import notify  # noqa: E402
 from farm.sweep.ray_setup import INIT_QUIET, quiet_ray, start_local_ray  # noqa: E402
 from farm.sweep.serial import OracleCache, Outcome, error_line  # noqa: E402
 from oracle.dependency_api import DependencyAPIError  # noqa: E402
+from optimizers.blas import OneThread  # noqa: E402
 
 __all__ = [
     "QUEUE_DEPTH",
@@ -181,7 +182,8 @@ def shared_memory_report(table: pa.Table) -> dict:
 # -- the inner work ---------------------------------------------------------------------------
 @ray.remote
 def _map_chunk(fn: Callable, context: Any, chunk: Sequence) -> list:
-    return [fn(context, item) for item in chunk]
+    with OneThread():   # one thread per task, as in the run it works for
+        return [fn(context, item) for item in chunk]
 
 
 class RayExecutor:

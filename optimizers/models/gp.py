@@ -29,8 +29,9 @@ plus ``n_restarts`` random starts drawn with the model's own generator. ``hyper=
 runs emcee's affine-invariant ensemble [Foreman-Mackey13] with ``n_walkers`` walkers (default
 3 x #hyperparameters, rounded up to even), ``burn_in`` steps on the first fit and
 ``chain_length`` steps on every fit (warm-started from the last positions on refits), and keeps
-each walker's final position as one hyperparameter sample (TrimTuner/RoBO: 100 / 100).
-Predictions average over samples: mean of means, variance = mean of variances + variance of
+each walker's final position as one hyperparameter sample (TrimTuner/RoBO: 100 / 100); emcee
+asks for all the walkers' log posteriors of a step in one NumPy call (``gp_posterior``), which
+george's kernels (``_log_posterior``) check. Predictions average over samples: mean of means, variance = mean of variances + variance of
 means.
 
 Numerical safety: a noise floor ``noise_floor`` and an escalating diagonal jitter make the
@@ -47,6 +48,7 @@ References:
 from __future__ import annotations
 
 import copy
+import functools
 import math
 
 import emcee
@@ -57,6 +59,7 @@ from scipy.optimize import minimize
 
 from ..linalg import cholesky_with_jitter
 from ..seeds import drawn_seed
+from .gp_posterior import HORSESHOE_SCALE, Design, log_posterior
 
 __all__ = ["GaussianProcess"]
 
@@ -66,7 +69,6 @@ _AMP_BOUNDS = (-10.0, 5.0)
 _METRIC_BOUNDS = (-8.0, 6.0)      # log squared length scale: l in [0.018, 20] on [0, 1] inputs
 _BASIS_BOUNDS = (-8.0, 5.0)
 _NOISE_BOUNDS = (-14.0, 0.0)      # noise variance of the normalised targets in [8e-7, 1]
-_HORSESHOE_SCALE = 0.1
 
 
 class GaussianProcess:
@@ -144,17 +146,19 @@ class GaussianProcess:
 
     # -- likelihood ---------------------------------------------------------------------------
     def _log_prior(self, theta: np.ndarray) -> float:
+        """``gp_posterior.log_prior`` of one vector, in scalar arithmetic: the maximum-likelihood
+        fit amplifies the last bits of its objective (a vectorised exp differs there)."""
         b = self._bounds()
         if np.any(theta < b[:, 0]) or np.any(theta > b[:, 1]):
             return -np.inf
         amp = -0.5 * theta[0] ** 2                          # log-normal(0, 1) amplitude
-        noise = math.log(math.log1p(3.0 * (_HORSESHOE_SCALE / math.exp(theta[-1])) ** 2))
+        noise = math.log(math.log1p(3.0 * (HORSESHOE_SCALE / math.exp(theta[-1])) ** 2))
         return amp + noise
 
     def _grad_log_prior(self, theta: np.ndarray) -> np.ndarray:
         g = np.zeros_like(theta)
         g[0] = -theta[0]
-        u = 3.0 * (_HORSESHOE_SCALE / math.exp(theta[-1])) ** 2
+        u = 3.0 * (HORSESHOE_SCALE / math.exp(theta[-1])) ** 2
         g[-1] = (-2.0 * u / (1.0 + u)) / math.log1p(u)
         return g
 
@@ -176,6 +180,8 @@ class GaussianProcess:
         return ll, np.append(g, g_noise)
 
     def _log_posterior(self, theta: np.ndarray) -> float:
+        """Log posterior of one hyperparameter vector through george's kernels: the reference
+        that ``gp_posterior.log_posterior`` (what emcee's walkers ask) is tested against."""
         lp = self._log_prior(theta)
         if not np.isfinite(lp):
             return -np.inf
@@ -243,7 +249,10 @@ class GaussianProcess:
         p = len(self._bounds())
         n_walkers = self.n_walkers or 3 * p
         n_walkers += n_walkers % 2
-        sampler = emcee.EnsembleSampler(n_walkers, p, self._log_posterior)
+        walkers_log_posterior = functools.partial(
+            log_posterior, design=Design(self._Xt, bool(self.basis)), y=self._yn,
+            bounds=self._bounds(), noise_floor=self.noise_floor)
+        sampler = emcee.EnsembleSampler(n_walkers, p, walkers_log_posterior, vectorize=True)
         sampler.random_state = np.random.RandomState(
             drawn_seed(self.rng, 2 ** 32)).get_state()
         if self._walkers is None or self._walkers.shape != (n_walkers, p):

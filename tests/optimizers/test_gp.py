@@ -1,5 +1,6 @@
 """The george GP: posterior against a direct numpy computation, MCMC samples, fantasies,
-numerical safety."""
+numerical safety; the walkers' batched log posterior against george's (to 1e-10, and the same
+walker positions on the papers' tables)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ import pickle
 import numpy as np
 import pytest
 
+import optimizers.models.gp as gp_module
+import optimizers.models.gp_posterior as gp_posterior
 from optimizers.models.gp import GaussianProcess
+from optimizers.models.gp_posterior import Design, log_posterior
+from oracle.formats import FORMATS
+from oracle.oracle import Oracle
 
 
 def _data(n=25, d=3, seed=0):
@@ -118,3 +124,92 @@ def test_pickles_and_rejects_bad_input():
         GaussianProcess(basis="linear")
     with pytest.raises(RuntimeError, match="fit"):
         GaussianProcess().predict(Xq)
+
+
+# -- the walkers' log posterior: batched NumPy against george --------------------------------
+def _thetas(gp, n, rng):
+    """Hyperparameter vectors around the prior's bounds (about half outside) and the fit's."""
+    b = gp._bounds()
+    return np.vstack([rng.uniform(b[:, 0] - 2, b[:, 1] + 2, size=(n, len(b))), gp.theta_])
+
+
+@pytest.mark.parametrize("basis", [None, "loss", "cost"])
+def test_walkers_log_posterior_equals_georges_to_1e10(basis):
+    X, y, _ = _data(n=40, d=4, seed=5)
+    gp = GaussianProcess(basis=basis, hyper="mcmc", burn_in=10, chain_length=10, seed=2)
+    gp.fit(X, y)
+    theta = _thetas(gp, 300, np.random.default_rng(1))
+    reference = np.array([gp._log_posterior(t) for t in theta])
+    batched = log_posterior(theta, Design(gp._Xt, bool(basis)), gp._yn, gp._bounds(),
+                            gp.noise_floor)
+    inside = np.isfinite(reference)
+    assert 50 < inside.sum() < len(theta) - 50
+    np.testing.assert_array_equal(np.isfinite(batched), inside)
+    np.testing.assert_allclose(batched[inside], reference[inside], rtol=1e-10, atol=1e-10)
+
+
+def test_walkers_out_of_bounds_get_minus_inf_without_a_likelihood(monkeypatch):
+    X, y, _ = _data(n=20, d=2)
+    gp = GaussianProcess(basis="loss", seed=0).fit(X, y)
+    theta = _thetas(gp, 40, np.random.default_rng(3))
+    b = gp._bounds()
+    outside = np.any((theta < b[:, 0]) | (theta > b[:, 1]), axis=1)
+    computed = []
+    gram = Design.gram
+    monkeypatch.setattr(Design, "gram", lambda self, t: computed.append(t) or gram(self, t))
+    lp = log_posterior(theta, Design(gp._Xt, True), gp._yn, b, gp.noise_floor)
+    assert np.all(lp[outside] == -np.inf) and np.all(np.isfinite(lp[~outside]))
+    np.testing.assert_array_equal(np.vstack(computed), theta[~outside])
+
+
+def test_a_covariance_that_needs_a_jitter_gets_the_references_value():
+    """A batch holding a singular covariance (duplicated inputs, no noise) falls back to
+    ``cholesky_with_jitter`` for each matrix, as george's path does."""
+    X = np.repeat(np.array([[0.1, 0.2], [0.5, 0.9], [0.3, 0.7]]), 3, axis=0)
+    y = np.arange(len(X), dtype=float) / len(X)
+    gp = GaussianProcess(seed=0).fit(X, y)
+    gp.noise_floor = 0.0
+    theta = np.vstack([gp.theta_[0], gp.theta_[0]])
+    theta[1, -1] = -60.0                                # noise variance 1e-26: singular
+    K = Design(gp._Xt, False).gram(theta) + np.exp(theta[:, -1])[:, None, None] * np.eye(9)
+    with pytest.raises(np.linalg.LinAlgError):
+        np.linalg.cholesky(K[1])
+    reference = [gp._log_likelihood(t) for t in theta]
+    assert np.all(np.isfinite(reference))
+    np.testing.assert_allclose(gp_posterior._log_likelihood(K, gp._yn), reference, rtol=1e-10)
+
+
+def _real_data(shared_datasets, fmt, name, n, seed):
+    """Features (with the data-size column when the table has one) and log costs of ``n``
+    random measured configurations of a paper's table."""
+    dataset = next(d for d in FORMATS[fmt](shared_datasets / fmt) if d.name == name)
+    oracle = Oracle(dataset)
+    rng = np.random.default_rng(seed)
+    ids = rng.choice(len(oracle.space.features), size=n, replace=False)
+    fids = rng.choice(oracle.space.fidelities, size=n) if oracle.space.has_fidelity else None
+    cost = [oracle.true_value(int(i), 1.0 if fids is None else float(f), "cost")
+            for i, f in zip(ids, fids if fids is not None else [None] * n)]
+    return oracle.space.feature_rows(ids, fids), np.log(cost)
+
+
+@pytest.mark.parametrize("fmt, name, basis, seeds", [
+    ("cherrypick", "cherrypick-kmeans", None, (0, 1, 2)),
+    ("trimtuner", "trimtuner-cnn", "loss", (0,)),
+    ("trimtuner", "trimtuner-cnn", "cost", (0,)),
+])
+def test_walker_positions_on_real_data_equal_georges(shared_datasets, monkeypatch, fmt, name,
+                                                     basis, seeds):
+    """emcee with every walker's log posterior in one NumPy call ends in the same positions,
+    on the first fit (burn-in) and on a warm-started refit, as emcee calling george's
+    posterior walker by walker: the same hyperparameter samples, so the same choices."""
+    for seed in seeds:
+        X, y = _real_data(shared_datasets, fmt, name, 24, seed)
+        batched = GaussianProcess(basis=basis, hyper="mcmc", seed=seed)
+        reference = GaussianProcess(basis=basis, hyper="mcmc", seed=seed)
+        for n in (16, 24):
+            batched.fit(X[:n], y[:n])
+            with monkeypatch.context() as m:
+                m.setattr(gp_module, "log_posterior", lambda theta, **_: np.array(
+                    [reference._log_posterior(t) for t in theta]))
+                reference.fit(X[:n], y[:n])
+            np.testing.assert_array_equal(batched.theta_, reference.theta_)
