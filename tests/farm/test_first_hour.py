@@ -36,8 +36,9 @@ def test_the_readme_pytest_command_prints_each_skip_reason(tmp_path):
 def test_a_first_compile_of_the_kernels_is_announced_with_its_length(tmp_path):
     """With nothing in numba's cache a tree-based optimizer's run says on stderr that it
     compiles first and roughly how long; random search (no kernels) says nothing."""
-    code = ("import sys; from farm.cli.run import _say_first_compile; "
-            "_say_first_compile(sys.argv[1])")
+    code = ("import sys; from farm.cli.run import _oracle, _say_first_compile; "
+            "from farm.run.spec import RunSpec; spec = RunSpec('synthetic', sys.argv[1]); "
+            "_say_first_compile(spec, _oracle(spec))")
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
     said = {name: subprocess.run([sys.executable, "-c", code, name], env=env, cwd=ROOT,
                                  capture_output=True, text=True, timeout=300, check=False)
