@@ -179,7 +179,7 @@ def cmd_regress(args) -> int:
           f"{END_POINT_SHARE * args.alpha:.2g}; of the changed seeds a share >= "
           f"{args.min_effect:g} worse; median or p90 worse by more than {args.tolerance:.0%} at "
           f"that share, falling to {args.consistent_tolerance:.0%} when every changed seed is "
-          f"worse; or the median's paired permutation test at {SHIFT_SHARE * args.alpha:.2g} "
+          f"worse; or the quantiles' paired permutation test at {SHIFT_SHARE * args.alpha:.2g} "
           f"with the median worse by more than {args.tolerance:.0%}; pick_* rows: the "
           f"optimizer's own pick; differences within {FLOAT_TOLERANCE:g} relative are none)")
     return EXIT_FAILED if regressions or failed else EXIT_OK

@@ -53,13 +53,14 @@ rule (4) holds:
      got worse, down to ``consistent_tolerance`` (default 5%) when all of them did. A
      consistent small regression (every seed 7.5% worse) is caught; as every rule is a
      conjunction with 1., the false-alarm rate stays at most alpha;
-  4. the median: its paired permutation test (``median_shift``: the two values of each
-     changed seed swapped at random) says current's median is worse, Holm-Tarone over every
-     row at ``SHIFT_SHARE`` (20%) of alpha, and the median got worse by more than
-     ``tolerance``. The signed-rank test weighs every changed seed; when a change makes some
-     seeds much worse and about as many a little better (a bimodal change: TrimTuner's median
-     final Accuracy_C halved with 18 changed seeds split both ways, issue 37) it sees no
-     direction, while the median, what a user meets on a typical run, moved.
+  4. the distribution: a paired permutation test of every quantile at once
+     (``distribution_shift``: a one-sided Kolmogorov-Smirnov statistic, the two values of
+     each changed seed swapped at random) says current is worse, Holm-Tarone over every row
+     at ``SHIFT_SHARE`` (20%) of alpha, and the median got worse by more than ``tolerance``.
+     The signed-rank test weighs every changed seed; when a change makes some seeds much
+     worse and about as many better (a bimodal change: TrimTuner's median final Accuracy_C
+     halved with 18 changed seeds split both ways, issue 37) it sees no direction, while the
+     quantiles between the modes, and the median a user meets on a typical run, moved.
 Unchanged code reproduces the baseline up to ``FLOAT_TOLERANCE``: every difference is 0 and
 every p-value 1.
 Significance alone would flag a negligible shift given enough seeds; effect size and magnitude
@@ -73,7 +74,7 @@ import functools
 import itertools
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -92,10 +93,10 @@ __all__ = [
     "Comparison",
     "allowed_change",
     "compare",
+    "distribution_shift",
     "format_table",
     "gates_pick",
     "holm_tarone",
-    "median_shift",
     "merge_baseline",
     "model_guided_share",
     "paired_differences",
@@ -195,9 +196,9 @@ class Comparison:
     p_worse: float         # one-sided Wilcoxon signed-rank p-value, current worse than baseline
     p_better: float
     p_min: float           # the smallest p-value the row's test can give (every sign one way)
-    p_shift_worse: float = math.nan   # the paired test of the median (median_shift)
+    p_shift_worse: float = math.nan   # distribution_shift's p-values
     p_shift_better: float = math.nan
-    p_shift_min: float = 1.0  # the smallest p-value median_shift can give
+    p_shift_min: float = 1.0  # the smallest p-value distribution_shift can give
     p_holm: float = math.nan  # p_worse adjusted within its family (holm_tarone)
     p_shift_holm: float = math.nan  # p_shift_worse adjusted within the shift family
     verdict: str = ""      # ok | REGRESSION | improved | no baseline | not run
@@ -227,21 +228,27 @@ def compare(baseline: Mapping[str, Mapping], current: Mapping[str, Mapping],
                                     f"(baseline seeds {sorted(b['seeds'])})")
             bv = np.array([b["seeds"][s][quality] for s in seeds], dtype=float)
             cv = np.array([c["seeds"][s][quality] for s in seeds], dtype=float)
-            rows.append(_compare_one(key, quality, better, bv, cv))
+            rows.append(_compare_one(key, quality, better, bv, cv, tolerance))
     return _verdicts(rows, alpha, tolerance, min_effect, consistent_tolerance)
 
 
-def _compare_one(key: str, quality: str, better: str, bv: np.ndarray,
-                 cv: np.ndarray) -> Comparison:
+def _compare_one(key: str, quality: str, better: str, bv: np.ndarray, cv: np.ndarray,
+                 tolerance: float) -> Comparison:
+    """One row's statistics; the median's test only where the median moved by more than
+    ``tolerance`` (elsewhere its verdict cannot fire: p = 1, which only makes Holm's
+    correction of the other rows more conservative)."""
     sign = 1.0 if better == "lower" else -1.0   # badness = sign * value
     bm, cm = quantile(bv, 0.5), quantile(cv, 0.5)
     b90, c90 = (sign * quantile(sign * v, 0.9) for v in (bv, cv))
     d = paired_differences(sign * cv, sign * bv)
-    return Comparison(key, quality, better, len(bv), bm, cm, _relative_change(bm, cm, sign),
-                      _relative_change(b90, c90, sign), int(np.count_nonzero(d)),
+    change = _relative_change(bm, cm, sign)
+    n_changed = int(np.count_nonzero(d))
+    shift = (distribution_shift(sign * bv, sign * cv) if abs(change) > tolerance
+             else (1.0, 1.0, _shift_p_min(n_changed)))
+    return Comparison(key, quality, better, len(bv), bm, cm, change,
+                      _relative_change(b90, c90, sign), n_changed,
                       share_worse(d), _signed_rank(d, "greater"), _signed_rank(d, "less"),
-                      _signed_rank(np.abs(d), "greater"),
-                      *median_shift(sign * bv, sign * cv))
+                      _signed_rank(np.abs(d), "greater"), *shift)
 
 
 def same(a, b) -> np.ndarray:
@@ -298,9 +305,9 @@ def holm_tarone(p: Sequence[float], p_min: Sequence[float], alpha: float) -> np.
 
 PRIMARY = ("quality_auc", "pick_quality_auc")   # the trajectory: the primary family
 # alpha's shares, Bonferroni over three families: the signed-rank test on the trajectory rows
-# (PRIMARY) and on the end points, and the median's permutation test on every row
+# (PRIMARY) and on the end points, and the quantiles' permutation test on every row
 PRIMARY_SHARE, END_POINT_SHARE, SHIFT_SHARE = 0.64, 0.16, 0.20
-SHIFT_EXACT_UP_TO = 11      # changed seeds up to which median_shift enumerates every swap
+SHIFT_EXACT_UP_TO = 11      # changed seeds up to which distribution_shift enumerates swaps
 SHIFT_PERMUTATIONS = 4000   # random swaps beyond that (a fixed stream: the same p each time)
 
 
@@ -317,37 +324,42 @@ def allowed_change(effect: float, tolerance: float, consistent_tolerance: float,
     return tolerance + t * (consistent_tolerance - tolerance)
 
 
-def median_shift(base: np.ndarray, current: np.ndarray) -> tuple[float, float, float]:
-    """The paired permutation test of the median: one-sided p-values (current worse, current
-    better) and the smallest p-value it could give. The statistic is the median of current
-    minus the baseline's, both as ranks in the pooled values (a target never reached, inf,
-    ranks highest); its reference distribution swaps the two values of each changed seed
-    (``same``) at random: every pattern when at most ``SHIFT_EXACT_UP_TO`` seeds changed,
-    else ``SHIFT_PERMUTATIONS`` random ones from a fixed stream (p = (1 + hits) / (1 +
-    draws), valid as it stands). Both arguments are badness (larger is worse).
+def distribution_shift(base: np.ndarray, current: np.ndarray) -> tuple[float, float, float]:
+    """The paired permutation test of every quantile at once (a one-sided Kolmogorov-Smirnov
+    statistic on paired data): one-sided p-values (current worse, current better) and the
+    smallest p-value it could give. Both arguments are badness (larger is worse; inf ranks
+    highest). The statistic is the largest, over the thresholds v (the pooled values), of
+    the number of current values worse than v minus the baseline's: only the changed seeds
+    (``same``) whose two values straddle v count, +1 when current holds the worse one. Its
+    reference distribution swaps the two values of each changed seed at random: every
+    pattern when at most ``SHIFT_EXACT_UP_TO`` seeds changed, else ``SHIFT_PERMUTATIONS``
+    random ones from a fixed stream (p = (1 + hits) / (1 + draws), valid as it stands).
 
     Exact under a change that only redraws seeds (each seed's two values exchangeable), the
     signed-rank test's null. Where that test weighs every changed seed by its rank, this one
-    reads the median alone, so it sees a bimodal change: some seeds much worse, as many
-    better where it does not move the median."""
+    asks whether some quantile moved: a bimodal change (9 seeds falling from the good mode to
+    the bad one, 9 others gaining as much within the bad mode) moves the quantiles between the
+    modes, all 9 seeds that cross them one way."""
     base, current = np.asarray(base, dtype=float), np.asarray(current, dtype=float)
     changed = ~same(base, current)
-    m, n = int(changed.sum()), len(base)
+    m = int(changed.sum())
     if m == 0:
         return 1.0, 1.0, 1.0
     ranks = rankdata(np.concatenate([base, current]))
-    rb, rc = ranks[:n], ranks[n:]
+    rb, rc = ranks[:len(base)][changed], ranks[len(base):][changed]
+    lo, hi = np.minimum(rb, rc), np.maximum(rb, rc)
+    v = np.unique(ranks)
+    straddles = ((lo[:, None] <= v[None, :]) & (v[None, :] < hi[:, None])).astype(float)
+    observed = np.where(rc > rb, 1.0, -1.0) @ straddles            # (thresholds,)
     exact = m <= SHIFT_EXACT_UP_TO
-    swaps = (_all_swaps(m) if exact else
+    signs = (_all_swaps(m) if exact else
              np.random.default_rng(0).random((SHIFT_PERMUTATIONS, m)) < 0.5)
-    swapped = np.zeros((len(swaps), n), dtype=bool)
-    swapped[:, changed] = swaps
-    t = (_row_medians(np.where(swapped, rb, rc)) - _row_medians(np.where(swapped, rc, rb)))
-    observed = float(np.median(rc) - np.median(rb))
-    worse, better = np.count_nonzero(t >= observed), np.count_nonzero(t <= observed)
+    t = np.where(signs, -1.0, 1.0) @ straddles                       # (patterns, thresholds)
+    worse = np.count_nonzero(t.max(axis=1) >= observed.max())
+    better = np.count_nonzero((-t).max(axis=1) >= (-observed).max())
     if exact:
-        return worse / len(t), better / len(t), 2.0 ** -m
-    return (1 + worse) / (1 + len(t)), (1 + better) / (1 + len(t)), 1 / (1 + len(t))
+        return worse / len(t), better / len(t), _shift_p_min(m)
+    return (1 + worse) / (1 + len(t)), (1 + better) / (1 + len(t)), _shift_p_min(m)
 
 
 @functools.cache
@@ -356,12 +368,18 @@ def _all_swaps(m: int) -> np.ndarray:
     return np.array(list(itertools.product((False, True), repeat=m)), dtype=bool)
 
 
-def _row_medians(x: np.ndarray) -> np.ndarray:
-    """The median of each row of ``x`` (sorted once: faster than ``np.median`` on many short
-    rows)."""
-    x = np.sort(x, axis=1)
-    k = x.shape[1]
-    return (x[:, (k - 1) // 2] + x[:, k // 2]) / 2
+def _shift_p_min(n_changed: int) -> float:
+    """The smallest p-value ``distribution_shift`` can give with ``n_changed`` changed seeds (one
+    swap pattern of 2^n, or one random draw of ``SHIFT_PERMUTATIONS``), for Tarone's count."""
+    if n_changed <= SHIFT_EXACT_UP_TO:
+        return 2.0 ** -n_changed
+    return 1.0 / (1 + SHIFT_PERMUTATIONS)
+
+
+@functools.cache
+def _all_swaps(m: int) -> np.ndarray:
+    """Every swap pattern of ``m`` seeds, (2^m, m) booleans."""
+    return np.array(list(itertools.product((False, True), repeat=m)), dtype=bool)
 
 
 def _verdicts(rows: list[Comparison], alpha: float, tolerance: float, min_effect: float,
