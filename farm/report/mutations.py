@@ -505,9 +505,9 @@ def mutation_table(runs: Sequence, baseline: dict, mutations: Sequence[Mutation]
                        min_effect=min_effect, consistent_tolerance=consistent_tolerance)
         touched = [r for r in rows if r.key in mutated and r.verdict != "not run"]
         strongest = min(touched, key=lambda r: (r.p_holm, r.p_worse, -r.effect), default=None)
-        changed = sum(not all(same(v[q], base[k]["seeds"][s][q]) for q in v)
+        changed = sum(not all(same(v[q], was[q]) for q in v if q in was)
                       for k, e in mutated.items() for s, v in e["seeds"].items()
-                      if s in base.get(k, {}).get("seeds", ()))
+                      if (was := base.get(k, {}).get("seeds", {}).get(s)) is not None)
         out.append(MutationResult(m, len(affected), changed, wall, cpu, reused,
                                   [r for r in rows if r.verdict == "REGRESSION"],
                                   [r for r in rows if r.verdict == "improved"], strongest))
