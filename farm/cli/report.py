@@ -93,12 +93,14 @@ def log_report_files(sweep_dir: str | Path, files: list[Path], uri: str | None,
 
 def cmd_regress(args) -> int:
     from farm.report.regress import (
+        END_POINT_SHARE,
         FLOAT_TOLERANCE,
-        PRIMARY,
         PRIMARY_SHARE,
+        SHIFT_SHARE,
         BaselineError,
         compare,
         format_table,
+        merge_baseline,
         quality_values,
         read_baseline,
         write_baseline,
@@ -141,11 +143,7 @@ def cmd_regress(args) -> int:
                 print(f"baseline not written: {failed} run(s) failed", file=sys.stderr)
                 return EXIT_FAILED
             old, specs_before = _previous_baseline(Path(args.baseline))
-            merged = {k: {"metric": e["metric"], "seeds": dict(e["seeds"])}
-                      for k, e in old.items()}
-            for k, e in current.items():
-                merged.setdefault(k, {"metric": e["metric"], "seeds": {}})["seeds"].update(
-                    e["seeds"])
+            merged = merge_baseline(old, current)
             write_baseline(Path(args.baseline), merged,
                            " ".join(dict.fromkeys([*specs_before, *args.specs])))
             kept = sorted(set(old) - set(current))
@@ -175,20 +173,21 @@ def cmd_regress(args) -> int:
         print(f"\nbaseline entries these specs do not run ({len(not_run)}): "
               f"{', '.join(not_run)}")
     regressions = [r for r in rows if r.verdict == "REGRESSION"]
-    share = PRIMARY_SHARE * args.alpha
     print(f"\n{len(regressions)} regression(s), {failed} failed run(s) (one-sided "
-          f"Wilcoxon signed-rank on the per-seed differences, Holm-Tarone correction: "
-          f"{PRIMARY} at {share:.2g}, the end points at {args.alpha - share:.2g}; of the "
-          f"changed seeds a share >= {args.min_effect:g} worse; median or p90 worse by more than "
-          f"{args.tolerance:.0%} at that share, falling to {args.consistent_tolerance:.0%} when "
-          f"every changed seed is worse; differences within {FLOAT_TOLERANCE:g} relative are "
-          "none)")
+          f"Wilcoxon signed-rank on the per-seed differences, Holm-Tarone correction: the "
+          f"trajectory areas at {PRIMARY_SHARE * args.alpha:.2g}, the end points at "
+          f"{END_POINT_SHARE * args.alpha:.2g}; of the changed seeds a share >= "
+          f"{args.min_effect:g} worse; median or p90 worse by more than {args.tolerance:.0%} at "
+          f"that share, falling to {args.consistent_tolerance:.0%} when every changed seed is "
+          f"worse; or the quantiles' paired permutation test at {SHIFT_SHARE * args.alpha:.2g} "
+          f"with the median worse by more than {args.tolerance:.0%}; pick_* rows: the "
+          f"optimizer's own pick; differences within {FLOAT_TOLERANCE:g} relative are none)")
     return EXIT_FAILED if regressions or failed else EXIT_OK
 
 
 def _print_guided(guided: dict) -> None:
-    print("steps past the initial design (model-guided; random search has no model), per "
-          "part: " + "; ".join(f"{name}: " + ", ".join(f"{o} {share:.0%}"
+    print("model-guided steps (the model chose the configuration: not the initial design, "
+          "not a re-run of the recommendation), per part: " + "; ".join(f"{name}: " + ", ".join(f"{o} {share:.0%}"
                                                       for o, share in shares.items())
                                for name, shares in guided.items()))
 

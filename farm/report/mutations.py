@@ -149,6 +149,38 @@ def _no_ml_correction(original):
     return lambda log_eic, t_hat, variant, k, t_max: original(log_eic, t_hat, "a", k, t_max)
 
 
+def _second_cheapest(original):
+    """Guindani's incumbent: the second-lowest mean observed cost among the feasible
+    configurations (the lowest when it is the only one)."""
+    def _incumbent(self):
+        best = original(self)
+        history = self.history
+        self.history = [(s, o) for s, o in history if s.config_id != best]
+        try:
+            second = original(self) if self.history else None
+        finally:
+            self.history = history
+        return best if second is None else second
+    return _incumbent
+
+
+def _stale_gp_once_taboo_full(original):
+    """Guindani's cost GP no longer refitted once the taboo queue is full: its posterior is
+    the one fitted when the queue filled."""
+    def _cost_posterior(self, ids, cost, candidates):
+        if len(self.taboo) < self.taboo.q or not getattr(self, "_fitted_once", False):
+            self._fitted_once = True
+            return original(self, ids, cost, candidates)
+        return self.gp.predict(self.space.features[candidates])
+    return _cost_posterior
+
+
+def _representers_of_the_worst(original):
+    """TrimTuner's representer statistics on the wrong side: p_max of the samples' maximum,
+    so the representers are the configurations most likely to be the worst."""
+    return lambda samples: original(-np.asarray(samples))
+
+
 def _feasibility_flipped(self):
     """The accuracy (quality) constraint modelled on the wrong side: P(a <= A_min) instead of
     P(a >= A_min)."""
@@ -281,6 +313,25 @@ MUTATIONS: tuple[Mutation, ...] = (
              lambda: patched("optimizers.guindani:ml_corrected", _no_ml_correction),
              probe={**_SYN, "optimizer": "guindani", "iterations": 8},
              when=_param("variant", "a".__ne__)),
+    Mutation("guindani-pick-second-cheapest", "regression", ("guindani",),
+             "Guindani recommends (and its recurring job re-runs) the second-cheapest feasible "
+             "configuration [Guindani Sec. 3, Algorithm 2]",
+             lambda: patched("optimizers.guindani:Guindani._incumbent", _second_cheapest),
+             probe={**_SYN, "optimizer": "guindani", "iterations": 12}),
+    Mutation("guindani-gp-stale-after-taboo", "regression", ("guindani",),
+             "Guindani's cost GP not refitted once the taboo queue is full [Guindani "
+             "Algorithm 2, step 4]",
+             lambda: patched("optimizers.guindani:Guindani._cost_posterior",
+                             _stale_gp_once_taboo_full),
+             probe={**_SYN, "optimizer": "guindani", "iterations": 16,
+                    "params": {"q": 2, "min_search": 16}},
+             exercised_by="a Guindani search longer than its taboo queue"),
+    Mutation("trimtuner-representers-flipped", "regression", ("trimtuner",),
+             "TrimTuner's representer points drawn as the configurations most likely to be "
+             "the worst (p_max of the samples' maximum) [TrimTuner Sec. IV-A, ES]",
+             lambda: patched("optimizers.trimtuner:pmax_from_samples",
+                             _representers_of_the_worst),
+             probe=_TRIMTUNER),
     Mutation("gp-hyperparameters-frozen", "regression", GP_FAMILY,
              "GP hyperparameters frozen at their prior defaults (no ML fit, no MCMC)",
              _chain(lambda: patched("optimizers.models.gp:GaussianProcess._optimise",
@@ -363,11 +414,11 @@ def _run(spec):
 
 def trajectory(spec: RunSpec) -> list[tuple]:
     """A run's path: at each step the chosen (configuration, fidelity), whether it timed out,
-    and the incumbent after it."""
+    the incumbent after it and the optimizer's own pick."""
     from farm.run.loop import run_one
 
     trace = run_one(spec).trace
-    columns = ("config_id", "fidelity", "timed_out", "incumbent_config_id")
+    columns = ("config_id", "fidelity", "timed_out", "incumbent_config_id", "pick_config_id")
     return list(zip(*(trace.column(c).to_pylist() for c in columns)))
 
 
@@ -455,9 +506,9 @@ def mutation_table(runs: Sequence, baseline: dict, mutations: Sequence[Mutation]
                        min_effect=min_effect, consistent_tolerance=consistent_tolerance)
         touched = [r for r in rows if r.key in mutated and r.verdict != "not run"]
         strongest = min(touched, key=lambda r: (r.p_holm, r.p_worse, -r.effect), default=None)
-        changed = sum(not all(same(v[q], base[k]["seeds"][s][q]) for q in v)
+        changed = sum(not all(same(v[q], was[q]) for q in v if q in was)
                       for k, e in mutated.items() for s, v in e["seeds"].items()
-                      if s in base.get(k, {}).get("seeds", ()))
+                      if (was := base.get(k, {}).get("seeds", {}).get(s)) is not None)
         out.append(MutationResult(m, len(affected), changed, wall, cpu, reused,
                                   [r for r in rows if r.verdict == "REGRESSION"],
                                   [r for r in rows if r.verdict == "improved"], strongest))
@@ -475,9 +526,9 @@ def mutation_table(runs: Sequence, baseline: dict, mutations: Sequence[Mutation]
 
 def _merge(values: Mapping, more: Mapping) -> dict:
     """``values`` with the seeds of ``more`` added, entry by entry."""
-    out = {k: {"metric": e["metric"], "seeds": dict(e["seeds"])} for k, e in values.items()}
+    out = {k: {**e, "seeds": dict(e["seeds"])} for k, e in values.items()}
     for k, e in more.items():
-        out.setdefault(k, {"metric": e["metric"], "seeds": {}})["seeds"].update(e["seeds"])
+        out.setdefault(k, {**e, "seeds": {}})["seeds"].update(e["seeds"])
     return out
 
 
@@ -486,8 +537,7 @@ def _restrict(values: Mapping, runs: Sequence, key: Mapping[str, str]) -> dict:
     seeds: dict[str, set] = {}
     for r in runs:
         seeds.setdefault(key[r.run_key], set()).add(r.seed)
-    return {k: {"metric": e["metric"],
-                "seeds": {s: v for s, v in e["seeds"].items() if s in seeds[k]}}
+    return {k: {**e, "seeds": {s: v for s, v in e["seeds"].items() if s in seeds[k]}}
             for k, e in values.items() if k in seeds}
 
 

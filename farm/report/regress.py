@@ -14,9 +14,14 @@ Quality metrics per run (from its summary; worse = larger, but Accuracy_C):
     with most power: a regression that delays the search or makes some seeds fail moves it;
   - the end points: the final recommendation's CNO (inf without a truly feasible one) or
     Accuracy_C, and the exploration cost to reach CNO <= 1.1 and <= 2 or 90% of the optimum's
-    Accuracy_C (inf when never reached).
+    Accuracy_C (inf when never reached);
+  - the optimizer's own pick (``pick_*``: what a user deploys, which the farm does not credit
+    when it differs: a model's untested prediction, a mean over repeated runs), for the papers'
+    optimizers (``gates_pick``): its ``pick_quality_auc`` (in the primary family) and its final
+    CNO or Accuracy_C (an end point).
 
-A metric of an entry REGRESSES when all three hold:
+A metric of an entry REGRESSES when the signed-rank rule (all three of 1-3) or the median
+rule (4) holds:
   1. significance: the one-sided Wilcoxon signed-rank test on the per-seed differences
      (current - baseline, seed by seed: both use the same seeds) says current is worse, with a
      p-value below its family's share of ``alpha`` after Holm's correction within the family.
@@ -27,11 +32,12 @@ A metric of an entry REGRESSES when all three hold:
      distribution, so a seed's (baseline, current) pair is exchangeable and its difference
      symmetric about 0. Pairing removes the between-seed spread (easy and hard seeds) that a
      two-sample test has to see through. The primary family is ``quality_auc`` of every
-     entry (``PRIMARY_SHARE`` = 80% of alpha), the secondary family every end point of every
-     entry (the other 20%): a regression of the trajectory is tested among few comparisons,
-     a collapse of an end point (a target no longer reached) is still caught, and ``alpha``
-     (default 0.05) bounds the probability that a gate with no real change flags anything
-     (the family-wise false-alarm rate, Bonferroni over the two families). Within a family,
+     entry and ``pick_quality_auc`` (``PRIMARY_SHARE`` = 64% of alpha), the secondary family
+     every end point of every entry (``END_POINT_SHARE``, 16%): a regression of the
+     trajectory is tested among few comparisons, a collapse of an end point (a target no
+     longer reached) is still caught, and ``alpha`` (default 0.05) bounds the probability that
+     a gate with no real change flags anything (the family-wise false-alarm rate, Bonferroni
+     over these two families and the median's, 4.). Within a family,
      Holm's procedure counts only the rows that could reach significance (Tarone's
      refinement for discrete tests, step-down as in Hommel & Krummenauer 1998, ``holm_tarone``):
      given the magnitudes of a row's differences, the smallest p-value its signed-rank test
@@ -46,7 +52,15 @@ A metric of an entry REGRESSES when all three hold:
      (``allowed_change``): ``tolerance`` (default 10%) when ``min_effect`` of the changed seeds
      got worse, down to ``consistent_tolerance`` (default 5%) when all of them did. A
      consistent small regression (every seed 7.5% worse) is caught; as every rule is a
-     conjunction with 1., the false-alarm rate stays at most alpha.
+     conjunction with 1., the false-alarm rate stays at most alpha;
+  4. the distribution: a paired permutation test of every quantile at once
+     (``distribution_shift``: a one-sided Kolmogorov-Smirnov statistic, the two values of
+     each changed seed swapped at random) says current is worse, Holm-Tarone over every row
+     at ``SHIFT_SHARE`` (20%) of alpha, and the median got worse by more than ``tolerance``.
+     The signed-rank test weighs every changed seed; when a change makes some seeds much
+     worse and about as many better (a bimodal change: TrimTuner's median final Accuracy_C
+     halved with 18 changed seeds split both ways, issue 37) it sees no direction, while the
+     quantiles between the modes, and the median a user meets on a typical run, moved.
 Unchanged code reproduces the baseline up to ``FLOAT_TOLERANCE``: every difference is 0 and
 every p-value 1.
 Significance alone would flag a negligible shift given enough seeds; effect size and magnitude
@@ -56,15 +70,17 @@ alone would flag seed noise. The mutation catalogue (``farm.report.mutations``,
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.stats import wilcoxon
+from scipy.stats import rankdata, wilcoxon
 
 from farm.report.analysis import variant_labels
 from farm.run.metrics import final_quality, quantile
@@ -73,15 +89,20 @@ from oracle.atomic_files import write_file_atomically
 
 __all__ = [
     "FLOAT_TOLERANCE",
+    "PICK",
     "QUALITY",
     "BaselineError",
     "Comparison",
     "allowed_change",
     "compare",
+    "distribution_shift",
     "format_table",
+    "gates_pick",
     "holm_tarone",
+    "merge_baseline",
     "model_guided_share",
     "paired_differences",
+    "qualities",
     "quality_values",
     "read_baseline",
     "same",
@@ -96,6 +117,11 @@ QUALITY = {
     "accuracy_c": (("quality_auc", "lower"), ("final_accuracy_c", "higher"),
                    (f"cost_to_{ACC_C_90}", "lower")),
 }
+# the optimizer's own pick (what a user deploys, ``farm.run.recommendation``), gated beside the
+# credited values for the optimizers whose pick can differ from them (``gates_pick``): its
+# trajectory area (the primary family) and its final quality (an end point)
+PICK = {"cno": (("pick_quality_auc", "lower"), ("pick_final_cno", "lower")),
+        "accuracy_c": (("pick_quality_auc", "lower"), ("pick_final_accuracy_c", "higher"))}
 BASELINE_VERSION = 2  # 2: per-seed quality_auc
 # Relative differences up to this are no change (``same``): runs are bit-identical on one
 # machine, but another CPU's kernels (OpenBLAS's per-CPU kernels, NumPy's SIMD loops, numba
@@ -107,27 +133,52 @@ class BaselineError(ValueError):
     """A baseline file is missing, malformed, or does not fit the spec (exit code 2)."""
 
 
+def gates_pick(optimizer: str) -> bool:
+    """Whether the optimizer's own pick is gated beside the credited values: for the papers'
+    optimizers, whose ``recommend`` (a model's prediction, a mean over repeated runs, a
+    recurring job's choice) can differ from the configuration the farm credits; random search
+    and the peers recommend their best observed configuration, the credited one."""
+    from optimizers.registry import is_peer
+
+    return optimizer != "random" and not is_peer(optimizer)
+
+
+def qualities(entry: Mapping) -> tuple[tuple[str, str], ...]:
+    """The gated (quality, better direction) pairs of a baseline or current entry: its
+    metric's ``QUALITY``, and ``PICK`` when it gates the pick."""
+    return QUALITY[entry["metric"]] + (PICK[entry["metric"]] if entry.get("pick") else ())
+
+
 def quality_values(summaries: Sequence[Mapping],
                    labels: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
-    """``{"dataset / variant": {"metric": ..., "seeds": {seed: {quality: value}}}}``;
-    ``labels`` (run_key -> variant label) when ``summaries`` are part of a larger gate whose
-    variants name them (``farm.report.analysis.variant_labels`` of all its runs)."""
+    """``{"dataset / variant": {"metric": ..., "pick": bool, "seeds": {seed: {quality:
+    value}}}}``; ``labels`` (run_key -> variant label) when ``summaries`` are part of a larger
+    gate whose variants name them (``farm.report.analysis.variant_labels`` of all its
+    runs)."""
     labels = variant_labels(summaries) if labels is None else labels
     out: dict[str, dict[str, Any]] = {}
     for s in sorted(summaries, key=lambda s: (s["dataset"], labels[s["run_key"]], s["seed"])):
         key = f"{s['dataset']} / {labels[s['run_key']]}"
-        entry = out.setdefault(key, {"metric": s["metric"], "seeds": {}})
-        values = {"quality_auc": float(s["quality_auc"]),
-                  f"final_{s['metric']}": final_quality(s)}
-        for target, cost in s["exploration_cost_to_reach"].items():
-            values[f"cost_to_{target}"] = math.inf if cost is None else float(cost)
-        gated = {quality for quality, _ in QUALITY[s["metric"]]}
-        values = {quality: v for quality, v in values.items() if quality in gated}
+        entry = out.setdefault(key, {"metric": s["metric"], "pick": gates_pick(s["optimizer"]),
+                                     "seeds": {}})
         if s["seed"] in entry["seeds"]:
             raise BaselineError(f"{key}: seed {s['seed']} appears twice (the spec poses "
                                 "several problems on one dataset)")
-        entry["seeds"][s["seed"]] = values
+        entry["seeds"][s["seed"]] = {quality: v for quality, v in _run_values(s).items()
+                                     if quality in dict(qualities(entry))}
     return out
+
+
+def _run_values(s: Mapping) -> dict[str, float]:
+    """Every quality a run summary gives, the credited ones and its pick's."""
+    values = {"quality_auc": float(s["quality_auc"]),
+              f"final_{s['metric']}": final_quality(s)}
+    for target, cost in s["exploration_cost_to_reach"].items():
+        values[f"cost_to_{target}"] = math.inf if cost is None else float(cost)
+    if "pick_quality_auc" in s:
+        values["pick_quality_auc"] = float(s["pick_quality_auc"])
+        values[f"pick_final_{s['metric']}"] = final_quality(s, pick=True)
+    return values
 
 
 @dataclass(frozen=True)
@@ -147,8 +198,13 @@ class Comparison:
     p_worse: float         # one-sided Wilcoxon signed-rank p-value, current worse than baseline
     p_better: float
     p_min: float           # the smallest p-value the row's test can give (every sign one way)
+    p_shift_worse: float = math.nan   # distribution_shift's p-values
+    p_shift_better: float = math.nan
+    p_shift_min: float = 1.0  # the smallest p-value distribution_shift can give
     p_holm: float = math.nan  # p_worse adjusted within its family (holm_tarone)
+    p_shift_holm: float = math.nan  # p_shift_worse adjusted within the shift family
     verdict: str = ""      # ok | REGRESSION | improved | no baseline | not run
+    by: str = ""           # the test behind a REGRESSION or improved verdict: rank | median
 
 
 def compare(baseline: Mapping[str, Mapping], current: Mapping[str, Mapping],
@@ -159,12 +215,14 @@ def compare(baseline: Mapping[str, Mapping], current: Mapping[str, Mapping],
     rows = []
     for key in sorted(set(baseline) | set(current)):
         b, c = baseline.get(key), current.get(key)
-        metric = (c or b)["metric"]
-        for quality, better in QUALITY[metric]:
-            if b is None or c is None:
+        for quality, better in qualities(c or b):
+            if c is not None and (b is None or quality not in dict(qualities(b))):
                 rows.append(Comparison(key, quality, better, 0, *[math.nan] * 4, 0,
-                                       *[math.nan] * 4,
-                                       verdict="no baseline" if b is None else "not run"))
+                                       *[math.nan] * 4, verdict="no baseline"))
+                continue
+            if c is None:
+                rows.append(Comparison(key, quality, better, 0, *[math.nan] * 4, 0,
+                                       *[math.nan] * 4, verdict="not run"))
                 continue
             seeds = sorted(set(b["seeds"]) & set(c["seeds"]))
             if not seeds:
@@ -172,20 +230,27 @@ def compare(baseline: Mapping[str, Mapping], current: Mapping[str, Mapping],
                                     f"(baseline seeds {sorted(b['seeds'])})")
             bv = np.array([b["seeds"][s][quality] for s in seeds], dtype=float)
             cv = np.array([c["seeds"][s][quality] for s in seeds], dtype=float)
-            rows.append(_compare_one(key, quality, better, bv, cv))
+            rows.append(_compare_one(key, quality, better, bv, cv, tolerance))
     return _verdicts(rows, alpha, tolerance, min_effect, consistent_tolerance)
 
 
-def _compare_one(key: str, quality: str, better: str, bv: np.ndarray,
-                 cv: np.ndarray) -> Comparison:
+def _compare_one(key: str, quality: str, better: str, bv: np.ndarray, cv: np.ndarray,
+                 tolerance: float) -> Comparison:
+    """One row's statistics; the median's test only where the median moved by more than
+    ``tolerance`` (elsewhere its verdict cannot fire: p = 1, which only makes Holm's
+    correction of the other rows more conservative)."""
     sign = 1.0 if better == "lower" else -1.0   # badness = sign * value
     bm, cm = quantile(bv, 0.5), quantile(cv, 0.5)
     b90, c90 = (sign * quantile(sign * v, 0.9) for v in (bv, cv))
     d = paired_differences(sign * cv, sign * bv)
-    return Comparison(key, quality, better, len(bv), bm, cm, _relative_change(bm, cm, sign),
-                      _relative_change(b90, c90, sign), int(np.count_nonzero(d)),
+    change = _relative_change(bm, cm, sign)
+    n_changed = int(np.count_nonzero(d))
+    shift = (distribution_shift(sign * bv, sign * cv) if abs(change) > tolerance
+             else (1.0, 1.0, _shift_p_min(n_changed)))
+    return Comparison(key, quality, better, len(bv), bm, cm, change,
+                      _relative_change(b90, c90, sign), n_changed,
                       share_worse(d), _signed_rank(d, "greater"), _signed_rank(d, "less"),
-                      _signed_rank(np.abs(d), "greater"))
+                      _signed_rank(np.abs(d), "greater"), *shift)
 
 
 def same(a, b) -> np.ndarray:
@@ -240,8 +305,12 @@ def holm_tarone(p: Sequence[float], p_min: Sequence[float], alpha: float) -> np.
     return out
 
 
-PRIMARY = "quality_auc"
-PRIMARY_SHARE = 0.8
+PRIMARY = ("quality_auc", "pick_quality_auc")   # the trajectory: the primary family
+# alpha's shares, Bonferroni over three families: the signed-rank test on the trajectory rows
+# (PRIMARY) and on the end points, and the quantiles' permutation test on every row
+PRIMARY_SHARE, END_POINT_SHARE, SHIFT_SHARE = 0.64, 0.16, 0.20
+SHIFT_EXACT_UP_TO = 11      # changed seeds up to which distribution_shift enumerates swaps
+SHIFT_PERMUTATIONS = 4000   # random swaps beyond that (a fixed stream: the same p each time)
 
 
 def allowed_change(effect: float, tolerance: float, consistent_tolerance: float,
@@ -257,37 +326,114 @@ def allowed_change(effect: float, tolerance: float, consistent_tolerance: float,
     return tolerance + t * (consistent_tolerance - tolerance)
 
 
+def distribution_shift(base: np.ndarray, current: np.ndarray) -> tuple[float, float, float]:
+    """The paired permutation test of every quantile at once (a one-sided Kolmogorov-Smirnov
+    statistic on paired data): one-sided p-values (current worse, current better) and the
+    smallest p-value it could give. Both arguments are badness (larger is worse; inf ranks
+    highest). The statistic is the largest, over the thresholds v (the pooled values), of
+    the number of current values worse than v minus the baseline's: only the changed seeds
+    (``same``) whose two values straddle v count, +1 when current holds the worse one. Its
+    reference distribution swaps the two values of each changed seed at random: every
+    pattern when at most ``SHIFT_EXACT_UP_TO`` seeds changed, else ``SHIFT_PERMUTATIONS``
+    random ones from a fixed stream (p = (1 + hits) / (1 + draws), valid as it stands).
+
+    Exact under a change that only redraws seeds (each seed's two values exchangeable), the
+    signed-rank test's null. Where that test weighs every changed seed by its rank, this one
+    asks whether some quantile moved: a bimodal change (9 seeds falling from the good mode to
+    the bad one, 9 others gaining as much within the bad mode) moves the quantiles between the
+    modes, all 9 seeds that cross them one way."""
+    base, current = np.asarray(base, dtype=float), np.asarray(current, dtype=float)
+    changed = ~same(base, current)
+    m = int(changed.sum())
+    if m == 0:
+        return 1.0, 1.0, 1.0
+    ranks = rankdata(np.concatenate([base, current]))
+    rb, rc = ranks[:len(base)][changed], ranks[len(base):][changed]
+    lo, hi = np.minimum(rb, rc), np.maximum(rb, rc)
+    v = np.unique(ranks)
+    straddles = ((lo[:, None] <= v[None, :]) & (v[None, :] < hi[:, None])).astype(float)
+    observed = np.where(rc > rb, 1.0, -1.0) @ straddles            # (thresholds,)
+    exact = m <= SHIFT_EXACT_UP_TO
+    signs = (_all_swaps(m) if exact else
+             np.random.default_rng(0).random((SHIFT_PERMUTATIONS, m)) < 0.5)
+    t = np.where(signs, -1.0, 1.0) @ straddles                       # (patterns, thresholds)
+    worse = np.count_nonzero(t.max(axis=1) >= observed.max())
+    better = np.count_nonzero((-t).max(axis=1) >= (-observed).max())
+    if exact:
+        return worse / len(t), better / len(t), _shift_p_min(m)
+    return (1 + worse) / (1 + len(t)), (1 + better) / (1 + len(t)), _shift_p_min(m)
+
+
+@functools.cache
+def _all_swaps(m: int) -> np.ndarray:
+    """Every swap pattern of ``m`` seeds, (2^m, m) booleans."""
+    return np.array(list(itertools.product((False, True), repeat=m)), dtype=bool)
+
+
+def _shift_p_min(n_changed: int) -> float:
+    """The smallest p-value ``distribution_shift`` can give with ``n_changed`` changed seeds (one
+    swap pattern of 2^n, or one random draw of ``SHIFT_PERMUTATIONS``), for Tarone's count."""
+    if n_changed <= SHIFT_EXACT_UP_TO:
+        return 2.0 ** -n_changed
+    return 1.0 / (1 + SHIFT_PERMUTATIONS)
+
+
+@functools.cache
+def _all_swaps(m: int) -> np.ndarray:
+    """Every swap pattern of ``m`` seeds, (2^m, m) booleans."""
+    return np.array(list(itertools.product((False, True), repeat=m)), dtype=bool)
+
+
 def _verdicts(rows: list[Comparison], alpha: float, tolerance: float, min_effect: float,
               consistent_tolerance: float) -> list[Comparison]:
+    """Each compared row's verdict: the signed-rank rule within its family (PRIMARY or an
+    end point) or the median's shift test, each family with its share of ``alpha``."""
+    compared = [i for i, r in enumerate(rows) if not r.verdict]
     out = list(rows)
-    for primary, share in ((True, PRIMARY_SHARE), (False, 1.0 - PRIMARY_SHARE)):
-        family = [i for i, r in enumerate(rows)
-                  if not r.verdict and (r.quality == PRIMARY) == primary]
-        _family_verdicts(rows, out, family, share * alpha,
-                         lambda effect: allowed_change(effect, tolerance, consistent_tolerance,
-                                                       min_effect), min_effect)
+    worse = np.ones(len(rows))
+    better = np.ones(len(rows))
+    for primary, share in ((True, PRIMARY_SHARE), (False, END_POINT_SHARE)):
+        family = [i for i in compared if (rows[i].quality in PRIMARY) == primary]
+        p_min = [rows[i].p_min for i in family]
+        worse[family] = holm_tarone([rows[i].p_worse for i in family], p_min, share * alpha)
+        better[family] = holm_tarone([rows[i].p_better for i in family], p_min, share * alpha)
+        worse[family], better[family] = worse[family] / share, better[family] / share
+    shift_min = [rows[i].p_shift_min for i in compared]
+    shift_worse = np.ones(len(rows))
+    shift_better = np.ones(len(rows))
+    shift_worse[compared] = holm_tarone([rows[i].p_shift_worse for i in compared], shift_min,
+                                        SHIFT_SHARE * alpha) / SHIFT_SHARE
+    shift_better[compared] = holm_tarone([rows[i].p_shift_better for i in compared],
+                                         shift_min, SHIFT_SHARE * alpha) / SHIFT_SHARE
+    for i in compared:
+        r = rows[i]
+        allowed = allowed_change(r.effect, tolerance, consistent_tolerance, min_effect)
+        allowed_back = allowed_change(1 - r.effect, tolerance, consistent_tolerance,
+                                      min_effect)
+        by = _worse_by(r, worse[i] <= alpha, shift_worse[i] <= alpha, allowed, tolerance,
+                       min_effect)
+        back = _worse_by(replace(r, effect=1 - r.effect, change=-r.change,
+                                 change_p90=-r.change_p90),
+                         better[i] <= alpha, shift_better[i] <= alpha, allowed_back,
+                         tolerance, min_effect)
+        verdict = "REGRESSION" if by else "improved" if back else "ok"
+        out[i] = replace(r, p_holm=float(min(worse[i], 1.0)),
+                         p_shift_holm=float(min(shift_worse[i], 1.0)), verdict=verdict,
+                         by=by or back)
     return out
 
 
-def _family_verdicts(rows: list[Comparison], out: list[Comparison], family: list[int],
-                     alpha: float, allowed: Callable[[float], float],
-                     min_effect: float) -> None:
-    if not family:
-        return
-    p_min = [rows[i].p_min for i in family]
-    worse = holm_tarone([rows[i].p_worse for i in family], p_min, alpha)
-    better = holm_tarone([rows[i].p_better for i in family], p_min, alpha)
-    for i, pw, pb in zip(family, worse, better):
-        r = rows[i]
-        if (pw <= alpha and r.effect >= min_effect
-                and max(r.change, r.change_p90) > allowed(r.effect)):
-            verdict = "REGRESSION"
-        elif (pb <= alpha and 1 - r.effect >= min_effect
-              and min(r.change, r.change_p90) < -allowed(1 - r.effect)):
-            verdict = "improved"
-        else:
-            verdict = "ok"
-        out[i] = replace(r, p_holm=float(pw), verdict=verdict)
+def _worse_by(r: Comparison, rank_significant: bool, shift_significant: bool,
+              allowed: float, tolerance: float, min_effect: float) -> str:
+    """Which test finds ``r`` worse ("rank", "median", or ""): the signed-rank test when
+    significant with ``min_effect`` of the changed seeds worse and the median or p90 worse by
+    more than ``allowed``; the median's shift test when significant with the median worse by
+    more than ``tolerance``."""
+    if rank_significant and r.effect >= min_effect and max(r.change, r.change_p90) > allowed:
+        return "rank"
+    if shift_significant and r.change > tolerance:
+        return "median"
+    return ""
 
 
 def _signed_rank(d: np.ndarray, alternative: str) -> float:
@@ -309,25 +455,46 @@ def _relative_change(base: float, current: float, sign: float) -> float:
 
 
 def model_guided_share(trace) -> dict[str, float]:
-    """Per optimizer, the share of a part's steps past the initial design (the trace's
-    ``phase`` is not ``init``: no bootstrap or random initial sample), i.e. the steps its
-    model chose (for random search, none has a model)."""
+    """Per optimizer with a model, the share of a part's steps whose choice its model made:
+    the trace's ``phase`` is ``search`` (``oracle.contract.Suggestion``), not the initial design
+    (``init``) nor a recurring job's re-run of its recommendation (``exploit``, Guindani's
+    steps after its stopping band). Random search has no model: left out."""
     optimizers = trace.column("optimizer").to_pylist()
     phases = trace.column("phase").to_pylist()
     steps: dict[str, list[int]] = {}
     for optimizer, phase in zip(optimizers, phases):
+        if optimizer == "random":
+            continue
         counts = steps.setdefault(optimizer, [0, 0])
-        counts[0] += phase != "init"
+        counts[0] += phase == "search"
         counts[1] += 1
     return {o: guided / total for o, (guided, total) in sorted(steps.items())}
 
 
 # -- the baseline file ------------------------------------------------------------------------
+def merge_baseline(old: Mapping[str, Mapping], current: Mapping[str, Mapping]) -> dict:
+    """``old`` with the seeds of ``current`` replaced or added, entry by entry (re-recording
+    one part of the gate, or some seeds, keeps the others). An entry gates the pick when
+    ``current`` does and every seed it keeps holds the pick's values (a part re-recorded
+    before the others keeps its pick ungated until they are)."""
+    out = {k: {**e, "seeds": dict(e["seeds"])} for k, e in old.items()}
+    for k, e in current.items():
+        entry = out.setdefault(k, {**e, "seeds": {}})
+        entry["seeds"].update(e["seeds"])
+        entry["pick"] = bool(e.get("pick")) and all(
+            q in values for values in entry["seeds"].values() for q, _ in PICK[e["metric"]])
+        if not entry["pick"]:
+            gated = dict(QUALITY[e["metric"]])
+            entry["seeds"] = {s: {q: v for q, v in values.items() if q in gated}
+                              for s, values in entry["seeds"].items()}
+    return out
+
+
 def write_baseline(path: Path, values: Mapping[str, Mapping], spec: str) -> None:
     """JSON with per-seed values (inf written as "inf"), entries, seeds and metrics in sorted
     order (a re-record's diff shows only what moved), atomically replaced."""
     doc = {"version": BASELINE_VERSION, "spec": spec,
-           "entries": {k: {"metric": e["metric"],
+           "entries": {k: {"metric": e["metric"], "pick": bool(e.get("pick")),
                            "seeds": {str(s): {q: _encode(v) for q, v in sorted(vals.items())}
                                      for s, vals in sorted(e["seeds"].items())}}
                        for k, e in sorted(values.items())}}
@@ -359,13 +526,16 @@ def read_baseline(path: Path) -> dict[str, dict[str, Any]]:
         if not isinstance(seeds, dict) or not seeds:
             raise BaselineError(f"baseline {path}: entries.{key}.seeds must be a non-empty "
                                 "mapping seed -> values")
-        out[key] = {"metric": metric, "seeds": {}}
+        if not isinstance(e.get("pick", False), bool):
+            raise BaselineError(f"baseline {path}: entries.{key}.pick must be true or false")
+        out[key] = {"metric": metric, "pick": e.get("pick", False), "seeds": {}}
         for seed, vals in seeds.items():
             where = f"entries.{key}.seeds.{seed}"
             if not seed.lstrip("-").isdigit():
                 raise BaselineError(f"baseline {path}: {where}: seed is not an integer")
             try:
-                out[key]["seeds"][int(seed)] = {q: _decode(vals[q]) for q, _ in QUALITY[metric]}
+                out[key]["seeds"][int(seed)] = {q: _decode(vals[q])
+                                                for q, _ in qualities(out[key])}
             except (KeyError, TypeError, ValueError) as exc:
                 raise BaselineError(f"baseline {path}: {where}: missing or non-numeric "
                                     f"value ({exc})") from None
