@@ -74,24 +74,29 @@ def _child(tree: Path, optimizer: str, dataset: str, seed: int, evaluations: int
 
 
 def compare(before: Path, optimizers: list[str], dataset: str, seeds: int,
-            evaluations: int) -> list[dict]:
-    """One row per (optimizer, seed): both trees' CPU seconds, ratios, same sequence."""
-    rows = []
+            evaluations: int):
+    """Yields one row per (optimizer, seed): both trees' CPU seconds, ratios, same
+    sequence."""
     for optimizer in optimizers:
         for seed in range(seeds):
             with ThreadPoolExecutor(2) as pool:
                 old, new = pool.map(lambda tree: _child(tree, optimizer, dataset, seed,
                                                         evaluations), (before, TREE))
-            rows.append({"optimizer": optimizer, "seed": seed,
-                         "suggest_before_s": round(old["suggest_cpu_s"], 2),
-                         "suggest_after_s": round(new["suggest_cpu_s"], 2),
-                         "suggest_ratio": _ratio(old["suggest_cpu_s"], new["suggest_cpu_s"]),
-                         "run_before_s": round(old["run_cpu_s"], 2),
-                         "run_after_s": round(new["run_cpu_s"], 2),
-                         "run_ratio": _ratio(old["run_cpu_s"], new["run_cpu_s"]),
-                         "same_sequence": old["sequence"] == new["sequence"]})
-            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    return rows
+            yield {"optimizer": optimizer, "seed": seed,
+                   "suggest_before_s": round(old["suggest_cpu_s"], 2),
+                   "suggest_after_s": round(new["suggest_cpu_s"], 2),
+                   "suggest_ratio": _ratio(old["suggest_cpu_s"], new["suggest_cpu_s"]),
+                   "run_before_s": round(old["run_cpu_s"], 2),
+                   "run_after_s": round(new["run_cpu_s"], 2),
+                   "run_ratio": _ratio(old["run_cpu_s"], new["run_cpu_s"]),
+                   "same_sequence": old["sequence"] == new["sequence"]}
+
+
+def markdown(rows: list[dict]) -> str:
+    """A Markdown table of ``rows`` (their keys as the header)."""
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    return "\n".join(lines + ["| " + " | ".join(str(v) for v in r.values()) + " |"
+                              for r in rows])
 
 
 def _ratio(before: float, after: float) -> str:
@@ -126,18 +131,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--before {args.before}: not an optfarm checkout (no optimizers/trimtuner.py)",
               file=sys.stderr)
         return 2
-    from farm.cli.console import print_table
-
-    load = os.getloadavg()
-    rows = compare(args.before, args.optimizers.split(","), args.dataset, args.seeds,
-                   args.evaluations)
     print(f"entropy search CPU seconds: {args.dataset}, {args.evaluations} evaluations per run, "
           f"before = {args.before}, after = {TREE}; both trees' runs of a seed at the same time,"
-          f" one thread each (load average {load[1]:.1f} at the start, "
-          f"{os.getloadavg()[1]:.1f} at the end)")
-    print_table(rows, list(rows[0]))
-    print()
-    print_table(totals(rows), list(totals(rows)[0]))
+          f" one thread each; load average {os.getloadavg()[1]:.1f} at the start", flush=True)
+    rows = []
+    for row in compare(args.before, args.optimizers.split(","), args.dataset, args.seeds,
+                       args.evaluations):
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print(f"load average {os.getloadavg()[1]:.1f} at the end\n")
+    print(markdown(rows) + "\n\n" + markdown(totals(rows)))
     return 0
 
 
