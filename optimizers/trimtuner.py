@@ -10,7 +10,9 @@ Algorithm 1 of the paper, per iteration:
        alpha_T(x, s) = P(new incumbent feasible | fantasy) x IG(x, s) / C(x, s)
    where IG is the information gain about argmax_x A(x, 1) over representer points
    (``acquisition/entropy.py``, Monte Carlo p_max) and the constraint factor comes from the
-   models conditioned on (x, s, predicted means) (one fantasy per candidate, never shared);
+   models conditioned on (x, s, predicted means) (one fantasy per candidate, never shared;
+   for the GP by the closed-form rank-1 update of its Cholesky factor,
+   ``models/gp_fantasy.py``, the trees refitted);
 4. run the argmax and pick the incumbent at s = 1 (the same rule picks the fantasised
    incumbent of step 3).
 
@@ -32,9 +34,12 @@ training run snapshots the smaller sizes, so the optimizer suggests the largest 
 with ``Suggestion.snapshots`` naming the others; the farm loop runs them for free and hands
 their observations back in ``observation.snapshots`` ({s: Observation}).
 
-Candidate evaluations go through ``self.executor.map`` in chunks; every random number a
-candidate uses is either shared (common random numbers in the context) or drawn from a
-generator keyed by the candidate's index, so the result does not depend on the executor.
+Candidate evaluations go through ``self.executor.map`` in chunks (the farm's Ray executor
+runs them as Ray tasks); every random number a candidate uses is either shared (common random
+numbers in the context) or drawn from a generator keyed by the candidate's index, so the
+result does not depend on the executor. What every candidate shares is computed once per
+suggestion in the context: the representer draws of each hyperparameter sample and the GP
+posteriors at every configuration at s = 1.
 
 References:
     [TrimTuner] Mendes, Casimiro, Romano, Garlan. TrimTuner, MASCOTS 2020, Sec. III, Alg. 1.

@@ -16,7 +16,10 @@ and a candidate that cannot move f_R gets exactly zero):
 
 - GP (``information_gain_gp``): pathwise conditioning (Matheron's rule): draw joint samples of
   (f_R, y_c) from the current posterior, then ``f_R | y = f_R + C_Rc / (v_c + noise) (y - y_c)``.
-  This is the closed-form rank-1 update of the GP posterior at the representer points.
+  This is the closed-form rank-1 update of the GP posterior at the representer points. The
+  draws of f_R are shared by every candidate (``RepresenterDraws``); the argmin counts over
+  the K x M conditioned draws are one numba pass (``winner_counts``) that builds none of
+  them.
 - any model with ``with_points`` (``information_gain_refit``, the tree ensemble of
   TrimTuner-DT): refit with each fantasised y and treat the representer predictions as
   independent Gaussians N(mean_r, std_r).
