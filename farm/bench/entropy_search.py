@@ -67,7 +67,8 @@ def measure(optimizer: str, dataset: str, seed: int, evaluations: int) -> dict:
 def _child(tree: Path, optimizer: str, dataset: str, seed: int, evaluations: int) -> dict:
     env = {**os.environ, **ONE_THREAD, "PYTHONPATH": str(tree)}
     out = subprocess.run([sys.executable, __file__, "--measure", optimizer, dataset, str(seed),
-                          str(evaluations)], env=env, cwd=tree, capture_output=True, text=True)
+                          str(evaluations)], env=env, cwd=tree, capture_output=True, text=True,
+                         check=False)
     if out.returncode != 0:
         raise RuntimeError(f"{optimizer} seed {seed} on {tree}: {out.stderr.strip()[-500:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -80,8 +81,9 @@ def compare(before: Path, optimizers: list[str], dataset: str, seeds: int,
     for optimizer in optimizers:
         for seed in range(seeds):
             with ThreadPoolExecutor(2) as pool:
-                old, new = pool.map(lambda tree: _child(tree, optimizer, dataset, seed,
-                                                        evaluations), (before, TREE))
+                runs = [pool.submit(_child, tree, optimizer, dataset, seed, evaluations)
+                        for tree in (before, TREE)]
+                old, new = (run.result() for run in runs)
             yield {"optimizer": optimizer, "seed": seed,
                    "suggest_before_s": round(old["suggest_cpu_s"], 2),
                    "suggest_after_s": round(new["suggest_cpu_s"], 2),

@@ -44,8 +44,16 @@ import scipy.linalg
 
 from ..linalg import cholesky_with_jitter, diagonal_scale
 
-__all__ = ["entropy", "joint_samples", "pmax_from_samples", "pmax_monte_carlo",
-           "RepresenterDraws", "information_gain_gp", "information_gain_refit", "winner_counts"]
+__all__ = [
+    "RepresenterDraws",
+    "entropy",
+    "information_gain_gp",
+    "information_gain_refit",
+    "joint_samples",
+    "pmax_from_samples",
+    "pmax_monte_carlo",
+    "winner_counts",
+]
 
 
 def entropy(p, axis=-1):
@@ -111,7 +119,7 @@ class RepresenterDraws:
     h0: float
 
     @classmethod
-    def of(cls, mean_r, cov_r, z) -> "RepresenterDraws":
+    def of(cls, mean_r, cov_r, z) -> RepresenterDraws:
         L = _cholesky(np.asarray(cov_r, dtype=float))
         F = np.asarray(mean_r)[None, :] + z @ L.T
         return cls(L, z, F, np.argsort(F, axis=1), float(entropy(pmax_from_samples(F))))

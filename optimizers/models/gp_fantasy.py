@@ -41,7 +41,7 @@ from scipy.linalg import solve_triangular
 
 from .gp import GaussianProcess, mixture_moments
 
-__all__ = ["RowPosterior", "CandidateCovariances"]
+__all__ = ["CandidateCovariances", "RowPosterior"]
 
 
 def _solve_lower(L: np.ndarray, B: np.ndarray) -> np.ndarray:
