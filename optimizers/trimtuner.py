@@ -10,7 +10,9 @@ Algorithm 1 of the paper, per iteration:
        alpha_T(x, s) = P(new incumbent feasible | fantasy) x IG(x, s) / C(x, s)
    where IG is the information gain about argmax_x A(x, 1) over representer points
    (``acquisition/entropy.py``, Monte Carlo p_max) and the constraint factor comes from the
-   models conditioned on (x, s, predicted means) (one fantasy per candidate, never shared);
+   models conditioned on (x, s, predicted means) (one fantasy per candidate, never shared;
+   for the GP by the closed-form rank-1 update of its Cholesky factor,
+   ``models/gp_fantasy.py``, the trees refitted);
 4. run the argmax and pick the incumbent at s = 1 (the same rule picks the fantasised
    incumbent of step 3).
 
@@ -32,9 +34,12 @@ training run snapshots the smaller sizes, so the optimizer suggests the largest 
 with ``Suggestion.snapshots`` naming the others; the farm loop runs them for free and hands
 their observations back in ``observation.snapshots`` ({s: Observation}).
 
-Candidate evaluations go through ``self.executor.map`` in chunks; every random number a
-candidate uses is either shared (common random numbers in the context) or drawn from a
-generator keyed by the candidate's index, so the result does not depend on the executor.
+Candidate evaluations go through ``self.executor.map`` in chunks (the farm's Ray executor
+runs them as Ray tasks); every random number a candidate uses is either shared (common random
+numbers in the context) or drawn from a generator keyed by the candidate's index, so the
+result does not depend on the executor. What every candidate shares is computed once per
+suggestion in the context: the representer draws of each hyperparameter sample and the GP
+posteriors at every configuration at s = 1.
 
 References:
     [TrimTuner] Mendes, Casimiro, Romano, Garlan. TrimTuner, MASCOTS 2020, Sec. III, Alg. 1.
@@ -50,6 +55,7 @@ import numpy as np
 
 from .acquisition.analytic import constraints_log_pf, gauss_hermite
 from .acquisition.entropy import (
+    RepresenterDraws,
     information_gain_gp,
     information_gain_refit,
     joint_samples,
@@ -60,13 +66,14 @@ from .acquisition.incumbent import choose_incumbent
 from .base import Optimizer, Param, Recommendation, Suggestion, decision_margin
 from .blas import single_threaded
 from .models.gp import GaussianProcess
+from .models.gp_fantasy import CandidateCovariances, RowPosterior
 from .models.targets import Targets
 from .models.trees import TreeEnsemble
 from .seeds import drawn_seed, keyed_generator
 
 __all__ = ["TrimTuner"]
 
-_CHUNK = 4    # candidates per executor item (does not change results)
+_CHUNK = 16   # candidates per executor item (does not change results)
 
 
 @dataclass
@@ -78,9 +85,10 @@ class _Context:
     X_cand: np.ndarray         # (n, d+1) candidate inputs
     pred_mean: dict            # metric -> (n,) model-scale means at the candidates
     pred_std: np.ndarray       # (n,) objective std at the candidates (dt fantasies)
-    X_rep: np.ndarray          # (R, d+1) representer inputs (s = 1)
-    rep_means: np.ndarray      # (S, R) per hyperparameter sample (gp)
-    rep_covs: np.ndarray       # (S, R, R)
+    rep: np.ndarray            # (R,) representer configurations (rows of X_full)
+    draws: list                # gp: RepresenterDraws per hyperparameter sample
+    rows: dict                 # gp: metric -> RowPosterior at X_full (objective; all with a
+                               # constraint factor)
     X_full: np.ndarray         # (n_configs, d+1) every configuration at s = 1
     cand_config: np.ndarray    # (n,) configuration of each candidate
     inc_ids: np.ndarray | None  # configurations the incumbent may be (None: all)
@@ -98,47 +106,72 @@ def acquisition_chunk(ctx: _Context, idx: np.ndarray) -> np.ndarray:
     """(len(idx), 3) rows of (alpha, information gain, constraint factor) for the candidates
     ``idx``; a pure function of (ctx, idx)."""
     idx = np.asarray(idx, dtype=np.int64)
-    gain = _gains(ctx, idx)
-    factor = np.array([_factor(ctx, c) for c in idx])
+    if ctx.model == "gp":
+        cands = {m: CandidateCovariances(rows, ctx.X_cand[idx]) for m, rows in ctx.rows.items()}
+        gain = _gains_gp(ctx, idx, cands[ctx.targets.objective])
+        fantasies = (_fantasy_gp(ctx, cands, j, c) for j, c in enumerate(idx))
+    else:
+        gain = _gains_dt(ctx, idx)
+        fantasies = (_fantasy_dt(ctx, c) for c in idx)
+    factor = np.ones(len(idx)) if ctx.factor == "none" else np.array(
+        [_factor(ctx, pred) for pred in fantasies])
     cost = np.exp(ctx.pred_mean["cost"][idx])
     alpha = factor * np.maximum(gain, 0.0) / cost
     return np.column_stack([alpha, gain, factor])
 
 
-def _gains(ctx: _Context, idx: np.ndarray) -> np.ndarray:
+def _gains_gp(ctx: _Context, idx: np.ndarray, cands: CandidateCovariances) -> np.ndarray:
+    """IG of each candidate, averaged over the objective's hyperparameter samples."""
     obj = ctx.targets.models[ctx.targets.objective]
     M = len(ctx.z)
-    if ctx.model == "dt":
-        return np.array([information_gain_refit(obj, ctx.X_cand[c], ctx.pred_mean[
-            ctx.targets.objective][c], ctx.pred_std[c], ctx.X_rep, ctx.z, ctx.t, ctx.w)
-            for c in idx])
-    R = len(ctx.X_rep)
     e = np.column_stack([keyed_generator(ctx.e_seed, c).standard_normal(M)
                          for c in idx])
-    means, covs = obj.predict_per_sample(np.vstack([ctx.X_rep, ctx.X_cand[idx]]),
-                                         full_cov=True)
+    means, variances, cross = cands.scaled()
     gains = np.zeros(len(idx))
-    for s in range(len(means)):
-        gains += information_gain_gp(ctx.rep_means[s], ctx.rep_covs[s], covs[s, :R, R:],
-                                     means[s, R:], np.diag(covs[s])[R:],
-                                     obj.noise_[s] * obj.y_scale_ ** 2, ctx.z, e, ctx.t,
-                                     ctx.w)
-    return gains / len(means)
+    for s, draws in enumerate(ctx.draws):
+        gains += information_gain_gp(draws, cross[s][:, ctx.rep].T, means[s], variances[s],
+                                     obj.noise_[s] * obj.y_scale_ ** 2, e, ctx.t, ctx.w)
+    return gains / len(ctx.draws)
 
 
-def _factor(ctx: _Context, c: int) -> float:
-    """P(the incumbent after a fantasy at candidate c is feasible) [TrimTuner Sec. III-A,
-    steps 1-4]; Fabulinus multiplies by its predicted accuracy [Mendes19 Eq. 4.5]."""
-    if ctx.factor == "none":
-        return 1.0
-    x = ctx.X_cand[c:c + 1]
-    fantasy = ctx.targets.with_points(x, {m: v[c:c + 1] for m, v in ctx.pred_mean.items()})
-    rows = ctx.X_full if ctx.inc_ids is None else ctx.X_full[
-        np.union1d(ctx.inc_ids, ctx.cand_config[c])]
-    pred = fantasy.predict(rows)
-    log_pf = constraints_log_pf(fantasy.constraints, pred)
-    mean = pred[fantasy.objective][0]
-    quality = fantasy.quality(mean)
+def _gains_dt(ctx: _Context, idx: np.ndarray) -> np.ndarray:
+    obj = ctx.targets.models[ctx.targets.objective]
+    return np.array([information_gain_refit(obj, ctx.X_cand[c], ctx.pred_mean[
+        ctx.targets.objective][c], ctx.pred_std[c], ctx.X_full[ctx.rep], ctx.z, ctx.t, ctx.w)
+        for c in idx])
+
+
+def _incumbent_rows(ctx: _Context, c: int) -> np.ndarray:
+    """The configurations (rows of X_full) the incumbent after a fantasy at c may be."""
+    if ctx.inc_ids is None:
+        return np.arange(len(ctx.X_full))
+    return np.union1d(ctx.inc_ids, ctx.cand_config[c])
+
+
+def _fantasy_gp(ctx: _Context, cands: dict, j: int, c: int) -> dict:
+    """{metric: (mean, std)} at the incumbent rows after the fantasy at candidate c (the
+    chunk's j-th), by the closed-form rank-1 update (``models/gp_fantasy.py``)."""
+    ids = _incumbent_rows(ctx, c)
+    return {m: cands[m].fantasy_predict(j, float(ctx.pred_mean[m][c]), ids)
+            for m in ctx.targets.metrics}
+
+
+def _fantasy_dt(ctx: _Context, c: int) -> dict:
+    """{metric: (mean, std)} at the incumbent rows after the fantasy at candidate c: the
+    models refitted with it."""
+    fantasy = ctx.targets.with_points(ctx.X_cand[c:c + 1],
+                                      {m: v[c:c + 1] for m, v in ctx.pred_mean.items()})
+    return fantasy.predict(ctx.X_full[_incumbent_rows(ctx, c)])
+
+
+def _factor(ctx: _Context, pred: dict) -> float:
+    """P(the incumbent after a fantasy is feasible) [TrimTuner Sec. III-A, steps 1-4], from
+    the predictions ``pred`` of the models conditioned on the fantasy at the incumbent rows;
+    Fabulinus multiplies by its predicted accuracy [Mendes19 Eq. 4.5]."""
+    t = ctx.targets
+    log_pf = constraints_log_pf(t.constraints, pred)
+    mean = pred[t.objective][0]
+    quality = t.quality(mean)
     best = choose_incumbent(ctx.incumbent_rule, quality, mean, log_pf, ctx.min_pf)
     pf = math.exp(log_pf[best])
     return pf * float(quality[best]) if ctx.factor == "cea" else pf
@@ -266,19 +299,22 @@ class TrimTuner(Optimizer):
         scores = cea(t.quality(obj_mean), constraints_log_pf(t.constraints, pred))
         X_full = self._inputs(np.arange(self.space.n_configs), np.ones(self.space.n_configs))
         rep = self._representers(X_full)
-        M = self.config["n_mc"]
-        obj = t.models[t.objective]
+        z = self.rng.standard_normal((self.config["n_mc"], len(rep)))
+        factor = self.factor if t.constraints else "none"
+        draws, rows = [], {}
         if self.config["model"] == "gp":
-            rep_means, rep_covs = obj.predict_per_sample(X_full[rep], full_cov=True)
-        else:
-            rep_means = rep_covs = np.empty(0)
+            obj = t.models[t.objective]
+            draws = [RepresenterDraws.of(mean, cov, z) for mean, cov in
+                     zip(*obj.predict_per_sample(X_full[rep], full_cov=True))]
+            rows = {m: RowPosterior(t.models[m], X_full)
+                    for m in (t.metrics if factor != "none" else (t.objective,))}
         gh_t, gh_w = gauss_hermite(self.config["gh_nodes"])
         ctx = _Context(
             targets=t, model=self.config["model"], X_cand=X,
             pred_mean={m: pred[m][0] for m in t.metrics}, pred_std=obj_std,
-            X_rep=X_full[rep], rep_means=rep_means, rep_covs=rep_covs, X_full=X_full,
-            z=self.rng.standard_normal((M, len(rep))), e_seed=drawn_seed(self.rng),
-            t=gh_t, w=gh_w, factor=self.factor if t.constraints else "none",
+            rep=rep, draws=draws, rows=rows, X_full=X_full,
+            z=z, e_seed=int(self.rng.integers(2 ** 63)),
+            t=gh_t, w=gh_w, factor=factor,
             incumbent_rule=self.config["incumbent_rule"], min_pf=self.config["incumbent_pf"],
             cand_config=np.asarray(cids), inc_ids=self._incumbent_pool())
         return ctx, scores

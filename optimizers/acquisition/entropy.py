@@ -16,7 +16,10 @@ and a candidate that cannot move f_R gets exactly zero):
 
 - GP (``information_gain_gp``): pathwise conditioning (Matheron's rule): draw joint samples of
   (f_R, y_c) from the current posterior, then ``f_R | y = f_R + C_Rc / (v_c + noise) (y - y_c)``.
-  This is the closed-form rank-1 update of the GP posterior at the representer points.
+  This is the closed-form rank-1 update of the GP posterior at the representer points. The
+  draws of f_R are shared by every candidate (``RepresenterDraws``); the argmin counts over
+  the K x M conditioned draws are one numba pass (``winner_counts``) that builds none of
+  them.
 - any model with ``with_points`` (``information_gain_refit``, the tree ensemble of
   TrimTuner-DT): refit with each fantasised y and treat the representer predictions as
   independent Gaussians N(mean_r, std_r).
@@ -33,13 +36,24 @@ References:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numba as nb
 import numpy as np
 import scipy.linalg
 
 from ..linalg import cholesky_with_jitter, diagonal_scale
 
-__all__ = ["entropy", "joint_samples", "pmax_from_samples", "pmax_monte_carlo",
-           "information_gain_gp", "information_gain_refit"]
+__all__ = [
+    "RepresenterDraws",
+    "entropy",
+    "information_gain_gp",
+    "information_gain_refit",
+    "joint_samples",
+    "pmax_from_samples",
+    "pmax_monte_carlo",
+    "winner_counts",
+]
 
 
 def entropy(p, axis=-1):
@@ -91,36 +105,89 @@ def pmax_monte_carlo(mean, cov, z):
     return pmax_from_samples(np.asarray(mean)[None, :] + z @ L.T)
 
 
-def information_gain_gp(mean_r, cov_r, cov_rc, mean_c, var_c, noise, z, e, t, w):
+@dataclass(frozen=True)
+class RepresenterDraws:
+    """Joint draws of f at the representers under one posterior (one hyperparameter sample),
+    shared by every candidate: ``F = mean_r + z L^T`` (M, R) from the common normals ``z``
+    (M, R) and the Cholesky factor ``L`` of the representer covariance, each row's argsort
+    ``order``, and ``h0``, the entropy of their p_max."""
+
+    L: np.ndarray
+    z: np.ndarray
+    F: np.ndarray
+    order: np.ndarray
+    h0: float
+
+    @classmethod
+    def of(cls, mean_r, cov_r, z) -> RepresenterDraws:
+        L = _cholesky(np.asarray(cov_r, dtype=float))
+        F = np.asarray(mean_r)[None, :] + z @ L.T
+        return cls(L, z, F, np.argsort(F, axis=1), float(entropy(pmax_from_samples(F))))
+
+
+def information_gain_gp(draws, cov_rc, mean_c, var_c, noise, e, t, w):
     """IG about argmin_R f for each candidate c, under one GP posterior (one hyperparameter
     sample), by pathwise conditioning.
 
     Args:
-        mean_r, cov_r: (R,), (R, R) posterior of f at the representers.
+        draws: ``RepresenterDraws`` of f at the representers under this posterior.
         cov_rc: (R, C) posterior covariance between representers and candidates.
         mean_c, var_c: (C,) posterior mean and variance of f at the candidates.
         noise: observation noise variance (scalar or (C,)).
-        z: (M, R) standard normals for f_R; e: (M, C) standard normals for y_c (column c is
-            candidate c's own stream, so the result does not depend on batching).
+        e: (M, C) standard normals for y_c (column c is candidate c's own stream, so the
+            result does not depend on batching).
         t, w: Gauss-Hermite nodes / weights for a standard normal (``gauss_hermite``).
     Returns:
         (C,) information gains, >= 0 up to Monte Carlo error, exactly 0 when cov_rc[:, c] = 0.
     """
-    L = _cholesky(np.asarray(cov_r, dtype=float))
-    F = mean_r[None, :] + z @ L.T                                      # (M, R)
-    h0 = entropy(pmax_from_samples(F))
-    a = np.linalg.solve(L, cov_rc)                                     # (R, C): L^-1 C_Rc
+    a = np.linalg.solve(draws.L, cov_rc)                               # (R, C): L^-1 C_Rc
     var_y = var_c + noise
     resid = np.sqrt(np.maximum(var_y - np.sum(a * a, axis=0), 0.0))    # (C,)
-    y_sample = mean_c[None, :] + z @ a + resid[None, :] * e            # (M, C) joint with F
-    gains = np.empty(len(mean_c))
-    for c in range(len(mean_c)):
-        gain_vec = cov_rc[:, c] / var_y[c]                              # (R,)
-        y_nodes = mean_c[c] + np.sqrt(var_y[c]) * t                    # (K,)
-        shift = y_nodes[:, None] - y_sample[None, :, c]                # (K, M)
-        Fy = F[None, :, :] + shift[:, :, None] * gain_vec[None, None, :]
-        gains[c] = h0 - np.dot(w, entropy(pmax_from_samples(Fy)))
-    return gains
+    y_sample = mean_c[None, :] + draws.z @ a + resid[None, :] * e      # (M, C) joint with F
+    gain = (cov_rc / var_y).T                                          # (C, R)
+    y_nodes = mean_c[:, None] + np.sqrt(var_y)[:, None] * t[None, :]   # (C, K)
+    counts = winner_counts(draws.F, draws.order, np.ascontiguousarray(y_sample.T), y_nodes,
+                           gain)
+    h = entropy(counts / len(draws.F))                                 # (C, K)
+    return np.array([draws.h0 - np.dot(w, h_c) for h_c in h])
+
+
+@nb.njit(cache=True)
+def winner_counts(F, order, y_sample, y_nodes, gain):
+    """How often each representer is the minimum of the conditioned draws: for candidate c
+    and node k, ``counts[c, k, r]`` is the number of draws m whose minimum of
+    ``F[m] + (y_nodes[c, k] - y_sample[c, m]) gain[c]`` is at r (the first one on a tie, as
+    ``np.argmin``), without the (K, M, R) array of conditioned draws.
+
+    Each value is computed as that array's would be, so the counts are the same. Per draw,
+    the representers are visited in increasing ``F[m]`` (``order``) and the visit stops once
+    ``F[m, r]`` plus the least the shift can add, ``min(u g_min, u g_max)``, exceeds the best
+    value found: rounding is monotone, so no later representer can win or tie.
+
+    Args: F (M, R) draws at the representers and ``order`` (M, R) each row's argsort;
+    y_sample (C, M) the joint draws of each candidate's observation; y_nodes (C, K) the
+    quadrature values of the observation; gain (C, R) the pathwise-conditioning gain
+    C_Rc / var_y of each candidate."""
+    M, R = F.shape
+    C, K = y_nodes.shape
+    counts = np.zeros((C, K, R), dtype=np.int64)
+    for c in range(C):
+        g_min, g_max = gain[c].min(), gain[c].max()
+        for m in range(M):
+            for k in range(K):
+                u = y_nodes[c, k] - y_sample[c, m]
+                least = min(u * g_min, u * g_max)
+                best, arg = np.inf, 0
+                for j in range(R):
+                    r = order[m, j]
+                    f = F[m, r]
+                    if f + least > best:
+                        break
+                    v = f + u * gain[c, r]
+                    if v < best or (v == best and r < arg):
+                        best, arg = v, r
+                counts[c, k, arg] += 1
+    return counts
 
 
 def information_gain_refit(model, x_c, mean_c, std_c, X_r, z, t, w):

@@ -61,7 +61,7 @@ from ..linalg import cholesky_with_jitter
 from ..seeds import drawn_seed
 from .gp_posterior import HORSESHOE_SCALE, Design, log_posterior
 
-__all__ = ["GaussianProcess"]
+__all__ = ["GaussianProcess", "mixture_moments"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 # Bounds (log space) of the hyperparameters; also the support of the flat priors.
@@ -69,6 +69,13 @@ _AMP_BOUNDS = (-10.0, 5.0)
 _METRIC_BOUNDS = (-8.0, 6.0)      # log squared length scale: l in [0.018, 20] on [0, 1] inputs
 _BASIS_BOUNDS = (-8.0, 5.0)
 _NOISE_BOUNDS = (-14.0, 0.0)      # noise variance of the normalised targets in [8e-7, 1]
+
+
+def mixture_moments(means: np.ndarray, variances: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and std of the equal-weight mixture of Gaussians over hyperparameter samples
+    (axis 0): mean of means; variance = mean of variances + variance of means."""
+    var = variances.mean(axis=0) + means.var(axis=0)
+    return means.mean(axis=0), np.sqrt(np.maximum(var, 0.0))
 
 
 class GaussianProcess:
@@ -312,10 +319,7 @@ class GaussianProcess:
 
     def predict(self, X, noise: bool = False):
         """Predictive mean and std at X (n, d), averaged over hyperparameter samples."""
-        means, variances = self.predict_per_sample(X, noise=noise)
-        mean = means.mean(axis=0)
-        var = variances.mean(axis=0) + means.var(axis=0)
-        return mean, np.sqrt(np.maximum(var, 0.0))
+        return mixture_moments(*self.predict_per_sample(X, noise=noise))
 
     def predict_joint(self, X, noise: bool = False):
         """Joint predictive mean (m,) and covariance (m, m) at X: the moments of the mixture
@@ -325,6 +329,24 @@ class GaussianProcess:
         centred = means - mean
         cov = covs.mean(axis=0) + centred.T @ centred / len(means)
         return mean, cov
+
+    # -- pieces for closed-form updates outside the model ---------------------------------------
+    def factors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The training inputs (n, d) and, per hyperparameter sample, the lower Cholesky factor
+        (S, n, n) of K + noise I and the weights K^-1 y (S, n) of the normalised targets."""
+        self._check_fitted()
+        return self._X, self._L, self._alpha
+
+    def kernel_per_sample(self, X, Y) -> np.ndarray:
+        """The prior kernel k(X, Y) (S, m, q) under each hyperparameter sample (normalised
+        target scale, no noise)."""
+        self._check_fitted()
+        Xt, Yt = self._transform(X), self._transform(Y)
+        out = np.empty((len(self.theta_), len(Xt), len(Yt)))
+        for i, theta in enumerate(self.theta_):
+            self._set(theta)
+            out[i] = self._kernel.get_value(Xt, Yt)
+        return out
 
     # -- fantasies ----------------------------------------------------------------------------
     def with_points(self, X, y) -> "GaussianProcess":

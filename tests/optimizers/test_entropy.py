@@ -7,6 +7,7 @@ import numpy as np
 
 from optimizers.acquisition.analytic import gauss_hermite
 from optimizers.acquisition.entropy import (
+    RepresenterDraws,
     entropy,
     information_gain_gp,
     information_gain_refit,
@@ -50,7 +51,8 @@ def test_information_gain_matches_brute_force_and_is_zero_when_uninformative():
     rng = np.random.default_rng(2)
     z, e = rng.standard_normal((4000, 3)), rng.standard_normal((4000, 2))
     t, w = gauss_hermite(20)
-    ig = information_gain_gp(mean_r, cov_r, cov_rc, mean_c, var_c, noise, z, e, t, w)
+    ig = information_gain_gp(RepresenterDraws.of(mean_r, cov_r, z), cov_rc, mean_c, var_c,
+                             noise, e, t, w)
     assert ig[1] == 0.0                        # independent of the representers: no gain
     assert ig[0] > 0.05
 
@@ -68,14 +70,58 @@ def test_information_gain_matches_brute_force_and_is_zero_when_uninformative():
     assert abs(ig[0] - (h0 - np.mean(hs))) < 0.04
 
 
+def _reference_information_gain(mean_r, cov_r, cov_rc, mean_c, var_c, noise, z, e, t, w):
+    """The information gain as it was written before the fused kernel: every conditioned
+    draw built as one (K, M, R) array per candidate, p_max by argmin over it."""
+    L = np.linalg.cholesky(cov_r + 1e-10 * np.mean(np.diag(cov_r)) * np.eye(len(cov_r)))
+    F = mean_r[None, :] + z @ L.T
+    h0 = entropy(pmax_from_samples(F))
+    a = np.linalg.solve(L, cov_rc)
+    var_y = var_c + noise
+    resid = np.sqrt(np.maximum(var_y - np.sum(a * a, axis=0), 0.0))
+    y_sample = mean_c[None, :] + z @ a + resid[None, :] * e
+    gains = np.empty(len(mean_c))
+    for c in range(len(mean_c)):
+        y_nodes = mean_c[c] + np.sqrt(var_y[c]) * t
+        shift = y_nodes[:, None] - y_sample[None, :, c]
+        Fy = F[None, :, :] + shift[:, :, None] * (cov_rc[:, c] / var_y[c])[None, None, :]
+        winners = np.argmin(Fy, axis=-1)                                  # (K, M)
+        p = np.stack([np.bincount(wk, minlength=len(mean_r)) for wk in winners]) / len(z)
+        gains[c] = h0 - np.dot(w, entropy(p))
+    return gains
+
+
+def test_fused_information_gain_equals_the_reference_formula():
+    """A hand-made case of 12 representers and 6 candidates (one independent of them, one
+    a near-copy of a representer): the fused kernel's gains are the reference's."""
+    rng = np.random.default_rng(11)
+    B = rng.standard_normal((18, 18))
+    joint = B @ B.T / 18 + 0.05 * np.eye(18)
+    joint[12, :12] = joint[:12, 12] = 0.0                 # candidate 0: independent
+    joint[13, :] = joint[:, 13] = joint[3, :]             # candidate 1: representer 3 itself
+    joint[13, 13] = joint[3, 3]
+    mean = rng.normal(0.0, 0.3, 18)
+    mean_r, cov_r = mean[:12], joint[:12, :12]
+    cov_rc, mean_c, var_c = joint[:12, 12:], mean[12:], np.diag(joint)[12:]
+    z, e = rng.standard_normal((3000, 12)), rng.standard_normal((3000, 6))
+    t, w = gauss_hermite(5)
+    fused = information_gain_gp(RepresenterDraws.of(mean_r, cov_r, z), cov_rc, mean_c, var_c,
+                                0.02, e, t, w)
+    reference = _reference_information_gain(mean_r, cov_r, cov_rc, mean_c, var_c, 0.02, z, e,
+                                            t, w)
+    np.testing.assert_allclose(fused, reference, rtol=0, atol=1e-12)
+    assert fused[0] == 0.0 and fused[1] > 0.05
+
+
 def test_information_gain_does_not_depend_on_batching():
     mean_r, cov_r, cov_rc, mean_c, var_c = _problem()
     rng = np.random.default_rng(4)
     z, e = rng.standard_normal((500, 3)), rng.standard_normal((500, 2))
     t, w = gauss_hermite(5)
-    both = information_gain_gp(mean_r, cov_r, cov_rc, mean_c, var_c, 0.01, z, e, t, w)
-    first = information_gain_gp(mean_r, cov_r, cov_rc[:, :1], mean_c[:1], var_c[:1], 0.01, z,
-                                e[:, :1], t, w)
+    draws = RepresenterDraws.of(mean_r, cov_r, z)
+    both = information_gain_gp(draws, cov_rc, mean_c, var_c, 0.01, e, t, w)
+    first = information_gain_gp(draws, cov_rc[:, :1], mean_c[:1], var_c[:1], 0.01, e[:, :1],
+                                t, w)
     np.testing.assert_array_equal(both[:1], first)
 
 
@@ -90,9 +136,9 @@ def test_gp_gain_is_larger_near_the_contested_optimum():
     means, covs = gp.predict_per_sample(np.vstack([R, C]), full_cov=True)
     rng = np.random.default_rng(5)
     t, w = gauss_hermite(7)
-    ig = information_gain_gp(means[0, :3], covs[0, :3, :3], covs[0, :3, 3:], means[0, 3:],
-                             np.diag(covs[0])[3:], gp.noise_[0] * gp.y_scale_ ** 2,
-                             rng.standard_normal((2000, 3)), rng.standard_normal((2000, 2)),
+    draws = RepresenterDraws.of(means[0, :3], covs[0, :3, :3], rng.standard_normal((2000, 3)))
+    ig = information_gain_gp(draws, covs[0, :3, 3:], means[0, 3:], np.diag(covs[0])[3:],
+                             gp.noise_[0] * gp.y_scale_ ** 2, rng.standard_normal((2000, 2)),
                              t, w)
     assert ig[0] > 10 * abs(ig[1])
 
