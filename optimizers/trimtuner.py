@@ -313,7 +313,7 @@ class TrimTuner(Optimizer):
             targets=t, model=self.config["model"], X_cand=X,
             pred_mean={m: pred[m][0] for m in t.metrics}, pred_std=obj_std,
             rep=rep, draws=draws, rows=rows, X_full=X_full,
-            z=z, e_seed=int(self.rng.integers(2 ** 63)),
+            z=z, e_seed=drawn_seed(self.rng),
             t=gh_t, w=gh_w, factor=factor,
             incumbent_rule=self.config["incumbent_rule"], min_pf=self.config["incumbent_pf"],
             cand_config=np.asarray(cids), inc_ids=self._incumbent_pool())
