@@ -53,7 +53,7 @@ for _logger in ("mlflow.store.db.utils", "alembic"):
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 DESCRIPTION_TAG = "mlflow.note.content"
 # MLflow's UI for a store the farm writes itself (a database): one worker (its default 4 did
-# not come up in 5 minutes on 2 busy cores), on loopback (docs/first-hour.md)
+# not come up in 5 minutes on 2 busy cores), on loopback (docs/guide/first-hour.md)
 UI_COMMAND = "mlflow ui --workers 1 --host 127.0.0.1 --port 5000"
 LOCAL_UI = "http://127.0.0.1:5000"
 

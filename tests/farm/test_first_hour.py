@@ -159,7 +159,7 @@ def test_curves_that_coincide_are_drawn_wide_under_narrow():
 
 
 def test_the_mlflow_ui_command_of_the_docs_serves_and_the_sweep_prints_it(tmp_path, capsys):
-    """docs/first-hour.md's `mlflow ui` (one worker, on loopback) serves the sweep's database,
+    """docs/guide/first-hour.md's `mlflow ui` (one worker, on loopback) serves the sweep's database,
     and `farm sweep` prints that command under its MLflow line."""
     import shlex
     import urllib.request
@@ -174,7 +174,7 @@ def test_the_mlflow_ui_command_of_the_docs_serves_and_the_sweep_prints_it(tmp_pa
     assert main(args) == 0
     uri = f"sqlite:///{out.resolve() / 'mlflow.db'}"
     assert f"  to look: {MLFLOW_UI} --backend-store-uri {uri}" in capsys.readouterr().out
-    doc = (ROOT / "docs" / "first-hour.md").read_text()
+    doc = (ROOT / "docs" / "guide" / "first-hour.md").read_text()
     line, = [x for x in doc.splitlines() if x.startswith("mlflow ui ")]
     assert line.startswith(MLFLOW_UI + " --backend-store-uri sqlite:///")
     port = free_port()
