@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 if os.environ.get("RAY_ADDRESS", "127.0.0.1").startswith(("127.", "localhost")):
@@ -69,10 +69,11 @@ __all__ = [
 ]
 
 _joined_cluster = False  # init_ray joined an existing cluster (it may have an autoscaler)
-# what a sweep that lost its head held of Ray (object refs, actor handles): dropping one makes
-# Ray release it in the object store, which is gone with the head, and Ray then ends this
-# process on the spot; kept, the driver records what it has first (the index, MLflow's runs)
-_LOST: list[dict] = []
+# what a sweep that lost its head held of Ray (its pool's object refs and actor handles, its
+# watch's GCS client): dropping one makes Ray release it in the object store, which is gone with
+# the head, and Ray then ends this process on the spot; kept, the driver records what it has
+# first (the index, MLflow's runs)
+_LOST: list[tuple[_ActorPool, _ClusterWatch]] = []
 
 
 def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
@@ -290,94 +291,173 @@ def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: 
     """
     if not runs:
         return
-    shared = {name: share_dataset(name) for name in sorted({r.dataset for r in runs})}
-    # with the Ray executor an actor mostly waits for its tasks: it holds no CPU, so the
-    # tasks can always be scheduled
-    options = {"num_cpus": 0 if executor == "ray" else 1}
+    pool = _ActorPool(runs, executor, chunk_size, max_retries, on_submit)
     head = HeadWatch(ray.get_runtime_context().gcs_address, head_timeout)
-    demand = Demand(head if (_joined_cluster if autoscale is None else autoscale) else None)
-    pending = list(reversed(runs))  # pop() from the end keeps the given order
-    attempts: dict[str, int] = {}
-    actors: list[_Actor] = []
-    in_flight: dict[ray.ObjectRef, tuple[_Actor, RunSpec, float]] = {}
-    polled, starved_since, cpus = -math.inf, time.monotonic(), 0
+    asks = _joined_cluster if autoscale is None else autoscale
+    watch = _ClusterWatch(head, Demand(head if asks else None), max_in_flight, placement_timeout)
     try:
-        while pending or in_flight:
+        while pool.pending or pool.in_flight:
             now = time.monotonic()
-            if now - polled >= POLL_S:
-                polled = now
-                if head.check() and (answer := head.cpus()) is not None:
-                    cpus = answer
-                    busy = sum(1 for a in actors if a.runs)
-                    _resize(actors, target_actors(max_in_flight, cpus, len(pending) + busy),
-                            lambda: _Actor(RunActor.options(**options).remote(
-                                shared, executor, chunk_size)))
-            if head.lost_since is None:
-                demand.request(wanted_cpus(max_in_flight, cpus, len(pending) + len(in_flight)))
-            while pending:
-                ready = [a for a in actors if a.where is not None and a.runs < QUEUE_DEPTH]
-                if not ready:
-                    break
-                actor, spec = min(ready, key=lambda a: a.runs), pending.pop()
-                attempts[spec.run_key] = attempts.get(spec.run_key, 0) + 1
-                in_flight[actor.handle.run.remote(spec)] = (actor, spec, time.perf_counter())
-                actor.runs += 1
-                if on_submit is not None:
-                    on_submit(spec, actor.where)
-            if in_flight or not pending:
-                starved_since = now
-            elif now - starved_since > placement_timeout:
-                raise ClusterLost(f"{len(pending)} runs waited {placement_timeout:.0f} s and no "
-                                  f"node could take one ({cpus} CPUs in the cluster)")
-            placing = {a.where_ref: a for a in actors if a.where is None}
-            refs = list(in_flight) + list(placing)
-            if not refs:
-                time.sleep(POLL_S)
-                continue
-            done, _ = ray.wait(refs, num_returns=1, timeout=POLL_S)
-            for ref in done:
-                if ref in placing:
-                    _placed(placing[ref], actors)
-                    continue
-                actor, spec, t0 = in_flight.pop(ref)
-                actor.runs -= 1
-                n = attempts[spec.run_key]
-                try:
-                    result, cpu, wall = ray.get(ref)
-                    result = _off_the_store(result)
-                except (RayActorError, ObjectLostError) as e:
-                    # the actor died, or it had finished and its result was lost with its
-                    # node's object store (ObjectReconstructionFailedError): the run again
-                    if actor in actors:  # report and drop it once, whatever it had queued
-                        _drop(actor, actors, e)
-                    if n <= max_retries:
-                        pending.append(spec)
-                        continue
-                    yield Outcome(spec, None, f"actor died {n} times: {error_line(e)}", n,
-                                  time.perf_counter() - t0, actor.where or {})
-                    continue
-                except RayTaskError as e:
-                    yield Outcome(spec, None, error_line(e), n, time.perf_counter() - t0,
-                                  actor.where)
-                    continue
-                yield Outcome(spec, result, None, n, wall, actor.where, cpu)
+            watch.follow(pool, now)
+            pool.submit()
+            watch.check_placement(pool, now)
+            for ref in pool.wait():
+                if (outcome := pool.collect(ref)) is not None:
+                    yield outcome
     except ClusterLost as e:
         notify(lost=str(e))  # first: a watching parent prints it, whatever Ray does next
         raise
     except (OSError, RayError) as e:  # e.g. a broken pipe to a raylet that died with the head
         if head.reachable():
             raise
-        head.lost_since = head.lost_since or time.monotonic()
-        lost = ClusterLost(f"lost the Ray head {head.host}:{head.port} ({error_line(e)})")
-        notify(lost=str(lost))
-        raise lost from e
+        raise _head_lost(head, e) from e
     finally:
         if head.lost_since is None:  # the head answers: end our actors and our request
-            for actor in actors:
-                ray.kill(actor.handle)
-            demand.request(0)
+            pool.end()
+            watch.demand.request(0)
         else:  # see _LOST
-            _LOST.append(dict(locals()))
+            _LOST.append((pool, watch))
+
+
+class _ActorPool:
+    """The ``RunActor``s of one ``run_on_ray`` and the runs they hold.
+
+    ``submit`` sends queued runs to placed actors, ``wait`` returns what finished (a run, or an
+    actor's placement), ``collect`` turns a finished run into its outcome and ``retry`` puts a
+    run whose actor died back in the queue. The pool holds every Ray reference of the sweep
+    (see ``_LOST``): the shared datasets, the actors, the runs in flight, the actors being
+    placed and what the last wait returned, the last run collected, and a result while its
+    trace is copied out of the object store.
+    """
+
+    def __init__(self, runs: Sequence[RunSpec], executor: str, chunk_size: int,
+                 max_retries: int, on_submit: Callable[[RunSpec, dict], None] | None):
+        self.shared = {name: share_dataset(name) for name in sorted({r.dataset for r in runs})}
+        # with the Ray executor an actor mostly waits for its tasks: it holds no CPU, so the
+        # tasks can always be scheduled
+        self.options = {"num_cpus": 0 if executor == "ray" else 1}
+        self.executor, self.chunk_size = executor, chunk_size
+        self.max_retries, self.on_submit = max_retries, on_submit
+        self.pending = list(reversed(runs))  # pop() from the end keeps the given order
+        self.attempts: dict[str, int] = {}
+        self.actors: list[_Actor] = []
+        self.in_flight: dict[ray.ObjectRef, tuple[_Actor, RunSpec, float]] = {}
+        self.placing: dict[ray.ObjectRef, _Actor] = {}
+        self.received: list[ray.ObjectRef] = []
+        self.collected: tuple[_Actor, RunSpec, float] | None = None
+        self.reading: tuple[RunResult, float, float] | None = None
+
+    def resize(self, target: int) -> None:
+        _resize(self.actors, target, lambda: _Actor(RunActor.options(**self.options).remote(
+            self.shared, self.executor, self.chunk_size)))
+
+    def submit(self) -> None:
+        """Queued runs to placed actors, at most ``QUEUE_DEPTH`` each, the least loaded first."""
+        while self.pending:
+            ready = [a for a in self.actors if a.where is not None and a.runs < QUEUE_DEPTH]
+            if not ready:
+                break
+            actor, spec = min(ready, key=lambda a: a.runs), self.pending.pop()
+            self.attempts[spec.run_key] = self.attempts.get(spec.run_key, 0) + 1
+            self.in_flight[actor.handle.run.remote(spec)] = (actor, spec, time.perf_counter())
+            actor.runs += 1
+            if self.on_submit is not None:
+                self.on_submit(spec, actor.where)
+
+    def wait(self) -> list[ray.ObjectRef]:
+        """What finished within ``POLL_S`` (one run or one actor's placement at most); with
+        nothing out, nothing after a ``POLL_S`` pause."""
+        self.placing = {a.where_ref: a for a in self.actors if a.where is None}
+        refs = list(self.in_flight) + list(self.placing)
+        if not refs:
+            time.sleep(POLL_S)
+            return []
+        self.received, _ = ray.wait(refs, num_returns=1, timeout=POLL_S)
+        return self.received
+
+    def collect(self, ref: ray.ObjectRef) -> Outcome | None:
+        """The outcome of the run ``ref``; None when ``ref`` placed an actor, or when the run
+        went back to the queue (``retry``)."""
+        if ref in self.placing:
+            _placed(self.placing[ref], self.actors)
+            return None
+        self.collected = actor, spec, t0 = self.in_flight.pop(ref)
+        actor.runs -= 1
+        n = self.attempts[spec.run_key]
+        try:
+            self.reading = ray.get(ref)  # kept until its trace is out of the store (_LOST)
+            result, cpu, wall = self.reading
+            result = _off_the_store(result)
+            self.reading = None
+        except (RayActorError, ObjectLostError) as e:
+            # the actor died, or it had finished and its result was lost with its
+            # node's object store (ObjectReconstructionFailedError): the run again
+            return self.retry(actor, spec, e, t0)
+        except RayTaskError as e:
+            return Outcome(spec, None, error_line(e), n, time.perf_counter() - t0, actor.where)
+        return Outcome(spec, result, None, n, wall, actor.where, cpu)
+
+    def retry(self, actor: _Actor, spec: RunSpec, error: BaseException,
+              t0: float) -> Outcome | None:
+        """Drop ``actor``, which died, and put ``spec`` back in the queue (None) while it has
+        attempts left; else its failure."""
+        if actor in self.actors:  # report and drop it once, whatever it had queued
+            _drop(actor, self.actors, error)
+        n = self.attempts[spec.run_key]
+        if n <= self.max_retries:
+            self.pending.append(spec)
+            return None
+        return Outcome(spec, None, f"actor died {n} times: {error_line(error)}", n,
+                       time.perf_counter() - t0, actor.where or {})
+
+    def end(self) -> None:
+        for actor in self.actors:
+            ray.kill(actor.handle)
+
+
+@dataclass
+class _ClusterWatch:
+    """What one ``run_on_ray`` knows of the cluster: its head, the sweep's request to the
+    autoscaler, the CPUs at the last poll, and since when queued runs have had none running."""
+
+    head: HeadWatch
+    demand: Demand
+    max_in_flight: int
+    placement_timeout: float
+    cpus: int = 0
+    polled: float = -math.inf
+    starved_since: float = field(default_factory=time.monotonic)
+
+    def follow(self, pool: _ActorPool, now: float) -> None:
+        """Every ``POLL_S``: the pool sized to the cluster's CPUs, if the head answers; then
+        the CPUs the runs left could use asked of the autoscaler."""
+        if now - self.polled >= POLL_S:
+            self.polled = now
+            if self.head.check() and (answer := self.head.cpus()) is not None:
+                self.cpus = answer
+                busy = sum(1 for a in pool.actors if a.runs)
+                pool.resize(target_actors(self.max_in_flight, self.cpus,
+                                          len(pool.pending) + busy))
+        if self.head.lost_since is None:
+            self.demand.request(wanted_cpus(self.max_in_flight, self.cpus,
+                                            len(pool.pending) + len(pool.in_flight)))
+
+    def check_placement(self, pool: _ActorPool, now: float) -> None:
+        """``ClusterLost`` when queued runs waited ``placement_timeout`` s with none running."""
+        if pool.in_flight or not pool.pending:
+            self.starved_since = now
+        elif now - self.starved_since > self.placement_timeout:
+            raise ClusterLost(f"{len(pool.pending)} runs waited {self.placement_timeout:.0f} s "
+                              f"and no node could take one ({self.cpus} CPUs in the cluster)")
+
+
+def _head_lost(head: HeadWatch, error: BaseException) -> ClusterLost:
+    """The head's loss, which ``error`` (a broken pipe, a Ray error) revealed, told a watching
+    parent first."""
+    head.lost_since = head.lost_since or time.monotonic()
+    lost = ClusterLost(f"lost the Ray head {head.host}:{head.port} ({error_line(error)})")
+    notify(lost=str(lost))
+    return lost
 
 
 def _off_the_store(result: RunResult) -> RunResult:

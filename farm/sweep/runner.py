@@ -16,7 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,9 +28,9 @@ from farm.sweep.spec import DEFAULT_MAX_RUNS, SweepSpec, expand_keyed, hide_pass
 from farm.sweep.store import DamagedFile, Store, StoreError, spec_to_dict
 
 if TYPE_CHECKING:
-    from farm.sweep.tracking import Statistics
+    from farm.sweep.tracking import Statistics, Tracker
 
-__all__ = ["SweepReport", "run_sweep", "summary_rows"]
+__all__ = ["SweepOptions", "SweepReport", "run_sweep", "summary_rows"]
 
 
 @dataclass
@@ -55,16 +55,39 @@ class SweepReport:
         return self.failed == 0 and self.skipped + self.done == len(self.runs)
 
 
-def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
-              address: str | None = None, backend: str | None = None,
-              max_in_flight: int | None = None, tracking: bool | None = None,
-              tracking_uri: str | None = None, artifacts: bool | None = None,
-              max_runs: int = DEFAULT_MAX_RUNS, progress: bool = True, verify: bool = False,
-              on_submit: Callable[[RunSpec, dict], None] | None = None,
-              run: bool = True, statistics: Statistics | None = None) -> SweepReport:
-    """Run (or resume) ``spec`` into the output folder ``out``; arguments override the spec's
-    ``runtime`` and ``tracking`` sections (a tracking URI given is kept in ``sweep.json``);
-    ``statistics``: what the MLflow variant and sweep runs carry (``farm.sweep.tracking``).
+@dataclass(frozen=True)
+class SweepOptions:
+    """How one invocation runs a sweep, beyond its spec; a field left None keeps the spec's
+    ``runtime`` or ``tracking`` value.
+
+    ``source`` names the spec in messages; ``address`` the Ray cluster to join (else
+    ``$RAY_ADDRESS``, else a local Ray); ``tracking_uri``, given, is kept in ``sweep.json``
+    (else the one the sweep was started with); ``max_runs`` bounds the expansion; ``verify``
+    hashes stored files even when unchanged (``farm.sweep.store.VerifiedFiles``);
+    ``on_submit(spec, where)`` is called as each run goes out (Ray); ``run=False`` runs
+    nothing and records what is stored; ``statistics``: what the MLflow variant and sweep runs
+    carry (``farm.sweep.tracking``)."""
+
+    source: str = "spec"
+    address: str | None = None
+    backend: str | None = None
+    max_in_flight: int | None = None
+    tracking: bool | None = None
+    tracking_uri: str | None = None
+    artifacts: bool | None = None
+    max_runs: int = DEFAULT_MAX_RUNS
+    progress: bool = True
+    verify: bool = False
+    on_submit: Callable[[RunSpec, dict], None] | None = None
+    run: bool = True
+    statistics: Statistics | None = None
+
+
+def run_sweep(spec: SweepSpec, out: str | Path, options: SweepOptions | None = None,
+              **overrides) -> SweepReport:
+    """Run (or resume) ``spec`` into the output folder ``out`` with ``options`` (default
+    ``SweepOptions()``; its fields also taken as keywords, which override it: ``run_sweep(spec,
+    out, progress=False)``).
     Ray is started (or joined) before anything is logged to MLflow, so a Ray that cannot start
     (``RayStartError``) leaves no MLflow run. ``run=False`` runs nothing and records what is
     stored (the index; MLflow: the stored runs logged, the sweep run FAILED), as after a
@@ -73,60 +96,90 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, source: str = "spec",
     ``verify`` (``farm.sweep.store.VerifiedFiles`` says what that keeps).
     Raises FolderBusy when another driver holds ``out``, DamagedFile when its ``sweep.json``
     is damaged, StoreError when a file cannot be written (each naming the path)."""
+    options = replace(options or SweepOptions(), **overrides)
+    t0 = time.perf_counter()
+    keyed = expand_keyed(spec, options.source, max_runs=options.max_runs)  # keys computed once
+    runs = list(keyed.values())
+    _check_problems(runs)
+    store = Store(out)
+    with store.lock():
+        written = _write_spec(store, spec, options)
+        report = SweepReport(runs, list(keyed))
+        todo = _left_to_run(store, keyed, report, options.verify)
+        backend = options.backend or spec.runtime.backend
+        if options.run and todo and backend != "serial":
+            from farm.sweep.ray_runtime import init_ray
+
+            init_ray(options.address)
+        tracker = _start_tracking(spec, out, options, written, keyed, report)
+        _run_todo(todo if options.run else [], spec, store, tracker, report, backend,
+                  options.max_in_flight, options.on_submit, options.progress and options.run)
+    report.wall_s = time.perf_counter() - t0
+    return report
+
+
+def _check_problems(runs: list[RunSpec]) -> None:
+    """A missing dataset, or a problem naming a metric it does not measure, is bad input,
+    reported before anything runs."""
     from oracle.registry import load
 
-    t0 = time.perf_counter()
-    keyed = expand_keyed(spec, source, max_runs=max_runs)  # each run key computed once
-    runs = list(keyed.values())
-    # a missing dataset, or a problem naming a metric it does not measure, is bad input,
-    # reported before anything runs
     datasets = {name: load(name) for name in sorted({r.dataset for r in runs})}
     for name, objective, constraints in {(r.dataset, r.objective, r.constraints) for r in runs}:
         problem_for(datasets[name], objective, constraints)
-    store = Store(out)
-    with store.lock():
-        previous = store.read_sweep() or {}
-        if not previous and store.holds_records():
-            raise DamagedFile(store.show(store.root / "sweep.json"), "missing, though the "
-                              "folder holds stored runs (without it, a new sweep id would log "
-                              "them to MLflow again)")
-        sweep_id = previous.get("sweep_id") or uuid.uuid4().hex
-        stored = spec.model_dump(mode="json")
-        # the tracking URI given now, else the one the sweep was started with (README)
-        uri = tracking_uri or (previous.get("tracking") or {}).get("uri")
-        if uri:
-            stored["tracking"]["uri"] = uri
-        if artifacts is not None:
-            stored["tracking"]["artifacts"] = artifacts
-        store.write_spec(stored, sweep_id)
-        report = SweepReport(runs, list(keyed))
-        report.records = _intact_records(store, report, verify)
-        finished = {k for k, r in report.records.items() if r["status"] == "done"}
-        todo = [r for k, r in keyed.items() if k not in finished]
-        report.skipped = len(runs) - len(todo)
-        backend = backend or spec.runtime.backend
-        if run and todo and backend != "serial":
-            from farm.sweep.ray_runtime import init_ray
 
-            init_ray(address)
 
-        tracker = None
-        if spec.tracking.enabled if tracking is None else tracking:
-            from farm.sweep.tracking import Tracker
+def _write_spec(store: Store, spec: SweepSpec, options: SweepOptions) -> dict:
+    """The ``sweep.json`` written: the spec with this invocation's tracking URI and artifacts,
+    and the sweep id (kept from a sweep started before)."""
+    previous = store.read_sweep() or {}
+    if not previous and store.holds_records():
+        raise DamagedFile(store.show(store.root / "sweep.json"), "missing, though the "
+                          "folder holds stored runs (without it, a new sweep id would log "
+                          "them to MLflow again)")
+    sweep_id = previous.get("sweep_id") or uuid.uuid4().hex
+    stored = spec.model_dump(mode="json")
+    # the tracking URI given now, else the one the sweep was started with (README)
+    uri = options.tracking_uri or (previous.get("tracking") or {}).get("uri")
+    if uri:
+        stored["tracking"]["uri"] = uri
+    if options.artifacts is not None:
+        stored["tracking"]["artifacts"] = options.artifacts
+    store.write_spec(stored, sweep_id)
+    return {**stored, "sweep_id": sweep_id}
 
-            tracker = Tracker(out, stored["tracking"]["uri"], spec.tracking.experiment,
-                              spec.name, sweep_id, stored["tracking"]["artifacts"], statistics,
-                              spec.description)
-            report.tracking_uri = hide_password(tracker.uri)  # printed, in --json
-            if tracker.start({k: spec_to_dict(r) for k, r in keyed.items()},
-                             {"sweep": spec.name, "runs": len(runs)}, report.records):
-                for key in keyed:  # catch up on runs stored while tracking was down
-                    if key in finished:
-                        tracker.submit(report.records[key])
-        _run_todo(todo if run else [], spec, store, tracker, report, backend, max_in_flight,
-                  on_submit, progress and run)
-    report.wall_s = time.perf_counter() - t0
-    return report
+
+def _left_to_run(store: Store, keyed: dict[str, RunSpec], report: SweepReport,
+                 verify: bool) -> list[RunSpec]:
+    """The runs without an intact ``done`` record, in order; ``report`` given the intact
+    records and the count of runs skipped."""
+    report.records = _intact_records(store, report, verify)
+    todo = [r for k, r in keyed.items() if not _finished(report.records, k)]
+    report.skipped = len(report.runs) - len(todo)
+    return todo
+
+
+def _finished(records: dict[str, dict], key: str) -> bool:
+    return key in records and records[key]["status"] == "done"
+
+
+def _start_tracking(spec: SweepSpec, out: str | Path, options: SweepOptions, written: dict,
+                    keyed: dict[str, RunSpec], report: SweepReport) -> Tracker | None:
+    """The sweep's MLflow tracker, started (None: tracking off); once MLflow answers, the
+    runs stored while tracking was down are logged."""
+    if not (spec.tracking.enabled if options.tracking is None else options.tracking):
+        return None
+    from farm.sweep.tracking import Tracker
+
+    tracker = Tracker(out, written["tracking"]["uri"], spec.tracking.experiment, spec.name,
+                      written["sweep_id"], written["tracking"]["artifacts"],
+                      options.statistics, spec.description)
+    report.tracking_uri = hide_password(tracker.uri)  # printed, in --json
+    if tracker.start({k: spec_to_dict(r) for k, r in keyed.items()},
+                     {"sweep": spec.name, "runs": len(keyed)}, report.records):
+        for key in keyed:  # catch up on runs stored while tracking was down
+            if _finished(report.records, key):
+                tracker.submit(report.records[key])
+    return tracker
 
 
 def _intact_records(store: Store, report: SweepReport, verify: bool) -> dict[str, dict]:
