@@ -4,7 +4,7 @@ to this writer (two writers never share one, a crashed writer's leftover is neve
 then one rename puts them in place; the temporary is removed when the write fails.
 
 ``write_file_atomically`` writes a path of this machine (a downloaded dataset, the dataset
-manifest, a regression baseline, a local cluster's state); ``farm.sweep.location``'s
+manifest, a regression baseline, a local cluster's state); ``farm.store.location``'s
 ``write_atomically`` writes through a ``pyarrow.fs`` file system with the same temporary name.
 """
 

@@ -4,7 +4,7 @@ its names fails loudly, naming it, instead of as an AttributeError somewhere ins
 
 Each dependency whose private names the farm uses has one module of its own listing them
 (``PRIVATE``: (module, name) pairs) and reaching them only through ``private``:
-``farm.sweep.mlflow_private`` (MLflow), ``farm.sweep.ray_private`` (Ray),
+``farm.tracking.mlflow_private`` (MLflow), ``farm.runtime.ray_private`` (Ray),
 ``optimizers.peers.optuna_private`` (Optuna). ``tests/test_dependency_api.py`` resolves every
 listed name under the versions installed (those ``pyproject.toml`` pins).
 """

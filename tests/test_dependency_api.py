@@ -10,7 +10,7 @@ import pytest
 
 from oracle.dependency_api import DependencyAPIError, private, private_attribute
 
-DOORS = {"ray": "farm.sweep.ray_private", "mlflow": "farm.sweep.mlflow_private",
+DOORS = {"ray": "farm.runtime.ray_private", "mlflow": "farm.tracking.mlflow_private",
          "optuna": "optimizers.peers.optuna_private"}
 
 
@@ -45,8 +45,8 @@ def test_mlflow_doors_reach_a_real_client_store_and_validate_a_batch(tmp_path):
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
-    from farm.sweep.mlflow_bulk import store_of
-    from farm.sweep.mlflow_private import cached_engines, client_store, validated_batch
+    from farm.tracking.mlflow_bulk import store_of
+    from farm.tracking.mlflow_private import cached_engines, client_store, validated_batch
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     store = client_store(MlflowClient(tracking_uri=uri))
@@ -83,7 +83,7 @@ def test_a_dropped_ray_name_is_said_as_it_is_not_as_a_lost_head(monkeypatch):
     raylet = pytest.importorskip("ray._raylet")
     import socket
 
-    from farm.sweep.capacity import HeadWatch
+    from farm.runtime.capacity import HeadWatch
 
     monkeypatch.delattr(raylet, "GcsClient")
     with socket.create_server(("127.0.0.1", 0)) as server:

@@ -15,8 +15,9 @@ PACKAGES = ("oracle", "optimizers", "farm", "integrations")
 # the top layers: a package imports only packages of a lower rank (equal ranks: neither way)
 PACKAGE_RANK = {"oracle": 0, "optimizers": 1, "farm": 2, "integrations": 2}
 # farm's rooms, in the same sense; farm's own top-level modules (__main__) are the entry point
-ROOM_RANK = {"run": 0, "sweep": 1, "report": 2, "bench": 3, "cluster": 3, "cli": 4}
-ENTRY_RANK = 5
+ROOM_RANK = {"run": 0, "store": 1, "tracking": 2, "runtime": 2, "sweep": 3, "report": 4, "bench": 5,
+             "cluster": 5, "cli": 6}
+ENTRY_RANK = 7
 
 
 def module_name(path: Path, root: Path) -> str:

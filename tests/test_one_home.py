@@ -41,18 +41,18 @@ ROWS = (
          ("farm/run/spec.py",), "code", r"hexdigest\(\)\s*\[\s*:\s*\d+\s*\]",
          "key = hashlib.sha256(text.encode()).hexdigest()[:16]"),
     Home("atomic writes (a temporary name, then a rename)",
-         ("oracle/atomic_files.py", "farm/sweep/location.py"), "code",
+         ("oracle/atomic_files.py", "farm/store/location.py"), "code",
          r"\bos\.(replace|rename)\(|\b(tmp|part|temp)\w*\.(replace|rename)\(|"
          r"tempfile\.(mkstemp|NamedTemporaryFile)|[\"']\.(tmp|part)[\"']",
          'tmp = path.with_suffix(".tmp")\ntmp.replace(path)',
-         allowed={"farm/sweep/mlflow_connection.py":
+         allowed={"farm/tracking/mlflow_connection.py":
                   "moves the sqlite store MLflow itself created and migrated, and sets a "
                   "damaged one aside with its -wal/-shm files: renames of whole databases, "
                   "not bytes the farm writes"}),
-    Home("free ports on 127.0.0.1", ("farm/sweep/ports.py",), "code",
+    Home("free ports on 127.0.0.1", ("farm/runtime/ports.py",), "code",
          r"\.bind\(\s*\(", 's.bind(("127.0.0.1", 0))'),
     Home("a dependency's private names (MLflow, Ray, Optuna)",
-         ("farm/sweep/mlflow_private.py", "farm/sweep/ray_private.py",
+         ("farm/tracking/mlflow_private.py", "farm/runtime/ray_private.py",
           "optimizers/peers/optuna_private.py"), "code",
          r"\bray\._(raylet|private)\b|_tracking_client|_validate_(batch|param)|_get_tracking_store|"
          r"_MLFLOW_SGI_NAME|_engine_map|_CONSTRAINTS_KEY|\._storage\b|\._trial_id\b|_internal_kv|"

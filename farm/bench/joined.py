@@ -6,7 +6,7 @@ one node) without ``--max-in-flight`` against the same sweep with it.
 (the CLI starts the cluster, ``farm.cluster.local``, and stops it after)
 
 Joined to a cluster, the sweep asks the autoscaler for a CPU per run it could run at once
-(``farm.sweep.capacity``). Without ``--max-in-flight`` that was every run left: asked after
+(``farm.runtime.capacity``). Without ``--max-in-flight`` that was every run left: asked after
 every run (20,000 entries each time for a 20,000-run sweep) it ran 9x slower than with
 ``--max-in-flight 2`` (6.9 against 62.8 runs/s). It is now asked when it moved by a tenth, at
 most once a second, and capped at the cluster's CPUs plus 200 (``wanted_cpus``: 202 here).
@@ -33,7 +33,7 @@ from pathlib import Path
 
 # Ray as the farm imports it (before anything else here does: its servers, and this driver,
 # on 127.0.0.1; the CLI starts the cluster after importing this module)
-from farm.sweep.ray_runtime import ray
+from farm.runtime.ray_runtime import ray
 
 __all__ = ["joined_cost"]
 
@@ -78,6 +78,6 @@ def joined_cost(address: str, sizes: list[int], dataset: str = "synthetic",
 
 def _request_left() -> int:
     """CPUs of the autoscaler request recorded by the head (the v1 autoscaler's key)."""
-    from farm.sweep.ray_private import autoscaler_v1_channel, internal_kv_get
+    from farm.runtime.ray_private import autoscaler_v1_channel, internal_kv_get
 
     return len(json.loads(internal_kv_get(autoscaler_v1_channel()) or "[]"))

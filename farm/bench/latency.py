@@ -320,7 +320,7 @@ def sweep_estimate(cases: Sequence[BenchCase], runs: int, sweep_seeds: int,
 
 def _ray_executor(workers: int):
     """The farm's Ray executor on a local Ray runtime with ``workers`` CPUs (loopback)."""
-    from farm.sweep.ray_runtime import RayExecutor, init_ray
+    from farm.runtime.ray_runtime import RayExecutor, init_ray
 
     init_ray(num_cpus=workers)
     return RayExecutor()

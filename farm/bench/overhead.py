@@ -37,11 +37,11 @@ server`` backed by its own PostgreSQL cluster on 127.0.0.1 (``farm.bench.trackin
 ``--tracking-uri URI``: an existing server): the row "postgresql" through the server's REST
 API, "postgresql-db" into the server's database (MLflow's database tracking URI),
 "postgresql-app" through a second such server that runs optfarm's MLflow app (``mlflow server
---app-name optfarm``, ``farm.sweep.mlflow_server_app``), beside "sqlite".
+--app-name optfarm``, ``farm.tracking.mlflow_server_app``), beside "sqlite".
 
 With ``--resume SIZES`` it times, for each size, a sweep with tracking off, then a resume of it
 as ``farm sweep`` runs one (``resume_s``: files unchanged since written are not hashed again,
-``farm.sweep.store.VerifiedFiles``) and one with ``--verify`` (``verify_s``: every record and
+``farm.store.store.VerifiedFiles``) and one with ``--verify`` (``verify_s``: every record and
 trace hashed), each with the driver's CPU time, then ``farm report`` of it (``report_s``,
 ``report_cpu_s``, ``report_rss_mb``: its peak memory). Targets for 20,000 runs: resume < 10 s; report < 20 s and
 < 500 MB.
@@ -73,7 +73,7 @@ def _spec(dataset: str, optimizer: str, runs: int, iterations: int | None, in_fl
 
 def _loop(spec) -> tuple[float, float, float]:
     from farm.run.loop import run_one
-    from farm.sweep.serial import OracleCache
+    from farm.runtime.serial import OracleCache
     from farm.sweep.spec import expand
     from oracle.registry import load
 
@@ -90,7 +90,7 @@ def _farm(spec) -> tuple[float, float, float]:
     """(wall time, mean runs in flight: the runs' summed durations over the wall time, mean
     CPU seconds per run in the actors)."""
     from farm.sweep.runner import run_sweep
-    from farm.sweep.store import Store
+    from farm.store.store import Store
 
     with tempfile.TemporaryDirectory(prefix="optfarm-bench-") as out:
         t0 = time.perf_counter()
@@ -187,7 +187,7 @@ sys.exit(os.waitstatus_to_exitcode(status))
 def _local_ray(workers: int):
     """A local Ray of ``workers`` CPUs for the time of a benchmark."""
     # Ray as the farm imports it: imported here first, Ray's servers would not stay on 127.0.0.1
-    from farm.sweep.ray_runtime import init_ray, ray
+    from farm.runtime.ray_runtime import init_ray, ray
 
     init_ray(num_cpus=workers)
     try:
@@ -283,7 +283,7 @@ def run(runs: int = 200, dataset: str = "synthetic", optimizer: str = "random",
     """Time the three cases ``repeats`` times, interleaved, and keep each case's fastest wall
     time (on a shared machine the minimum is the estimate least disturbed by other load);
     returns the table rows and the two ratios."""
-    from farm.sweep.ray_runtime import init_ray, ray  # first: Ray's servers on 127.0.0.1
+    from farm.runtime.ray_runtime import init_ray, ray  # first: Ray's servers on 127.0.0.1
 
     t0 = time.perf_counter()
     init_ray(num_cpus=workers)

@@ -29,7 +29,7 @@ import urllib.request
 from pathlib import Path
 from typing import Self
 
-from farm.sweep.ports import free_ports
+from farm.runtime.ports import free_ports
 
 __all__ = ["PostgresMlflowServer", "available"]
 

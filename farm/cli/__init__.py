@@ -80,7 +80,7 @@ def run() -> NoReturn:
     machine). The heap is frozen instead: atexit handlers still run and everything is flushed
     and closed as usual; only objects left in reference cycles are not finalised, as the
     process is ending. A negative code -N (a watched sweep driver ended by signal N,
-    ``farm.sweep.driver``) ends this process by the same signal."""
+    ``farm.runtime.driver``) ends this process by the same signal."""
     code = main()
     gc.freeze()
     if code < 0:

@@ -85,7 +85,7 @@ def cmd_leaderboard(args) -> int:
     failed = _run_with_estimate(spec, str(spec_path), out, args)
     if failed is None:
         return EXIT_FAILED
-    from farm.sweep.store import atomic_write_json
+    from farm.store.store import atomic_write_json
 
     atomic_write_json(out / SETTINGS_FILE, {**resolved.settings.model_dump(),
                                             "left_out": resolved.notes})
@@ -122,9 +122,9 @@ def _run_with_estimate(spec, source: str, out: Path, args) -> int | None:
 def _run(spec, source: str, out: Path, args):
     """Run what the folder lacks; the sweep's report (None: the sweep could not run, said
     on stderr)."""
-    from farm.sweep.capacity import ClusterLost
+    from farm.runtime.capacity import ClusterLost
     from farm.sweep.runner import run_sweep
-    from farm.sweep.store import DamagedFile, FolderBusy, StoreError
+    from farm.store.store import DamagedFile, FolderBusy, StoreError
 
     try:
         with signals_interrupt():   # SIGTERM / SIGHUP end it as Ctrl-C does, runs kept
@@ -153,7 +153,7 @@ def _board(sweep_dir: Path, budgets, evaluations, args, failed: int) -> int:
     from farm.report.page import write_report
     from farm.sweep.board_spec import BoardSettings
     from farm.sweep.results import load_sweep
-    from farm.sweep.store import Store
+    from farm.store.store import Store
 
     settings_path = sweep_dir / SETTINGS_FILE
     stored = json.loads(settings_path.read_text()) if settings_path.is_file() else {}

@@ -33,7 +33,7 @@ def _error(message: str) -> int:
 def cmd_report(args) -> int:
     from farm.report.analysis import TRACE_COLUMNS, analyse
     from farm.report.page import write_report
-    from farm.sweep.location import Location
+    from farm.store.location import Location
     from farm.sweep.results import load_sweep
 
     sweep_dir = args.sweep_dir  # a path, or a URI (s3://...)
@@ -70,8 +70,8 @@ def log_report_files(sweep_dir: str | Path, files: list[Path], uri: str | None,
                      folder: str = "report", quiet: bool = False) -> bool:
     """The report files become artifacts (in ``folder``) of the sweep's parent run; whether
     they were logged."""
-    from farm.sweep.store import Store
-    from farm.sweep.tracking import Tracker, sweep_uri
+    from farm.store.store import Store
+    from farm.tracking.tracking import Tracker, sweep_uri
 
     sweep = Store(sweep_dir).read_sweep() or {}
     if uri is None and (sweep.get("tracking") or {}).get("uri") is None and \
@@ -105,7 +105,7 @@ def cmd_regress(args) -> int:
         read_baseline,
         write_baseline,
     )
-    from farm.sweep.location import Location, LocationError
+    from farm.store.location import Location, LocationError
     from farm.sweep.spec import SpecError, load_spec
 
     try:
@@ -208,7 +208,7 @@ def _previous_baseline(path: Path) -> tuple[dict, list[str]]:
 def _mutations(specs, baseline, args) -> int:
     """``farm regress --mutations``: the gate's detection and false-alarm rates."""
     from farm.report.mutations import MUTATIONS, format_mutation_table, mutation_table
-    from farm.sweep.location import Location
+    from farm.store.location import Location
     from farm.sweep.spec import expand
 
     known = {m.name: m for m in MUTATIONS}

@@ -3,7 +3,7 @@
 Exit codes: 0 every run of the sweep is done; 1 some runs failed (recorded in the index with
 their error, retried on the next invocation), the cluster was lost (its head stopped
 answering: one line with the command that resumes, printed by this process, the parent of the
-sweep's driver on Ray: ``farm.sweep.driver``), Ray could not start or the cluster at
+sweep's driver on Ray: ``farm.runtime.driver``), Ray could not start or the cluster at
 ``--address`` does not answer (one line, nothing run), or a file of the output folder could
 not be written (disk full; the path named); 2 bad input (spec, dataset, optimizer or parameter, a
 damaged ``sweep.json``, or an output folder another sweep is using), on one line on stderr;
@@ -82,8 +82,8 @@ def cmd_sweep(args) -> int:
 
 def _refuse_unlockable(out: str) -> None:
     """SpecError for an --out no sweep can lock (``gs://``), before anything reads it."""
-    from farm.sweep.location import Location, LocationError
-    from farm.sweep.locks import check_lockable
+    from farm.store.location import Location, LocationError
+    from farm.store.locks import check_lockable
     from farm.sweep.spec import SpecError
 
     try:
@@ -93,13 +93,13 @@ def _refuse_unlockable(out: str) -> None:
 
 
 def _run(spec, source, out, args) -> int:
-    if args.address:  # before Ray is imported (see farm.sweep.ray_runtime)
+    if args.address:  # before Ray is imported (see farm.runtime.ray_runtime)
         os.environ["RAY_ADDRESS"] = args.address
-    from farm.sweep import driver
+    from farm.runtime import driver
 
     if not (args.serial or spec.runtime.backend == "serial" or driver.watched()
             or _ray_running_here()):
-        import farm.sweep.store  # noqa: F401  now: the lost line, in a hurry, reads the store
+        import farm.store.store  # noqa: F401  now: the lost line, in a hurry, reads the store
         return driver.supervise(args.argv, lambda why: _lost_line(why, args, out),
                                 lambda: _settle(spec, source, out, args),
                                 args.address or os.environ.get("RAY_ADDRESS"))
@@ -119,10 +119,10 @@ def _settle(spec, source, out, args) -> None:
     """What a driver lost with its head could not do: the index of what is stored, its runs
     MLflow missed logged and the sweep run ended FAILED (created if the driver died before
     it made one), then any run of the sweep still RUNNING ended
-    (``farm.sweep.tracking.close_open_runs``)."""
+    (``farm.tracking.tracking.close_open_runs``)."""
     _sweep(spec, source, out, args, run=False)
     if not (args.no_tracking or not spec.tracking.enabled):
-        from farm.sweep.tracking import close_open_runs
+        from farm.tracking.tracking import close_open_runs
 
         close_open_runs(out, args.tracking_uri)
 
@@ -144,17 +144,17 @@ def _sweep(spec, source, out, args, run: bool = True, tracking: bool | None = No
 
 
 def _lost_line(why: str, args, out) -> str:
-    from farm.sweep.store import Store
+    from farm.store.store import Store
 
     return (f"farm: error: {why}; {len(Store(out).finished())} runs are stored in {out}; "
             f"resume with: {_resume_command(args, out)}")
 
 
 def _run_here(spec, source, out, args) -> int:
-    from farm.sweep import driver
-    from farm.sweep.capacity import ClusterLost, RayStartError
+    from farm.runtime import driver
+    from farm.runtime.capacity import ClusterLost, RayStartError
     from farm.sweep.runner import summary_rows
-    from farm.sweep.store import DamagedFile, FolderBusy, LocationError, StoreError
+    from farm.store.store import DamagedFile, FolderBusy, LocationError, StoreError
 
     try:
         if not (args.no_tracking or not spec.tracking.enabled):
@@ -265,8 +265,8 @@ def _signals_interrupt():
 def _say_where_tracking_goes(out: str, uri: str | None) -> None:
     """One line when the output is not a path and MLflow's runs go to a sqlite file of this
     machine (an object store cannot hold one): a sweep resumed elsewhere logs elsewhere."""
-    from farm.sweep.location import Location
-    from farm.sweep.tracking import sweep_uri
+    from farm.store.location import Location
+    from farm.tracking.tracking import sweep_uri
 
     location = Location.of(out)
     uri = sweep_uri(location, uri)
@@ -293,14 +293,14 @@ def _resume_command(args, out) -> str:
 
 def cmd_sync(args) -> int:
     from farm.report.tracked import STATISTICS
-    from farm.sweep.store import (
+    from farm.store.store import (
         DamagedFile,
         FolderBusy,
         LocationError,
         Store,
         StoreError,
     )
-    from farm.sweep.tracking import sweep_uri, sync
+    from farm.tracking.tracking import sweep_uri, sync
 
     try:
         if Store(args.dir).read_spec() is None:

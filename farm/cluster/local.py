@@ -27,7 +27,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from farm.sweep.ports import free_ports
+from farm.runtime.ports import free_ports
 from oracle.atomic_files import write_file_atomically
 
 __all__ = ["ClusterError", "LocalCluster", "Node", "loopback_name", "start_schedule"]
@@ -125,7 +125,7 @@ class LocalCluster:
     def _start(self, name: str, cpus: int, timeout: float) -> Node:
         """Start node ``name``; again (``start_schedule``'s tries at the load of the moment,
         one line each, a pause growing between) when Ray gave up on it at start-up, as
-        ``farm.sweep.ray_setup.start_local_ray`` does for a local Ray: ``ray start`` waits a
+        ``farm.runtime.ray_setup.start_local_ray`` does for a local Ray: ``ray start`` waits a
         fixed 30 s for its raylet to register, and the raylet 15 s for its dashboard agent
         (Ray 2.60 starts one on every node, dashboard or not: ``--include-dashboard=false``
         leaves it), both too short on a machine busy with other work."""
@@ -159,7 +159,7 @@ class LocalCluster:
             env = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
         env["RAY_AUTH_MODE"] = self.auth_mode  # every node as the head (token: ~/.ray/auth_token)
         if self.auth_mode == "token":  # a first run: `ray start` does not make the token
-            from farm.sweep.ray_setup import ensure_auth_token
+            from farm.runtime.ray_setup import ensure_auth_token
 
             ensure_auth_token()
         log = self.root / f"{name}.log"
@@ -201,7 +201,7 @@ class LocalCluster:
         from ray.core.generated.gcs_pb2 import GcsNodeInfo
         from ray.exceptions import RayError
 
-        from farm.sweep.ray_private import gcs_client
+        from farm.runtime.ray_private import gcs_client
 
         try:  # a plain connection first: Ray's client warns while nothing listens
             socket.create_connection(("127.0.0.1", self.port), timeout=1.0).close()

@@ -1,4 +1,4 @@
-"""The report's numbers for MLflow: what ``farm.sweep.tracking`` logs on the variant runs
+"""The report's numbers for MLflow: what ``farm.tracking.tracking`` logs on the variant runs
 (the seed-aggregated statistics of ``analyse``) and on the sweep's parent run (the
 sensitivity ranking of ``farm.report.sensitivity``), handed down to the tracker as
 ``STATISTICS`` by the commands that run or sync a sweep (ARCHITECTURE.md, "Layers": the
@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 
 from farm.report.analysis import TRACE_COLUMNS, analyse
 from farm.report.sensitivity import sensitivity
-from farm.sweep.tracking import Statistics
-from farm.sweep.variants import metric_name
+from farm.tracking.tracking import Statistics
+from farm.tracking.variants import metric_name
 
 __all__ = ["STATISTICS", "sweep_metrics", "variant_metrics"]
 

@@ -74,7 +74,7 @@ class RunSpec:
 def spec_key(body: Mapping[str, Any]) -> str:
     """The key of a spec's fields: the first 16 hex digits of the sha256 of their JSON, keys
     sorted, what JSON cannot hold written as ``str``. ``run_key`` hashes a whole run this way,
-    ``farm.sweep.variants.variant_key`` a run without its seed; stable across machines."""
+    ``farm.tracking.variants.variant_key`` a run without its seed; stable across machines."""
     text = json.dumps(body, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

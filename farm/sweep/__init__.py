@@ -1,3 +1,3 @@
-"""Sweeps: the spec and its expansion (``spec``), running them (``runner``) on Ray
-(``ray_runtime``) or in-process (``serial``), the results store (``store``) and its read API
-(``results``), MLflow tracking (``tracking``)."""
+"""Sweeps: the spec and its expansion (``spec``), a leaderboard's spec (``board_spec``), running
+them (``runner``: on ``farm.runtime``, into ``farm.store``, tracked by ``farm.tracking``) and the
+store's read API (``results``)."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from .spec import expand, parse_spec
-from .store import Store
+from farm.store.store import Store
 
 __all__ = ["load_sweep"]
 
@@ -22,10 +22,10 @@ def load_sweep(sweep_dir: Path, current: bool = False,
     stored spec no longer expands to (e.g. runs of an optimizer whose ``version`` has been
     bumped since: its results changed on purpose). Records and traces unchanged since the
     sweep wrote or last verified them are not hashed again, as a resume does
-    (``farm.sweep.store.VerifiedFiles``); a damaged one is refused.
+    (``farm.store.store.VerifiedFiles``); a damaged one is refused.
 
     Each run's trace is read from a trace segment that holds it as its record says
-    (``farm.sweep.trace_segments``: the sweep wrote them), else from its own file."""
+    (``farm.store.trace_segments``: the sweep wrote them), else from its own file."""
     store = Store(sweep_dir)
     spec = store.read_spec()  # a damaged file raises DamagedFile (a ValueError) naming it
     if spec is None:

@@ -25,10 +25,10 @@ import numpy as np
 from farm.run.metrics import final_quality, worse_quantile
 from farm.run.spec import RunSpec, problem_for
 from farm.sweep.spec import DEFAULT_MAX_RUNS, SweepSpec, expand_keyed, hide_password
-from farm.sweep.store import DamagedFile, Store, StoreError, spec_to_dict
+from farm.store.store import DamagedFile, Store, StoreError, spec_to_dict
 
 if TYPE_CHECKING:
-    from farm.sweep.tracking import Statistics, Tracker
+    from farm.tracking.tracking import Statistics, Tracker
 
 __all__ = ["SweepOptions", "SweepReport", "run_sweep", "summary_rows"]
 
@@ -63,10 +63,10 @@ class SweepOptions:
     ``source`` names the spec in messages; ``address`` the Ray cluster to join (else
     ``$RAY_ADDRESS``, else a local Ray); ``tracking_uri``, given, is kept in ``sweep.json``
     (else the one the sweep was started with); ``max_runs`` bounds the expansion; ``verify``
-    hashes stored files even when unchanged (``farm.sweep.store.VerifiedFiles``);
+    hashes stored files even when unchanged (``farm.store.store.VerifiedFiles``);
     ``on_submit(spec, where)`` is called as each run goes out (Ray); ``run=False`` runs
     nothing and records what is stored; ``statistics``: what the MLflow variant and sweep runs
-    carry (``farm.sweep.tracking``)."""
+    carry (``farm.tracking.tracking``)."""
 
     source: str = "spec"
     address: str | None = None
@@ -91,9 +91,9 @@ def run_sweep(spec: SweepSpec, out: str | Path, options: SweepOptions | None = N
     Ray is started (or joined) before anything is logged to MLflow, so a Ray that cannot start
     (``RayStartError``) leaves no MLflow run. ``run=False`` runs nothing and records what is
     stored (the index; MLflow: the stored runs logged, the sweep run FAILED), as after a
-    driver lost with its head (``farm.sweep.driver``).
+    driver lost with its head (``farm.runtime.driver``).
     Stored files unchanged since they were written or verified are not hashed again unless
-    ``verify`` (``farm.sweep.store.VerifiedFiles`` says what that keeps).
+    ``verify`` (``farm.store.store.VerifiedFiles`` says what that keeps).
     Raises FolderBusy when another driver holds ``out``, DamagedFile when its ``sweep.json``
     is damaged, StoreError when a file cannot be written (each naming the path)."""
     options = replace(options or SweepOptions(), **overrides)
@@ -108,7 +108,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, options: SweepOptions | None = N
         todo = _left_to_run(store, keyed, report, options.verify)
         backend = options.backend or spec.runtime.backend
         if options.run and todo and backend != "serial":
-            from farm.sweep.ray_runtime import init_ray
+            from farm.runtime.ray_runtime import init_ray
 
             init_ray(options.address)
         tracker = _start_tracking(spec, out, options, written, keyed, report)
@@ -168,7 +168,7 @@ def _start_tracking(spec: SweepSpec, out: str | Path, options: SweepOptions, wri
     runs stored while tracking was down are logged."""
     if not (spec.tracking.enabled if options.tracking is None else options.tracking):
         return None
-    from farm.sweep.tracking import Tracker
+    from farm.tracking.tracking import Tracker
 
     tracker = Tracker(out, written["tracking"]["uri"], spec.tracking.experiment, spec.name,
                       written["sweep_id"], written["tracking"]["artifacts"],
@@ -238,11 +238,11 @@ def _run_todo(todo, spec, store, tracker, report, backend, max_in_flight, on_sub
 
 
 def _outcomes(todo, spec, backend, max_in_flight, on_submit):
-    from farm.sweep.serial import run_serially
+    from farm.runtime.serial import run_serially
 
     if backend == "serial" or not todo:  # nothing to run: no Ray
         return run_serially(todo)
-    from farm.sweep.ray_runtime import run_on_ray
+    from farm.runtime.ray_runtime import run_on_ray
 
     return run_on_ray(todo, max_in_flight=spec.runtime.max_in_flight if max_in_flight is None
                       else max_in_flight, max_retries=spec.runtime.max_retries,

@@ -32,7 +32,6 @@ import math
 import re
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -45,6 +44,7 @@ from pydantic import (
     model_validator,
 )
 
+from farm.tracking.uris import hide_password
 from farm.run.spec import MAX_SEED, RunSpec, changed_params
 from optimizers.base import ParameterError
 from oracle.problem import Constraint, Objective
@@ -161,12 +161,6 @@ class Tracking(_Model):
     @classmethod
     def _uri(cls, v):
         return v if v is None else no_password(v)
-
-
-def hide_password(uri: str) -> str:
-    """``uri`` with its password, if any, shown as ``***`` (to print it, or keep it on disk)."""
-    password = urlsplit(uri).password
-    return uri if password is None else uri.replace(f":{password}@", ":***@", 1)
 
 
 def no_password(uri: str) -> str:

@@ -29,7 +29,7 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # no traffic but to 1
 import pytest  # noqa: E402
 
 from farm.run.loop import TIMING_COLUMNS  # noqa: E402
-from farm.sweep.ports import free_ports  # noqa: E402
+from farm.runtime.ports import free_ports  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def ray_local():
     """A local two-CPU Ray on 127.0.0.1 for the whole test module."""
     import ray
 
-    from farm.sweep.ray_setup import start_local_ray
+    from farm.runtime.ray_setup import start_local_ray
 
     if ray.is_initialized():
         ray.shutdown()

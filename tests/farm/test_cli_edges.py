@@ -12,7 +12,7 @@ import pytest
 
 from farm.cli import main
 from farm.cli.run import describe
-from farm.sweep.store import Store
+from farm.store.store import Store
 from oracle.dataset import DatasetError
 from oracle.formats.table import load as load_table
 
@@ -213,7 +213,7 @@ def test_bad_specs_exit_2_before_ray_starts_or_anything_is_stored(spec, words, t
     path = tmp_path / "spec.yaml"
     path.write_text(spec)
     out = tmp_path / "out"
-    # a Ray sweep's driver runs in a watched child (farm.sweep.driver): its stderr is ours
+    # a Ray sweep's driver runs in a watched child (farm.runtime.driver): its stderr is ours
     assert main(["sweep", str(path), "--out", str(out), "--no-progress"]) == 2
     one_line_error(capfd, *words)
     assert not out.exists()

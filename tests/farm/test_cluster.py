@@ -16,7 +16,7 @@ from farm.cli import main
 from farm.run.loop import run_one
 from farm.sweep.runner import run_sweep
 from farm.sweep.spec import expand, parse_spec
-from farm.sweep.store import Store
+from farm.store.store import Store
 
 from .conftest import LOOPBACK, descendants, listeners_of, loopback_cluster, same_trace
 
@@ -94,7 +94,7 @@ def test_a_node_gets_distinct_free_ports_none_of_them_taken():
     use a port number ... that is used by other components"), as it did on CI's machine."""
     import socket
 
-    from farm.sweep.ports import free_ports
+    from farm.runtime.ports import free_ports
 
     for _ in range(500):  # one port given twice in about 1 of 700 groups of 8 before
         taken = set(free_ports(1))
@@ -111,7 +111,7 @@ def test_ctrl_c_just_after_a_record_is_written_still_indexes_it(tmp_path, monkey
     stored run."""
     import pyarrow.parquet as pq
 
-    import farm.sweep.store as store_module
+    import farm.store.store as store_module
 
     passes = []
 
@@ -243,7 +243,7 @@ def test_local_ray_start_that_times_out_one_line_exit_1(tmp_path):
     import time
     from pathlib import Path
 
-    from farm.sweep.ray_setup import START_ATTEMPTS
+    from farm.runtime.ray_setup import START_ATTEMPTS
 
     out = tmp_path / "out"
     t0 = time.monotonic()

@@ -36,9 +36,9 @@ import pytest
 from farm.cli import main
 from farm.cluster.local import LocalCluster
 from farm.run.loop import run_one
-from farm.sweep.capacity import HEAD_TIMEOUT_S
+from farm.runtime.capacity import HEAD_TIMEOUT_S
 from farm.sweep.spec import expand, inline_spec
-from farm.sweep.store import Store
+from farm.store.store import Store
 
 from .conftest import loopback_cluster, same_trace
 
@@ -145,7 +145,7 @@ def test_worker_killed_mid_sweep_the_sweep_finishes_by_itself(cluster, tmp_path)
 def test_worker_added_mid_sweep_runs_a_share(cluster, tmp_path):
     """The driver is paused (SIGSTOP) while the node starts, so the sweep cannot end first
     however slowly a node starts on a busy machine; its actors finish what they hold. The
-    driver is the child of ``farm sweep`` that holds the folder's lock (farm.sweep.driver):
+    driver is the child of ``farm sweep`` that holds the folder's lock (farm.runtime.driver):
     stopping ``farm sweep`` itself would leave the sweep running."""
     out, runs = tmp_path / "out", _runs(60)
     proc = _sweep(cluster, out, 60, "--no-tracking")

@@ -1,7 +1,7 @@
 """A sweep whose output is on S3 (``--out s3://BUCKET/PATH``), on a real S3-compatible server on
 127.0.0.1 (moto's standalone server, ``conftest.S3Server``): the store's guarantees as on a
 local folder (exactly once, atomic writes, checksums, resume), and its lock, a lease object
-that two drivers cannot both hold (``farm.sweep.locks``).
+that two drivers cannot both hold (``farm.store.locks``).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import threading
 import time
 
 from farm.cli import main
-from farm.sweep.location import Location
+from farm.store.location import Location
 from farm.sweep.spec import expand, inline_spec
-from farm.sweep.store import FolderBusy, Store
+from farm.store.store import FolderBusy, Store
 
 
 def _objects(uri: str) -> list[str]:
@@ -56,7 +56,7 @@ def test_a_sweep_on_s3_stores_each_run_once_and_resumes(s3, server, capsys):
                                                         iterations=8)))
     assert _sweep(out, 4, "--tracking-uri", server.url) == 0
     # no temporary object, and no lease: it is deleted when the driver ends; the four traces
-    # again in one segment (farm.sweep.trace_segments), named by its sha256
+    # again in one segment (farm.store.trace_segments), named by its sha256
     segment = [o for o in _objects(out) if o.startswith("traces/")]
     assert len(segment) == 1 and len(segment[0]) == len("traces/.parquet") + 64
     assert _objects(out) == sorted(["index.parquet", "sweep.json", "verified.json", *segment]
@@ -150,7 +150,7 @@ def test_an_output_that_no_driver_can_lock_is_bad_input(s3, capsys):
 
 # -- the lease ---------------------------------------------------------------------------------
 def _lease(uri: str, **kw):
-    from farm.sweep.locks import ObjectLease
+    from farm.store.locks import ObjectLease
 
     return ObjectLease(Location.of(uri), **{"term_s": 4.0, "renew_s": 0.5, "margin_s": 1.5,
                                             **kw})
@@ -188,8 +188,8 @@ def _take(lease, start: threading.Barrier, outcome: dict) -> None:
 
 HOLDER = textwrap.dedent("""
     import sys, time
-    from farm.sweep.locks import ObjectLease
-    from farm.sweep.location import Location, StoreError, write_atomically
+    from farm.store.locks import ObjectLease
+    from farm.store.location import Location, StoreError, write_atomically
     location = Location.of(sys.argv[1])
     lease = ObjectLease(location, term_s=4.0, renew_s=0.5, margin_s=1.5)
     lease.acquire()

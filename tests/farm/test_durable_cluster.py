@@ -26,9 +26,9 @@ import pytest
 
 from farm.cli import main
 from farm.cluster.local import LocalCluster, loopback_name
-from farm.sweep.capacity import HEAD_TIMEOUT_S
+from farm.runtime.capacity import HEAD_TIMEOUT_S
 from farm.sweep.spec import expand, inline_spec
-from farm.sweep.store import Store
+from farm.store.store import Store
 
 from .test_durable import _objects, _seed_runs
 

@@ -30,7 +30,7 @@ def driven(shared_datasets):
 
 @pytest.mark.parametrize("chunk_size", [0, 1])
 def test_trimtuner_suggest_over_ray_tasks_is_the_serial_choice(ray_local, driven, chunk_size):
-    from farm.sweep.ray_runtime import RayExecutor
+    from farm.runtime.ray_runtime import RayExecutor
 
     serial = copy.deepcopy(driven)
     on_ray = copy.deepcopy(driven)

@@ -5,7 +5,7 @@ and one MLflow seed run per run key, one variant run holding them, and one paren
 sweep.
 
 Faults: two sweeps on one folder; the driver SIGKILLed at three points (``$FARM_FAULT``, see
-``farm.sweep.store.fault_point``), one of them between creating a nested MLflow run and
+``farm.store.store.fault_point``), one of them between creating a nested MLflow run and
 logging it; the tracking server killed mid-sweep, then ``farm sync`` twice; the folder copied
 elsewhere (and its MLflow cache lost) and run again; a truncated trace, a bit-flipped trace, a
 truncated record, a truncated ``sweep.json`` and MLflow cache; disk full during a run and
@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from farm.sweep.spec import expand, inline_spec
-from farm.sweep.store import Store
+from farm.store.store import Store
 
 from .conftest import start_ray_head, stop_groups
 
@@ -170,7 +170,7 @@ def test_a_second_sweep_on_a_busy_folder_exits_2_naming_the_holder(ray_head, ser
     try:
         lock = out / "lock"
         # the folder is held by the sweep's driver: on the Ray path a child of `farm sweep`
-        # (farm.sweep.driver), so the holder is read from the lock, not assumed to be `first`
+        # (farm.runtime.driver), so the holder is read from the lock, not assumed to be `first`
         _wait_for(lambda: lock.exists() and '"pid"' in lock.read_text())
         holder = json.loads(lock.read_text())["pid"]
         assert holder in (first.pid, *_children(first.pid))

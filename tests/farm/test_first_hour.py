@@ -164,7 +164,7 @@ def test_the_mlflow_ui_command_of_the_docs_serves_and_the_sweep_prints_it(tmp_pa
     import shlex
     import urllib.request
 
-    from farm.sweep.mlflow_connection import UI_COMMAND as MLFLOW_UI
+    from farm.tracking.mlflow_connection import UI_COMMAND as MLFLOW_UI
 
     from .conftest import free_port, start_group, stop_groups, wait_for_port
 

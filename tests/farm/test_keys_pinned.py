@@ -9,8 +9,8 @@ import math
 import pytest
 
 from farm.run.spec import RunSpec
-from farm.sweep.store import spec_to_dict
-from farm.sweep.variants import variant_key
+from farm.store.store import spec_to_dict
+from farm.tracking.variants import variant_key
 
 PINNED = [  # (run spec, run key, variant key)
     (RunSpec("lynceus-cnn", "lynceus"), "a3643012c4954c4b", "61be666a81e6a620"),

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 from farm.cli import main
-from farm.sweep.store import Store
+from farm.store.store import Store
 
 from .conftest import stop_groups
 from .test_cli_edges import SWEEP, one_line_error
@@ -138,7 +138,7 @@ def test_the_parent_has_the_store_imported_before_the_head_can_be_lost(tmp_path)
     0.12-0.17 s for 24 runs)."""
     code = ("import sys\nfrom farm.sweep import driver\n"
             "def supervise(*a, **k):\n"
-            "    print('store imported:', 'farm.sweep.store' in sys.modules)\n    return 0\n"
+            "    print('store imported:', 'farm.store.store' in sys.modules)\n    return 0\n"
             "driver.supervise = supervise\nfrom farm.cli import main\n"
             "main(['sweep', '--datasets', 'synthetic', '--optimizers', 'random', '--out', "
             f"{str(tmp_path / 'out')!r}])\n")

@@ -1,4 +1,4 @@
-"""Stored runs -> MLflow runs without a server (``farm.sweep.mlflow_mapping``, ``variants``):
+"""Stored runs -> MLflow runs without a server (``farm.tracking.mlflow_mapping``, ``variants``):
 names that show the seed first, parameters that tell the sweep's runs apart (the rest as the
 ``optfarm.params`` tag), spans and statuses of seed and variant runs."""
 
@@ -8,7 +8,7 @@ import json
 
 from farm.run.loop import run_one
 from farm.run.spec import RunSpec
-from farm.sweep.mlflow_mapping import (
+from farm.tracking.mlflow_mapping import (
     RunContext,
     seed_run,
     span_ms,
@@ -17,8 +17,8 @@ from farm.sweep.mlflow_mapping import (
     variant_status,
 )
 from farm.sweep.spec import expand_keyed, parse_spec
-from farm.sweep.store import spec_to_dict
-from farm.sweep.variants import varying
+from farm.store.store import spec_to_dict
+from farm.tracking.variants import varying
 
 
 def _specs(optimizers) -> dict[str, dict]:

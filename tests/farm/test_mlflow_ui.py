@@ -1,7 +1,7 @@
 """The MLflow UI, as a user meets it: a tracked sweep opened in a fresh headless Chromium at the
 address `farm sweep` prints lands on the experiment's runs, not on MLflow 3.17's GenAI overview
 (which the experiment-kind tag alone no longer prevents: the UI follows the browser's workflow
-type, ``farm.sweep.mlflow_connection``), with the variants named by what tells them apart, the
+type, ``farm.tracking.mlflow_connection``), with the variants named by what tells them apart, the
 spec's description on the experiment, and every seed run carrying a final quality.
 
 Needs Chromium (Debian's ``chromium``: ``apt-get install chromium``; ``.ci/run`` installs it)

@@ -16,7 +16,7 @@ from farm.run.loop import run_one
 from farm.run.spec import RunSpec
 from farm.sweep.runner import run_sweep
 from farm.sweep.spec import expand, parse_spec
-from farm.sweep.store import Store
+from farm.store.store import Store
 
 from .conftest import LOOPBACK, descendants, listeners_of, same_trace
 
@@ -45,7 +45,7 @@ def test_sweep_traces_equal_the_serial_loop(ray_local, tmp_path):
 
 
 def test_oracle_table_is_shared_zero_copy_one_copy(ray_local):
-    from farm.sweep.ray_runtime import RunActor, share_dataset, shared_memory_fraction
+    from farm.runtime.ray_runtime import RunActor, share_dataset, shared_memory_fraction
 
     ray = ray_local
     ref = share_dataset("synthetic")
@@ -107,7 +107,7 @@ def test_interrupted_sweep_finishes_only_the_missing_runs(ray_local, tmp_path):
 
 
 def test_ray_executor_is_the_serial_map_in_chunks(ray_local):
-    from farm.sweep.ray_runtime import RayExecutor
+    from farm.runtime.ray_runtime import RayExecutor
     from optimizers.executor import SerialExecutor
 
     items = list(range(23))
@@ -118,7 +118,7 @@ def test_ray_executor_is_the_serial_map_in_chunks(ray_local):
 
 
 def test_lynceus_paths_over_ray_tasks_match_serial(ray_local):
-    from farm.sweep.ray_runtime import RayExecutor
+    from farm.runtime.ray_runtime import RayExecutor
     from optimizers.registry import available
 
     if "lynceus" not in available():
@@ -158,7 +158,7 @@ def _requested() -> int:
     """CPUs in the autoscaler request recorded by the head (the v1 autoscaler's key)."""
     import json
 
-    from farm.sweep.ray_private import autoscaler_v1_channel, internal_kv_get
+    from farm.runtime.ray_private import autoscaler_v1_channel, internal_kv_get
 
     return len(json.loads(internal_kv_get(autoscaler_v1_channel()) or "[]"))
 
@@ -168,7 +168,7 @@ def test_autoscaler_request_follows_the_sweep_and_is_released(ray_local):
     (``request_resources``' record in the GCS), bounded by max_in_flight, lowered as the sweep
     drains, withdrawn at its end. Nodes really launched and ended by an autoscaler need a
     cloud run (README)."""
-    from farm.sweep.ray_runtime import run_on_ray
+    from farm.runtime.ray_runtime import run_on_ray
 
     runs = expand(_spec(seeds=3))[:10]
     seen = [_requested() for _ in run_on_ray(runs, max_in_flight=4, autoscale=True)]
@@ -182,8 +182,8 @@ def test_autoscaler_request_of_a_big_sweep_is_what_the_cluster_could_start_next(
     Tune's bound on pending trials), not for every run left: the request for all 20,000 runs
     of a sweep made Ray's v1 autoscaler monitor bin-pack 20,000 entries at every update. It
     comes down as the sweep drains below that, and is withdrawn at the end."""
-    from farm.sweep.capacity import AHEAD, wanted_cpus
-    from farm.sweep.ray_runtime import run_on_ray
+    from farm.runtime.capacity import AHEAD, wanted_cpus
+    from farm.runtime.ray_runtime import run_on_ray
 
     runs = expand(_spec(seeds=63, iterations=2))[:250]
     seen = [_requested() for _ in run_on_ray(runs, max_in_flight=0, autoscale=True)]
@@ -198,7 +198,7 @@ def test_autoscaler_request_is_written_at_most_once_a_second(ray_local):
     """A 20,000-run sweep without --max-in-flight: the request moves with every run stored,
     the head is asked when it moved by a tenth, once a second at most (it was once per run,
     20,000 entries each time: 9x slower), and the withdrawal goes at once."""
-    from farm.sweep.capacity import Demand, HeadWatch
+    from farm.runtime.capacity import Demand, HeadWatch
 
     demand = Demand(HeadWatch(ray_local.get_runtime_context().gcs_address))
     t0 = time.monotonic()
@@ -216,8 +216,8 @@ def test_autoscaler_request_is_written_at_most_once_a_second(ray_local):
 
 
 def test_runs_no_node_can_take_end_the_sweep_in_bounded_time(ray_local):
-    from farm.sweep.capacity import ClusterLost
-    from farm.sweep.ray_runtime import run_on_ray
+    from farm.runtime.capacity import ClusterLost
+    from farm.runtime.ray_runtime import run_on_ray
 
     ray = ray_local
 
@@ -241,7 +241,7 @@ def test_runs_no_node_can_take_end_the_sweep_in_bounded_time(ray_local):
 def test_head_watch_gives_up_once_the_head_stops_answering():
     import socket
 
-    from farm.sweep.capacity import ClusterLost, HeadWatch
+    from farm.runtime.capacity import ClusterLost, HeadWatch
 
     server = socket.create_server(("127.0.0.1", 0))
     watch = HeadWatch(f"127.0.0.1:{server.getsockname()[1]}", timeout=0.5)

@@ -18,7 +18,7 @@ from farm.run.loop import run_one
 from farm.run.spec import RunSpec
 from farm.sweep.board_spec import parse_board_spec
 from farm.sweep.spec import SpecError, expand, load_spec, parse_spec, read_yaml
-from farm.sweep.store import Store, spec_from_dict
+from farm.store.store import Store, spec_from_dict
 from optimizers.base import Suggestion
 from optimizers.random_search import RandomSearch
 
@@ -244,7 +244,7 @@ def test_inline_sweep_takes_optimizer_parameters(tmp_path, capsys):
 def test_a_held_folder_is_refused_and_a_stale_lock_is_not(tmp_path, capsys):
     """The lock file of a driver that died (its pid written, no flock held) does not block;
     a live holder does, named on one line."""
-    from farm.sweep.locks import FolderLock
+    from farm.store.locks import FolderLock
 
     out = tmp_path / "out"
     out.mkdir()

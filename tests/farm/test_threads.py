@@ -25,7 +25,7 @@ def ray_with_probe():
     libraries on two threads (so that one inside a run is the run's doing)."""
     import ray
 
-    from farm.sweep.ray_setup import start_local_ray
+    from farm.runtime.ray_setup import start_local_ray
 
     if ray.is_initialized():
         ray.shutdown()
@@ -47,7 +47,7 @@ def test_a_serial_run_runs_one_thread_and_gives_the_limits_back():
 
 
 def test_a_run_in_a_ray_actor_runs_one_thread(ray_with_probe):
-    from farm.sweep.ray_runtime import RunActor, share_dataset
+    from farm.runtime.ray_runtime import RunActor, share_dataset
 
     ray = ray_with_probe
     assert ray.get(ray.remote(threads).remote()) == 2

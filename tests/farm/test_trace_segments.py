@@ -1,4 +1,4 @@
-"""Trace segments (``farm.sweep.trace_segments``): a report reads a real sweep's traces from the
+"""Trace segments (``farm.store.trace_segments``): a report reads a real sweep's traces from the
 segments the sweep wrote and gets exactly what it gets from the runs' own trace files; a
 damaged segment, or one listing an older trace of a run since redone, is passed over; and the
 report's numbers, computed over all runs at once (``farm.report.analysis``), are those of the
@@ -17,7 +17,7 @@ from farm.cli import main
 from farm.report.analysis import TRACE_COLUMNS, analyse
 from farm.run.metrics import REACH_TARGETS, finite_json, first_reach, pick_quality, step_quality
 from farm.sweep.results import load_sweep
-from farm.sweep.store import Store
+from farm.store.store import Store
 
 SPEC = """\
 name: segments
@@ -34,7 +34,7 @@ tracking: {enabled: false}
 
 def _sweep(tmp_path, monkeypatch, runs_per_segment=5):
     """A real sweep of 12 runs, stored with a segment every ``runs_per_segment`` runs."""
-    monkeypatch.setattr("farm.sweep.store.SEGMENT_RUNS", runs_per_segment)
+    monkeypatch.setattr("farm.store.store.SEGMENT_RUNS", runs_per_segment)
     spec, out = tmp_path / "spec.yaml", tmp_path / "out"
     spec.write_text(SPEC)
     assert main(["sweep", str(spec), "--out", str(out), "--serial", "--no-progress"]) == 0

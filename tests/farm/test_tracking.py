@@ -13,7 +13,7 @@ import pytest
 from farm.cli import main
 from farm.sweep.runner import run_sweep
 from farm.sweep.spec import expand, parse_spec
-from farm.sweep.store import Store
+from farm.store.store import Store
 
 
 def _spec(name, seeds):

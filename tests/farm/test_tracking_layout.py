@@ -3,7 +3,7 @@ server`` on 127.0.0.1 (and from the folder-style sqlite store the bulk path writ
 variant -> seed runs; seed runs' start and end times are the stored run's; parameters are the
 resolved problem and every resolved optimizer parameter; names are short and unique; variant
 runs carry the report's seed-aggregated statistics; the parent's span covers every invocation;
-and runs written by the bulk path (``farm.sweep.mlflow_bulk``) read back exactly as runs written
+and runs written by the bulk path (``farm.tracking.mlflow_bulk``) read back exactly as runs written
 through the client."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from farm.run.spec import RunSpec
 from farm.sweep.results import load_sweep
 from farm.sweep.runner import run_sweep
 from farm.sweep.spec import parse_spec
-from farm.sweep.store import Store
-from farm.sweep.tracking import sync
-from farm.sweep.variants import metric_name
+from farm.store.store import Store
+from farm.tracking.tracking import sync
+from farm.tracking.variants import metric_name
 
 
 def _spec(name, seeds):
@@ -193,7 +193,7 @@ def assert_read_back_alike(bulk: dict, client: dict, runs: int) -> None:
 def test_bulk_path_reads_back_exactly_as_the_client_path(server, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from farm.sweep.mlflow_bulk import bulk_store
+    from farm.tracking.mlflow_bulk import bulk_store
 
     out = tmp_path / "out"
     failed = stored_with_a_failure(out, "bulk")
@@ -239,7 +239,7 @@ def test_every_stop_ends_the_sweeps_runs_and_a_logged_sweep_resumes_without_mlfl
 
     from mlflow.tracking import MlflowClient
 
-    from farm.sweep.tracking import Tracker, close_open_runs
+    from farm.tracking.tracking import Tracker, close_open_runs
 
     out = tmp_path / "out"
     spec = _spec("stops", 2)  # two variants of two seeds

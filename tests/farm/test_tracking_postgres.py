@@ -18,7 +18,7 @@ from farm.bench.tracking_server import PostgresMlflowServer, available
 from farm.report.tracked import STATISTICS
 from farm.sweep.runner import run_sweep
 from farm.sweep.spec import parse_spec
-from farm.sweep.store import Store
+from farm.store.store import Store
 
 
 @pytest.fixture(scope="module")
@@ -69,12 +69,12 @@ def test_a_sweep_tracked_to_a_postgresql_backed_server(postgres_server, tmp_path
 def test_runs_written_into_the_servers_database_read_back_as_those_sent_through_it(
         postgres_server, tmp_path):
     """MLflow's database tracking URI (``postgresql+psycopg://...``) takes the bulk path
-    (``farm.sweep.mlflow_bulk``): the same sweep synced into the server's database and through
+    (``farm.tracking.mlflow_bulk``): the same sweep synced into the server's database and through
     the server reads back the same through the server, exactly once."""
     from mlflow.tracking import MlflowClient
 
-    from farm.sweep.mlflow_bulk import bulk_store
-    from farm.sweep.tracking import sync
+    from farm.tracking.mlflow_bulk import bulk_store
+    from farm.tracking.tracking import sync
     from tests.farm.test_tracking_layout import (
         _read_back,
         assert_read_back_alike,
@@ -132,9 +132,9 @@ def test_runs_sent_through_optfarms_mlflow_app_read_back_as_through_a_stock_serv
     from mlflow.utils.credentials import get_default_host_creds
     from mlflow.utils.rest_utils import http_request, http_request_safe
 
-    from farm.sweep.mlflow_bulk import ENDPOINT, remote_writer, runs_to_json
-    from farm.sweep.mlflow_mapping import NewRun
-    from farm.sweep.tracking import sync
+    from farm.tracking.mlflow_bulk import ENDPOINT, remote_writer, runs_to_json
+    from farm.tracking.mlflow_mapping import NewRun
+    from farm.tracking.tracking import sync
     from tests.farm.test_tracking_layout import (
         _read_back,
         assert_read_back_alike,
@@ -153,7 +153,7 @@ def test_runs_sent_through_optfarms_mlflow_app_read_back_as_through_a_stock_serv
     def counted(uri):
         write = remote_writer(uri)
         return write and (lambda exp, runs: (sent.append(len(runs)), write(exp, runs)))
-    monkeypatch.setattr("farm.sweep.mlflow_bulk.remote_writer", counted)
+    monkeypatch.setattr("farm.tracking.mlflow_bulk.remote_writer", counted)
     assert sync(out, app) == (5, 0)
     assert sync(out, postgres_server.url) == (5, 0)
     assert sum(sent) == 2 + 5 and len(sent) <= 4  # variants and seed runs, a few requests
@@ -182,7 +182,7 @@ def test_runs_sent_through_optfarms_mlflow_app_read_back_as_through_a_stock_serv
 
 
 def test_a_database_uri_without_its_driver_says_what_to_install(tmp_path, monkeypatch, capsys):
-    from farm.sweep.mlflow_connection import Connection
+    from farm.tracking.mlflow_connection import Connection
 
     monkeypatch.setitem(sys.modules, "psycopg", None)  # as where the extra is not installed
     monkeypatch.setitem(sys.modules, "psycopg2", None)

@@ -10,18 +10,18 @@ layout::
                                 and its own sha256 (an edited file is refused)
     lock                        who runs the sweep now (pid, host): ``flock``-ed while they do
                                 (``FolderLock``), or a lease renewed while they do on an object
-                                store (``farm.sweep.locks``)
+                                store (``farm.store.locks``)
     runs/<run_key>.parquet      the trace of a finished run (``farm.run.loop.TRACE_SCHEMA``)
     runs/<run_key>.json         the run's record: spec, status (done|failed), summary or error,
                                 attempts, node, wall and CPU time of the run, the trace's
                                 sha256 and size, and the record's own sha256
     traces/<sha256>.parquet     the traces of up to a thousand done runs again, for readers
-                                (``farm.sweep.trace_segments``: copies, never the truth)
+                                (``farm.store.trace_segments``: copies, never the truth)
     verified.json               the signature of each record and trace when last written or hashed
                                 (``VerifiedFiles``: a resume hashes only the files changed since)
     quarantine/                 damaged records and traces, moved aside (their runs are redone)
     index.parquet               one row per record (rebuilt from the records; for users)
-    mlflow.db                   default MLflow tracking store (see ``farm.sweep.tracking``)
+    mlflow.db                   default MLflow tracking store (see ``farm.tracking.tracking``)
     mlflow_runs.jsonl           cache of the MLflow runs logged (append-only; never the truth)
 
 The last two live in ``Location.local_dir``: the folder itself when it is a path, a folder of
@@ -34,7 +34,7 @@ at all), so a crash leaves no partial object and no temporary name. A record is 
 after its trace, so a crash leaves either a finished run or no trace of it. A run counts as
 finished when its record says ``done`` and both the record and the trace match their checksums
 (``scan``); a rerun quarantines what does not match and runs it again. One driver at a time:
-``Store.lock`` (``farm.sweep.locks``).
+``Store.lock`` (``farm.store.locks``).
 """
 
 from __future__ import annotations
@@ -62,15 +62,15 @@ import pyarrow.parquet as pq
 from farm.run.loop import RunResult
 from farm.run.metrics import final_quality
 from farm.run.spec import RunSpec
-from farm.sweep.location import (
+from farm.store.location import (
     Location,
     LocationError,
     StoreError,
     first_line,
     write_atomically,
 )
-from farm.sweep.locks import FolderBusy, FolderLock, ObjectLease, lock_for
-from farm.sweep.trace_segments import FOLDER, SEGMENT_RUNS, pack, unpack
+from farm.store.locks import FolderBusy, FolderLock, ObjectLease, lock_for
+from farm.store.trace_segments import FOLDER, SEGMENT_RUNS, pack, unpack
 
 # the errors a Store raises, whichever module defines them, are importable from here
 __all__ = ["DamagedFile", "FolderBusy", "LocationError", "Scan", "Store", "StoreError",
@@ -274,7 +274,7 @@ class Store:
 
     def lock(self) -> FolderLock | ObjectLease:
         """The exclusive lock of one driver on this store, as a context manager
-        (``farm.sweep.locks.lock_for``); every write of this store checks that it is still
+        (``farm.store.locks.lock_for``); every write of this store checks that it is still
         held."""
         self._lock = lock_for(self.location)
         return self._lock

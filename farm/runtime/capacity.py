@@ -71,7 +71,7 @@ def wanted_cpus(max_in_flight: int, cpus: int, runs_left: int) -> int:
 class HeadWatch:
     """The head's GCS at ``host:port``: whether it answers, and its bounded calls. Raises
     ``ClusterLost`` once it has not answered for ``timeout`` seconds; ``quiet``: no warning
-    at the first miss (the watching parent of a driver, ``farm.sweep.driver``)."""
+    at the first miss (the watching parent of a driver, ``farm.runtime.driver``)."""
 
     def __init__(self, gcs_address: str, timeout: float = HEAD_TIMEOUT_S, quiet: bool = False):
         host, _, port = gcs_address.rpartition(":")
@@ -111,7 +111,7 @@ class HeadWatch:
     @property
     def gcs(self):
         if self._gcs is None:
-            from farm.sweep.ray_private import gcs_client
+            from farm.runtime.ray_private import gcs_client
 
             self._gcs = gcs_client(self.address)
         return self._gcs
@@ -162,7 +162,7 @@ class Demand:
         self.sent += 1
 
     def _send(self, cpus: int) -> None:
-        from farm.sweep.ray_private import autoscaler_v1_channel, autoscaler_v2_keys
+        from farm.runtime.ray_private import autoscaler_v1_channel, autoscaler_v2_keys
 
         gcs = self.head.gcs
         if self._v2 is None:  # as ray.autoscaler.v2.utils.is_autoscaler_v2 asks, bounded

@@ -2,7 +2,7 @@
 server with one more endpoint, so that a sweep tracked through a team's server costs what one
 tracked into a database costs (README, "MLflow for a team").
 
-``ENDPOINT`` (``farm.sweep.mlflow_bulk``):
+``ENDPOINT`` (``farm.tracking.mlflow_bulk``):
 - ``GET``: ``{"mlflow": version, "writable": bool}``; writable when the server's tracking store
   is a database that ``mlflow_bulk`` writes (``store_of``).
 - ``POST {"experiment_id": id, "runs": [...]}`` (``runs_to_json``): the runs created complete
@@ -28,8 +28,8 @@ def create_app(app=None):
     from mlflow.server import app as mlflow_app
     from mlflow.server.handlers import catch_mlflow_exception
 
-    from farm.sweep.mlflow_bulk import ENDPOINT
-    from farm.sweep.mlflow_private import served_by_uvicorn
+    from farm.tracking.mlflow_bulk import ENDPOINT
+    from farm.tracking.mlflow_private import served_by_uvicorn
 
     app = mlflow_app if app is None else app
     app.add_url_rule(ENDPOINT, "optfarm_create_runs", catch_mlflow_exception(_create_runs),
@@ -48,8 +48,8 @@ def _create_runs():
     from mlflow.exceptions import MlflowException
     from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE, NOT_IMPLEMENTED
 
-    from farm.sweep.mlflow_bulk import runs_from_json, store_of, write_runs
-    from farm.sweep.mlflow_private import server_store, table_models
+    from farm.tracking.mlflow_bulk import runs_from_json, store_of, write_runs
+    from farm.tracking.mlflow_private import server_store, table_models
 
     SqlRun = table_models()["SqlRun"]
     store = store_of(server_store())

@@ -47,7 +47,7 @@ import uuid
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
-from farm.sweep.location import Location, LocationError, StoreError
+from farm.store.location import Location, LocationError, StoreError
 
 __all__ = ["FolderBusy", "FolderLock", "ObjectLease", "check_lockable", "lock_for"]
 

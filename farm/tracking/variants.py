@@ -3,7 +3,7 @@
 A variant is one dataset x optimizer x parameter setting x problem x limits: a run spec
 without its seed (``variant_key``). Its MLflow run spans its own seeds and carries their
 seed-aggregated statistics (computed by the report layer and handed to the tracker,
-``farm.sweep.tracking.Statistics``), which is what a user compares in the MLflow UI's chart
+``farm.tracking.tracking.Statistics``), which is what a user compares in the MLflow UI's chart
 and compare views.
 
 Run names are short and unique within a sweep: the optimizer, the parameters that differ

@@ -1,7 +1,7 @@
 """Where a sweep's results live: a path on this machine (a local disk or a mounted shared
 file system) or a ``pyarrow.fs`` URI (``s3://bucket/path``, ``gs://bucket/path``), read and
 written through one ``pyarrow.fs.FileSystem`` (``Location``), each file atomically
-(``write_atomically``). The store (``farm.sweep.store``) and its locks (``farm.sweep.locks``)
+(``write_atomically``). The store (``farm.store.store``) and its locks (``farm.store.locks``)
 are built on it.
 """
 

@@ -80,7 +80,7 @@ def ensure_auth_token() -> Path | None:
     token: the path of the token file, or None when the user turned authentication off
     (``RAY_AUTH_MODE=disabled``). A token given through ``RAY_AUTH_TOKEN`` or
     ``RAY_AUTH_TOKEN_PATH`` is left to Ray."""
-    from farm.sweep.ray_private import (
+    from farm.runtime.ray_private import (
         create_token,
         default_token_path,
         reset_ray_config,

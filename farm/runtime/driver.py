@@ -32,7 +32,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from farm.sweep.capacity import HEAD_TIMEOUT_S, POLL_S, ClusterLost, HeadWatch
+from farm.runtime.capacity import HEAD_TIMEOUT_S, POLL_S, ClusterLost, HeadWatch
 
 __all__ = ["GRACE_S", "end_with_parent", "notify", "supervise", "watched"]
 

@@ -4,7 +4,7 @@ instead of opening 20,000 traces (each costs a Parquet footer to parse, about 0.
 object store a request).
 
 Segments are copies, never the truth: a run is finished when its record and its own trace in
-``runs/`` are intact (``farm.sweep.store``). A reader takes a run's rows from a segment only
+``runs/`` are intact (``farm.store.store``). A reader takes a run's rows from a segment only
 when the segment's bytes hash to its name (a damaged segment is passed over whole) and the
 segment lists the run with the trace checksum the run's record holds now (a run redone since is
 not read from an older segment); every other run is read from its own trace. So a segment

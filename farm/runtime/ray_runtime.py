@@ -7,7 +7,7 @@ executor for the optimizers' inner work (ARCHITECTURE.md, "One run's data flow")
 - ``RunActor`` hosts one optimizer run at a time; a run is submitted only when an actor is
   free (back-pressure), each outcome is yielded as it finishes.
 - ``run_on_ray`` keeps an elastic pool of them busy, sized to the cluster's CPUs as nodes join
-  and leave (``farm.sweep.capacity``), and re-queues the runs of an actor that died.
+  and leave (``farm.runtime.capacity``), and re-queues the runs of an actor that died.
 - ``RayExecutor`` implements ``optimizers.executor.Executor``: the context is put into the
   object store once per ``map`` and the items go out as a few chunked tasks.
 
@@ -40,7 +40,7 @@ from ray.exceptions import ObjectLostError, RayActorError, RayError, RayTaskErro
 
 from farm.run.loop import RunResult, run_one  # noqa: E402
 from farm.run.spec import RunSpec  # noqa: E402
-from farm.sweep.capacity import (  # noqa: E402
+from farm.runtime.capacity import (  # noqa: E402
     HEAD_CALL_S,
     HEAD_TIMEOUT_S,
     PLACEMENT_TIMEOUT_S,
@@ -52,9 +52,9 @@ from farm.sweep.capacity import (  # noqa: E402
     target_actors,
     wanted_cpus,
 )
-from farm.sweep.driver import notify  # noqa: E402
-from farm.sweep.ray_setup import INIT_QUIET, quiet_ray, start_local_ray  # noqa: E402
-from farm.sweep.serial import OracleCache, Outcome, error_line  # noqa: E402
+from farm.runtime.driver import notify  # noqa: E402
+from farm.runtime.ray_setup import INIT_QUIET, quiet_ray, start_local_ray  # noqa: E402
+from farm.runtime.serial import OracleCache, Outcome, error_line  # noqa: E402
 from oracle.dependency_api import DependencyAPIError  # noqa: E402
 from optimizers.blas import OneThread  # noqa: E402
 
@@ -81,7 +81,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     ``RayStartError`` (one line) when neither works. The process's own handlers of SIGINT,
     SIGTERM and SIGHUP are kept: ``ray.init`` replaces SIGTERM's with an exit, and Ray's core
     worker its C-level one with a stack dump and an abort. A watching parent
-    (``farm.sweep.driver``) is told the head's address."""
+    (``farm.runtime.driver``) is told the head's address."""
     global _joined_cluster
     if ray.is_initialized():
         return
@@ -273,7 +273,7 @@ def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: 
                placement_timeout: float = PLACEMENT_TIMEOUT_S) -> Iterator[Outcome]:
     """Run ``runs`` on an elastic pool of ``RunActor``s, yielding outcomes as they finish.
 
-    The pool follows the cluster (``farm.sweep.capacity``): every ``POLL_S`` seconds it is
+    The pool follows the cluster (``farm.runtime.capacity``): every ``POLL_S`` seconds it is
     sized to the cluster's CPUs at that moment (at most ``max_in_flight``, 0: no limit, and at
     most the runs left), so a node that joins gets actors and a lost node's actors are not
     replaced. A run goes only to an actor already placed on a node, at most ``QUEUE_DEPTH`` per
@@ -285,7 +285,7 @@ def run_on_ray(runs: Sequence[RunSpec], *, max_in_flight: int = 0, max_retries: 
     (``capacity.wanted_cpus``, ``capacity.Demand``). Every call to the head is bounded
     (``capacity.HeadWatch``); ``ClusterLost`` ends it when the head has not answered for
     ``head_timeout`` s, or when runs waited ``placement_timeout`` s with none running, and is
-    told a watching parent first (``farm.sweep.driver``).
+    told a watching parent first (``farm.runtime.driver``).
     Closing the generator (e.g. on Ctrl-C) kills the actors. ``on_submit(spec, where)`` is
     called as each run goes out.
     """

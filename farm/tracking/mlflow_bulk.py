@@ -10,7 +10,7 @@ and summary metrics, latest-metric rows, terminal status and end time -- is a ha
 own session maker) committed once: about 1 ms of CPU per run. The same holds for a PostgreSQL
 database named by MLflow's database tracking URI (``postgresql+psycopg://...``), and for a
 tracking server that runs optfarm's MLflow app (``mlflow server --app-name optfarm``,
-``farm.sweep.mlflow_server_app``): the client sends a batch of runs in one request
+``farm.tracking.mlflow_server_app``): the client sends a batch of runs in one request
 (``remote_writer``, through MLflow's own ``http_request``: its credentials, TLS settings and
 retries) and the server writes them here into its database. Through a stock server a run costs
 3 REST calls and 27-36 ms of the server's CPU, which held a tracked sweep to 0.2-0.35x the
@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from farm.sweep.mlflow_mapping import NewRun
+from farm.tracking.mlflow_mapping import NewRun
 
 __all__ = ["DATABASES", "ENDPOINT", "MLFLOW_VERSION", "REQUEST_RUNS", "bulk_store",
            "remote_writer", "runs_from_json", "runs_to_json", "store_of", "write_runs"]
@@ -48,7 +48,7 @@ REQUEST_RUNS = 500         # runs per request to it (the logger's batch: ~0.5 MB
 def bulk_store(client):
     """The client's ``SqlAlchemyStore`` when this module can write it (``store_of``), else
     None (use the client)."""
-    from farm.sweep.mlflow_private import client_store
+    from farm.tracking.mlflow_private import client_store
 
     return store_of(client_store(client))
 
@@ -132,7 +132,7 @@ def write_runs(store, experiment_id: str, artifact_location: str,
     from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME, MLFLOW_USER
     from mlflow.utils.uri import append_to_uri_path
 
-    from farm.sweep.mlflow_private import table_models, validated_batch
+    from farm.tracking.mlflow_private import table_models, validated_batch
 
     if not runs:
         return

@@ -32,8 +32,8 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from farm.sweep.mlflow_mapping import NewRun
-from farm.sweep.spec import hide_password
+from farm.tracking.mlflow_mapping import NewRun
+from farm.tracking.uris import hide_password
 
 __all__ = ["EXPERIMENT_KIND", "UI_COMMAND", "Connection", "resolve_uri", "runs_page", "sqlite_path"]
 
@@ -71,7 +71,7 @@ def runs_page(uri: str, experiment_id: str) -> tuple[str, str | None]:
 def resolve_uri(out, uri: str | None = None) -> str:
     """``out``: the sweep's output (a path, a ``pyarrow.fs`` URI or a ``Location``): its
     sqlite store is in the location's local folder."""
-    from farm.sweep.location import Location
+    from farm.store.location import Location
 
     return uri or os.environ.get("MLFLOW_TRACKING_URI") or \
         f"sqlite:///{Location.of(out).local_dir / 'mlflow.db'}"
@@ -98,7 +98,7 @@ class Connection:
         self.local_dir = local_dir
         self.offline = False
         self.client = None
-        # ``write_runs(runs)``: new runs written in one go (``farm.sweep.mlflow_bulk``), or None
+        # ``write_runs(runs)``: new runs written in one go (``farm.tracking.mlflow_bulk``), or None
         self.write_runs: Callable[[Sequence[NewRun]], None] | None = None
         self.experiment_id: str | None = None
 
@@ -145,7 +145,7 @@ class Connection:
     def _open(self) -> None:
         from mlflow.tracking import MlflowClient
 
-        from farm.sweep.mlflow_bulk import bulk_store, remote_writer, write_runs
+        from farm.tracking.mlflow_bulk import bulk_store, remote_writer, write_runs
 
         client = MlflowClient(tracking_uri=self.uri)
         exp = client.get_experiment_by_name(self.experiment)
@@ -271,7 +271,7 @@ def _sqlite_write_ahead_log() -> None:
 def _close_engine(uri: str) -> None:
     """Close the connections MLflow keeps to a sqlite store (one cached engine per URI), so
     that the next client opens the file found at the path then."""
-    from farm.sweep.mlflow_private import cached_engines
+    from farm.tracking.mlflow_private import cached_engines
 
     engine = cached_engines().pop(uri, None)
     if engine is not None:

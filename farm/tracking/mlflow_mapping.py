@@ -1,10 +1,10 @@
 """Stored runs -> MLflow runs, as pure functions of the store's records (no server, no client):
-what ``farm.sweep.tracking`` writes for each seed run and variant run, testable on its own.
+what ``farm.tracking.tracking`` writes for each seed run and variant run, testable on its own.
 
-A seed run (one run key) carries: its name (``farm.sweep.variants.layout``), its own start
+A seed run (one run key) carries: its name (``farm.tracking.variants.layout``), its own start
 and end (the record's finish time less its wall time, ``span_ms``), status FINISHED or FAILED
 (the error as the tag ``optfarm.error``), the parameters that tell the sweep's runs apart
-(``farm.sweep.variants.varying``) and its seed, the complete resolved run as the tag
+(``farm.tracking.variants.varying``) and its seed, the complete resolved run as the tag
 ``optfarm.params``, per-step metrics from its trace (``incumbent_cno`` or
 ``incumbent_accuracy_c``, ``exploration_cost``, ``recommendation_latency_s``; step =
 evaluation index, the warm-up step apart as ``latency_warmup_s``) and its summary metrics.
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from farm.run.metrics import CNO_CAP
-from farm.sweep import variants
+from farm.tracking import variants
 
 __all__ = ["NewRun", "RunContext", "seed_run", "span_ms", "variant_run", "variant_span",
            "variant_status"]

@@ -37,8 +37,8 @@ to the server.
 Cost: the logger thread writes the runs queued together: to the folder's own sqlite store (or
 any ``sqlite:///`` or ``postgresql+psycopg://`` database URI, e.g. the database a team's
 ``mlflow server`` serves), each created complete in one transaction per batch
-(``farm.sweep.mlflow_bulk``); to a tracking server that runs optfarm's MLflow app
-(``farm.sweep.mlflow_server_app``) the same batch in one request, which the server writes so;
+(``farm.tracking.mlflow_bulk``); to a tracking server that runs optfarm's MLflow app
+(``farm.tracking.mlflow_server_app``) the same batch in one request, which the server writes so;
 to any other tracking server each run is one ``create_run``, one ``log_batch`` (parameters,
 metrics and tags together) and one status update, several runs at a time
 (``_CLIENT_THREADS``). The parent run is touched once when a sweep starts and once when
@@ -56,9 +56,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from farm.sweep.mlflow_connection import Connection, resolve_uri, runs_page
-from farm.sweep.mlflow_logger import Logger
-from farm.sweep.mlflow_mapping import (
+from farm.tracking.mlflow_connection import Connection, resolve_uri, runs_page
+from farm.tracking.mlflow_logger import Logger
+from farm.tracking.mlflow_mapping import (
     RunContext,
     seed_run,
     span_ms,
@@ -66,8 +66,8 @@ from farm.sweep.mlflow_mapping import (
     variant_span,
     variant_status,
 )
-from farm.sweep.spec import hide_password
-from farm.sweep.store import Store, fault_point
+from farm.tracking.uris import hide_password
+from farm.store.store import Store, fault_point
 
 __all__ = ["CACHE", "Statistics", "Tracker", "close_open_runs", "resolve_uri", "sweep_uri",
            "sync"]
@@ -368,7 +368,7 @@ class Tracker:
         return self._runs.get(record["run_key"], ("", ""))[1] == want
 
     def submit(self, record: dict, trace=None) -> None:
-        """Queue one stored run (a record of ``farm.sweep.store``, and its trace table if at
+        """Queue one stored run (a record of ``farm.store.store``, and its trace table if at
         hand; else it is read from the store) for the background logger."""
         if self._logger is not None and not self.offline and not self.logged(record):
             self._logger.put((record, trace))
