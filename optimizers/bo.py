@@ -30,8 +30,14 @@ from .acquisition.analytic import (
     incumbent_for_eic,
 )
 from .acquisition.incumbent import incumbent
-from .base import (Optimizer, Param, Recommendation, Suggestion, decision_margin,
-                   init_share)
+from .base import (
+    Optimizer,
+    Param,
+    Recommendation,
+    Suggestion,
+    decision_margin,
+    init_share,
+)
 from .blas import single_threaded
 from .models.gp import GaussianProcess
 from .models.targets import Targets, to_model_scale

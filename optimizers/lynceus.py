@@ -66,8 +66,15 @@ from .acquisition.analytic import (
     truncated_gaussian_mean,
 )
 from .acquisition.cost_aware import timeout_cap
-from .base import (Optimizer, Param, Recommendation, Suggestion, derive, fixed,
-                   init_share)
+from .base import (
+    Optimizer,
+    Param,
+    Recommendation,
+    Suggestion,
+    derive,
+    fixed,
+    init_share,
+)
 from .lookahead import PathContext, Switches, explore_chunk, level_predictions
 from .models.trees import default_max_features
 from .seeds import drawn_seed

@@ -46,7 +46,11 @@ def test_mlflow_doors_reach_a_real_client_store_and_validate_a_batch(tmp_path):
     from mlflow.tracking import MlflowClient
 
     from farm.tracking.mlflow_bulk import store_of
-    from farm.tracking.mlflow_private import cached_engines, client_store, validated_batch
+    from farm.tracking.mlflow_private import (
+        cached_engines,
+        client_store,
+        validated_batch,
+    )
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     store = client_store(MlflowClient(tracking_uri=uri))

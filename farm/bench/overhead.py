@@ -89,8 +89,8 @@ def _loop(spec) -> tuple[float, float, float]:
 def _farm(spec) -> tuple[float, float, float]:
     """(wall time, mean runs in flight: the runs' summed durations over the wall time, mean
     CPU seconds per run in the actors)."""
-    from farm.sweep.runner import run_sweep
     from farm.store.store import Store
+    from farm.sweep.runner import run_sweep
 
     with tempfile.TemporaryDirectory(prefix="optfarm-bench-") as out:
         t0 = time.perf_counter()
@@ -283,7 +283,10 @@ def run(runs: int = 200, dataset: str = "synthetic", optimizer: str = "random",
     """Time the three cases ``repeats`` times, interleaved, and keep each case's fastest wall
     time (on a shared machine the minimum is the estimate least disturbed by other load);
     returns the table rows and the two ratios."""
-    from farm.runtime.ray_runtime import init_ray, ray  # first: Ray's servers on 127.0.0.1
+    from farm.runtime.ray_runtime import (  # first: Ray's servers on 127.0.0.1
+        init_ray,
+        ray,
+    )
 
     t0 = time.perf_counter()
     init_ray(num_cpus=workers)

@@ -123,8 +123,8 @@ def _run(spec, source: str, out: Path, args):
     """Run what the folder lacks; the sweep's report (None: the sweep could not run, said
     on stderr)."""
     from farm.runtime.capacity import ClusterLost
-    from farm.sweep.runner import run_sweep
     from farm.store.store import DamagedFile, FolderBusy, StoreError
+    from farm.sweep.runner import run_sweep
 
     try:
         with signals_interrupt():   # SIGTERM / SIGHUP end it as Ctrl-C does, runs kept
@@ -151,9 +151,9 @@ def _board(sweep_dir: Path, budgets, evaluations, args, failed: int) -> int:
     from farm.report.board_page import sections, verdict
     from farm.report.leaderboard import Budget, build_boards
     from farm.report.page import write_report
+    from farm.store.store import Store
     from farm.sweep.board_spec import BoardSettings
     from farm.sweep.results import load_sweep
-    from farm.store.store import Store
 
     settings_path = sweep_dir / SETTINGS_FILE
     stored = json.loads(settings_path.read_text()) if settings_path.is_file() else {}

@@ -153,8 +153,8 @@ def _lost_line(why: str, args, out) -> str:
 def _run_here(spec, source, out, args) -> int:
     from farm.runtime import driver
     from farm.runtime.capacity import ClusterLost, RayStartError
-    from farm.sweep.runner import summary_rows
     from farm.store.store import DamagedFile, FolderBusy, LocationError, StoreError
+    from farm.sweep.runner import summary_rows
 
     try:
         if not (args.no_tracking or not spec.tracking.enabled):

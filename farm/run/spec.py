@@ -14,7 +14,13 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from oracle.dataset import Dataset
-from oracle.problem import Constraint, Objective, Problem, ProblemError, parse_constraint
+from oracle.problem import (
+    Constraint,
+    Objective,
+    Problem,
+    ProblemError,
+    parse_constraint,
+)
 
 __all__ = ["MAX_SEED", "RunSpec", "changed_params", "problem_for", "spec_key"]
 

@@ -55,8 +55,8 @@ from farm.runtime.capacity import (  # noqa: E402
 from farm.runtime.driver import notify  # noqa: E402
 from farm.runtime.ray_setup import INIT_QUIET, quiet_ray, start_local_ray  # noqa: E402
 from farm.runtime.serial import OracleCache, Outcome, error_line  # noqa: E402
-from oracle.dependency_api import DependencyAPIError  # noqa: E402
 from optimizers.blas import OneThread  # noqa: E402
+from oracle.dependency_api import DependencyAPIError  # noqa: E402
 
 __all__ = [
     "QUEUE_DEPTH",

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from .spec import expand, parse_spec
 from farm.store.store import Store
+
+from .spec import expand, parse_spec
 
 __all__ = ["load_sweep"]
 

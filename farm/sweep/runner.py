@@ -24,8 +24,8 @@ import numpy as np
 
 from farm.run.metrics import final_quality, worse_quantile
 from farm.run.spec import RunSpec, problem_for
-from farm.sweep.spec import DEFAULT_MAX_RUNS, SweepSpec, expand_keyed, hide_password
 from farm.store.store import DamagedFile, Store, StoreError, spec_to_dict
+from farm.sweep.spec import DEFAULT_MAX_RUNS, SweepSpec, expand_keyed, hide_password
 
 if TYPE_CHECKING:
     from farm.tracking.tracking import Statistics, Tracker

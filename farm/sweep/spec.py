@@ -44,8 +44,8 @@ from pydantic import (
     model_validator,
 )
 
-from farm.tracking.uris import hide_password
 from farm.run.spec import MAX_SEED, RunSpec, changed_params
+from farm.tracking.uris import hide_password
 from optimizers.base import ParameterError
 from oracle.problem import Constraint, Objective
 from oracle.spelling import did_you_mean

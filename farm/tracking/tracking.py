@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from farm.store.store import Store, fault_point
 from farm.tracking.mlflow_connection import Connection, resolve_uri, runs_page
 from farm.tracking.mlflow_logger import Logger
 from farm.tracking.mlflow_mapping import (
@@ -67,7 +68,6 @@ from farm.tracking.mlflow_mapping import (
     variant_status,
 )
 from farm.tracking.uris import hide_password
-from farm.store.store import Store, fault_point
 
 __all__ = ["CACHE", "Statistics", "Tracker", "close_open_runs", "resolve_uri", "sweep_uri",
            "sync"]

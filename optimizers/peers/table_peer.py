@@ -26,7 +26,14 @@ from oracle.oracle import Observation
 from oracle.problem import Problem
 from oracle.space import SearchSpace
 
-from ..base import MissingExtra, Optimizer, Param, Recommendation, Suggestion, init_share
+from ..base import (
+    MissingExtra,
+    Optimizer,
+    Param,
+    Recommendation,
+    Suggestion,
+    init_share,
+)
 from .grid import GridView, constraint_values, penalised_objective
 
 __all__ = ["PATIENCE", "TablePeer", "require"]

@@ -14,9 +14,9 @@ import pytest
 
 from farm.cli import main
 from farm.run.loop import run_one
+from farm.store.store import Store
 from farm.sweep.runner import run_sweep
 from farm.sweep.spec import expand, parse_spec
-from farm.store.store import Store
 
 from .conftest import LOOPBACK, descendants, listeners_of, loopback_cluster, same_trace
 

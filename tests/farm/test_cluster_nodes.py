@@ -37,8 +37,8 @@ from farm.cli import main
 from farm.cluster.local import LocalCluster
 from farm.run.loop import run_one
 from farm.runtime.capacity import HEAD_TIMEOUT_S
-from farm.sweep.spec import expand, inline_spec
 from farm.store.store import Store
+from farm.sweep.spec import expand, inline_spec
 
 from .conftest import loopback_cluster, same_trace
 

@@ -17,8 +17,8 @@ import time
 
 from farm.cli import main
 from farm.store.location import Location
-from farm.sweep.spec import expand, inline_spec
 from farm.store.store import FolderBusy, Store
+from farm.sweep.spec import expand, inline_spec
 
 
 def _objects(uri: str) -> list[str]:

@@ -27,8 +27,8 @@ import pytest
 from farm.cli import main
 from farm.cluster.local import LocalCluster, loopback_name
 from farm.runtime.capacity import HEAD_TIMEOUT_S
-from farm.sweep.spec import expand, inline_spec
 from farm.store.store import Store
+from farm.sweep.spec import expand, inline_spec
 
 from .test_durable import _objects, _seed_runs
 

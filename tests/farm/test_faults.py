@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from farm.sweep.spec import expand, inline_spec
 from farm.store.store import Store
+from farm.sweep.spec import expand, inline_spec
 
 from .conftest import start_ray_head, stop_groups
 

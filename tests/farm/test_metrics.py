@@ -12,9 +12,9 @@ from farm.cli import main
 from farm.cli.sweep import print_summary
 from farm.report.analysis import analyse
 from farm.run.metrics import quantile, recommendation_quality, worse_quantile
+from farm.store.store import Store, spec_from_dict
 from farm.sweep.results import load_sweep
 from farm.sweep.runner import summary_rows
-from farm.store.store import Store, spec_from_dict
 from oracle.oracle import Oracle
 from oracle.synthetic import make_synthetic
 

@@ -8,6 +8,8 @@ import json
 
 from farm.run.loop import run_one
 from farm.run.spec import RunSpec
+from farm.store.store import spec_to_dict
+from farm.sweep.spec import expand_keyed, parse_spec
 from farm.tracking.mlflow_mapping import (
     RunContext,
     seed_run,
@@ -16,8 +18,6 @@ from farm.tracking.mlflow_mapping import (
     variant_span,
     variant_status,
 )
-from farm.sweep.spec import expand_keyed, parse_spec
-from farm.store.store import spec_to_dict
 from farm.tracking.variants import varying
 
 

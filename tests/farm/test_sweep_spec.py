@@ -16,9 +16,9 @@ import yaml
 from farm.cli import main
 from farm.run.loop import run_one
 from farm.run.spec import RunSpec
+from farm.store.store import Store, spec_from_dict
 from farm.sweep.board_spec import parse_board_spec
 from farm.sweep.spec import SpecError, expand, load_spec, parse_spec, read_yaml
-from farm.store.store import Store, spec_from_dict
 from optimizers.base import Suggestion
 from optimizers.random_search import RandomSearch
 

@@ -15,9 +15,15 @@ import pytest
 
 from farm.cli import main
 from farm.report.analysis import TRACE_COLUMNS, analyse
-from farm.run.metrics import REACH_TARGETS, finite_json, first_reach, pick_quality, step_quality
-from farm.sweep.results import load_sweep
+from farm.run.metrics import (
+    REACH_TARGETS,
+    finite_json,
+    first_reach,
+    pick_quality,
+    step_quality,
+)
 from farm.store.store import Store
+from farm.sweep.results import load_sweep
 
 SPEC = """\
 name: segments

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from farm.cli import main
+from farm.store.store import Store
 from farm.sweep.runner import run_sweep
 from farm.sweep.spec import expand, parse_spec
-from farm.store.store import Store
 
 
 def _spec(name, seeds):

@@ -17,10 +17,10 @@ from farm.report.analysis import analyse
 from farm.report.sensitivity import sensitivity
 from farm.report.tracked import STATISTICS
 from farm.run.spec import RunSpec
+from farm.store.store import Store
 from farm.sweep.results import load_sweep
 from farm.sweep.runner import run_sweep
 from farm.sweep.spec import parse_spec
-from farm.store.store import Store
 from farm.tracking.tracking import sync
 from farm.tracking.variants import metric_name
 

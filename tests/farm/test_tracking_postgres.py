@@ -16,9 +16,9 @@ import pytest
 
 from farm.bench.tracking_server import PostgresMlflowServer, available
 from farm.report.tracked import STATISTICS
+from farm.store.store import Store
 from farm.sweep.runner import run_sweep
 from farm.sweep.spec import parse_spec
-from farm.store.store import Store
 
 
 @pytest.fixture(scope="module")
