@@ -34,7 +34,7 @@ sigma, a full refit per simulated state, a fixed simulated incumbent, the code's
 the discounted path cost, argmax R). Neither alone nor together do they give the paper's
 five-fold look-ahead gain on the TF jobs (issue 20: with the defaults the sub-path after a
 first step barely depends on that step, so R/C is EIc/USD damped by near-constant terms; the
-random trees give LA=1 a 2x gain by making LA=0 worse); see the README.
+random trees give LA=1 a 2x gain by making LA=0 worse); see docs/results/lynceus-lookahead.md.
 
 Variants in this module: ``LynceusToBudget`` (its stopping rule off: runs to the budget),
 ``EIcUSD`` (LA = 0, no timeout: BO with EIc per predicted dollar),

@@ -4,7 +4,7 @@ The summary says what was optimised under which constraints, the recommended con
 with its true cost and time against them, how far it is from the dataset's optimum (CNO or
 Accuracy_C, explained in words), what exploring cost, and, when the recommendation breaks a
 constraint, which one and what the optimizer had observed. ``--json`` prints the same as one
-JSON object (schema in the README).
+JSON object (schema in docs/guide/command-line.md).
 """
 
 from __future__ import annotations

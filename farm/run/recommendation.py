@@ -2,7 +2,7 @@
 configuration: its true (mean) cost, time and accuracy, and each constraint checked on the
 truth and on what the optimizer observed of it.
 
-The recommendation rule (README, "Optimizers"; one rule for every optimizer in every
+The recommendation rule (docs/guide/optimizers.md; one rule for every optimizer in every
 statistic): the farm credits the best **tested** feasible configuration by the optimizer's own
 observations (``TestedIncumbent``): among the configurations the run evaluated at full dataset
 size (s = 1), those whose observed runs met every constraint (on the mean of the run's own

@@ -138,7 +138,7 @@ def _write_spec(store: Store, spec: SweepSpec, options: SweepOptions) -> dict:
                           "them to MLflow again)")
     sweep_id = previous.get("sweep_id") or uuid.uuid4().hex
     stored = spec.model_dump(mode="json")
-    # the tracking URI given now, else the one the sweep was started with (README)
+    # the tracking URI given now, else the one the sweep was started with (docs/guide/sweeps.md)
     uri = options.tracking_uri or (previous.get("tracking") or {}).get("uri")
     if uri:
         stored["tracking"]["uri"] = uri

@@ -1,6 +1,6 @@
 """optfarm's MLflow app: ``mlflow server --app-name optfarm ...`` is MLflow's own tracking
 server with one more endpoint, so that a sweep tracked through a team's server costs what one
-tracked into a database costs (README, "MLflow for a team").
+tracked into a database costs (docs/guide/sweeps.md, "MLflow for a team").
 
 ``ENDPOINT`` (``farm.tracking.mlflow_bulk``):
 - ``GET``: ``{"mlflow": version, "writable": bool}``; writable when the server's tracking store

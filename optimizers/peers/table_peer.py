@@ -8,8 +8,8 @@ evaluation, no charge. A configuration already run (or running) is answered from
 no charge: the value and constraint values it had. Otherwise the configuration goes to the
 farm (a new evaluation). After ``patience`` asks in a row that gave no new evaluation the peer
 stops, ``gave up: N repeats``; with the default, 2000, no peer run re-measured on
-lynceus-multilayer stopped itself before the target or its 400 evaluations (README, "The
-papers' optimizers against the peers"), where 100 had stopped TPE after 20-42 runs. A
+lynceus-multilayer stopped itself before the target or its 400 evaluations
+(docs/results/peers.md), where 100 had stopped TPE after 20-42 runs. A
 peer whose library has a constraint mechanism is told the objective and the constraint
 values; one without is told ``grid.penalised_objective``, never better than the best
 feasible value seen. The recommendation is the best configuration observed to meet the

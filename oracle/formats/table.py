@@ -3,7 +3,7 @@
 ``farm datasets import csv --from TABLE [--description FILE]``. Without ``--description`` the
 description is ``job.optfarm.yaml`` next to ``job.csv``, or ``job.yaml``/``job.yml`` if it
 starts with the marker key ``optfarm:`` (a same-named YAML file of another tool is never read
-as ours). Example (the README has one worked example per feature)::
+as ours). Example (docs/guide/datasets.md has one worked example per feature)::
 
     optfarm: table/1                    # marker: this YAML describes a table for optfarm
     name: my-spark-job                  # dataset name (letters, digits, - _ .)

@@ -1,7 +1,7 @@
 """``cluster.yaml`` passes Ray's own validation of a cluster launcher config (what ``ray up``
 checks before it calls the cloud: the defaults of the provider merged in, then the JSON
 schema and the node types), and runs Ray's image of the pinned Ray with Python 3.11. Launching
-it needs an AWS account (README: the commands)."""
+it needs an AWS account (docs/guide/cluster.md: the commands)."""
 
 from __future__ import annotations
 

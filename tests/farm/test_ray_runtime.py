@@ -167,7 +167,7 @@ def test_autoscaler_request_follows_the_sweep_and_is_released(ray_local):
     """What a simulated cluster can show of autoscaling: the CPUs the sweep asks the head for
     (``request_resources``' record in the GCS), bounded by max_in_flight, lowered as the sweep
     drains, withdrawn at its end. Nodes really launched and ended by an autoscaler need a
-    cloud run (README)."""
+    cloud run (docs/guide/cluster.md)."""
     from farm.runtime.ray_runtime import run_on_ray
 
     runs = expand(_spec(seeds=3))[:10]
