@@ -192,6 +192,7 @@ def _real_data(shared_datasets, fmt, name, n, seed):
     return oracle.space.feature_rows(ids, fids), np.log(cost)
 
 
+@pytest.mark.slow   # george's posterior walker by walker, 5 real-data fits: minutes
 @pytest.mark.parametrize("fmt, name, basis, seeds", [
     ("cherrypick", "cherrypick-kmeans", None, (0, 1, 2)),
     ("trimtuner", "trimtuner-cnn", "loss", (0,)),

@@ -43,6 +43,7 @@ def _told_in_order(opt) -> list[tuple[float, bool]]:
     return [(opt.answers[s.config_id][0], opt.observed_feasible(o)) for s, o in opt.history]
 
 
+@pytest.mark.slow   # 6 runs of 30 evaluations with SMAC and CMA-ES: minutes
 @pytest.mark.parametrize("table", ["guindani-query26-vm-ram", "cherrypick-tpch",
                                    "scout-join_bigdata_spark"])
 @pytest.mark.parametrize("name", ["optuna-cmaes", "smac-hpo"])
