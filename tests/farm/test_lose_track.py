@@ -136,7 +136,7 @@ def test_the_parent_has_the_store_imported_before_the_head_can_be_lost(tmp_path)
     Parquet) before it watches the driver, not when the line is due (3.2-4.9 s at load 40 on
     2 cores, most of a kill's line at 15.3 s against its 15 s bound; the read itself
     0.12-0.17 s for 24 runs)."""
-    code = ("import sys\nfrom farm.sweep import driver\n"
+    code = ("import sys\nfrom farm.runtime import driver\n"
             "def supervise(*a, **k):\n"
             "    print('store imported:', 'farm.store.store' in sys.modules)\n    return 0\n"
             "driver.supervise = supervise\nfrom farm.cli import main\n"
