@@ -126,11 +126,11 @@ def _say_first_compile(spec, oracle) -> None:
     from oracle.problem import ProblemError
 
     try:  # imports the kernels when the optimizer uses them; compiles nothing yet
-        make_optimizer(spec.optimizer, oracle.space, oracle.problem, seed=spec.seed,
-                       evaluations=spec.iterations, **spec.params)
+        optimizer = make_optimizer(spec.optimizer, oracle.space, oracle.problem, seed=spec.seed,
+                                   evaluations=spec.iterations, **spec.params)
     except (ParameterError, ProblemError):
         return
-    if "optimizers.models._kernels" not in sys.modules:
+    if not _builds_on_the_trees(type(optimizer)):
         return
     from farm.run.numba_cache import uncompiled_kernels
 
@@ -139,6 +139,14 @@ def _say_first_compile(spec, oracle) -> None:
         print(f"farm: compiling {len(missing)} numba kernels of the tree models first, roughly "
               f"{5 * len(missing)} s (once for this install: numba caches them)",
               file=sys.stderr, flush=True)
+
+
+def _builds_on_the_trees(cls) -> bool:
+    """Whether an optimizer class's modules (its own and its bases') use the tree models or
+    the look-ahead, whose kernels numba compiles (whatever else this process imported)."""
+    homes = ("optimizers.models.trees", "optimizers.lookahead", "optimizers.models._kernels")
+    return any(getattr(value, "__module__", getattr(value, "__name__", "")) in homes
+               for base in cls.__mro__ for value in vars(sys.modules[base.__module__]).values())
 
 
 class Progress:
