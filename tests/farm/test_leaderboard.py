@@ -154,9 +154,12 @@ def test_one_table_board_is_named_after_the_job_and_runs_20_seeds(imported):
     resolved = load_board_spec(FIRST_LOOK, ["myjob"])
     assert resolved.sweep.name == "leaderboard-myjob" and resolved.sweep.seeds == 20
     assert "myjob" in resolved.sweep.description and "first look" not in resolved.sweep.name
-    # the light peers are part of the default install: on the board, none left out
+    # the light peers are part of the default install: on the board, none left out (Optuna's
+    # GP sampler needs optfarm[peers]: a note where it is missing)
+    light = ("optuna-tpe", "optuna-cmaes", "optuna-random")
     names = {e.name for e in resolved.sweep.optimizer_entries()}
-    assert {"optuna-tpe", "optuna-cmaes", "optuna-random"} <= names and not resolved.notes
+    assert set(light) <= names
+    assert not [note for note in resolved.notes if any(name in note for name in light)]
 
 
 def test_leaderboard_on_an_imported_table(imported, capsys):
