@@ -5,6 +5,9 @@ process has its own limits back."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
@@ -29,9 +32,12 @@ def ray_with_probe():
 
     if ray.is_initialized():
         ray.shutdown()
+    root = str(Path(__file__).resolve().parents[2])   # the workers import tests.farm too
     start_local_ray(1, log_to_driver=False, runtime_env={
         "worker_process_setup_hook": "tests.farm.thread_probe.register",
-        "env_vars": {"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2"}})
+        "env_vars": {"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2",
+                     "PYTHONPATH": os.pathsep.join(
+                         p for p in (root, os.environ.get("PYTHONPATH")) if p)}})
     yield ray
     ray.shutdown()
 
