@@ -125,10 +125,13 @@ def test_gp_run_survives_a_covariance_the_default_eigensolver_rejects(rnn):
         pair = (r["config_id"], round(r["fidelity"], 6))
         assert pair not in measured
         measured.add(pair)
-    # its own pick is a configuration it ran at some size; the farm credits none, since no
-    # run was at s = 1
+    # its own pick is a configuration it ran at some size; the farm credits only a run at
+    # s = 1 (none when it ran none there: which sizes it picks depends on the machine's BLAS)
     assert result.summary["pick"]["config_id"] in {c for c, _ in measured}
-    assert result.summary["recommendation"] is None
+    at_full_size = {r["config_id"] for r in rows if round(r["fidelity"], 6) == 1.0}
+    credited = result.summary["recommendation"]
+    assert credited is None if not at_full_size else \
+        credited is None or credited["config_id"] in at_full_size
 
 
 def test_joint_samples_of_a_rank_deficient_covariance():
