@@ -21,55 +21,12 @@ def _ratio(last: float, first: float) -> str:
 
 
 def cmd_bench_farm(args) -> int:
-    from farm.bench.overhead import resume_cost, run
+    from farm.bench.overhead import run
 
     if args.resume:
-        sizes = [int(n) for n in args.resume.split(",")]
-        rows = resume_cost(sizes, args.dataset, args.optimizer, args.iterations or 5,
-                           args.workers)
-        print(f"resume of a finished sweep: {args.optimizer} on {args.dataset}, "
-              f"{args.iterations or 5} evaluations per run, tracking off, {args.workers} Ray "
-              f"workers (load average {os.getloadavg()[1]:.1f})")
-        print_table(rows, ["runs", "sweep_s", "resume_s", "resume_cpu_s", "verify_s",
-                           "verify_cpu_s", "report_s", "report_cpu_s", "report_rss_mb"])
-        print("resume: as `farm sweep` resumes (files unchanged since written not hashed "
-              "again); verify: `farm sweep --verify` (every file hashed); report: `farm "
-              "report` of the sweep (wall, peak memory); targets for 20,000 runs: resume "
-              "< 10 s, report < 20 s and < 500 MB")
-        return EXIT_OK
-
+        return _resume_cost(args)
     if args.joined:
-        import tempfile
-
-        from farm.bench.joined import joined_cost
-        from farm.cluster.local import LocalCluster
-
-        sizes = [int(n) for n in args.joined.split(",")]
-        with tempfile.TemporaryDirectory(prefix="of-bench-", dir="/tmp") as root:
-            cluster = LocalCluster.up(root, nodes=1, cpus=args.workers)
-            try:
-                rows = joined_cost(cluster.address, sizes, args.dataset, args.optimizer,
-                                   args.iterations or 5, args.workers, args.repeats)
-            finally:
-                cluster.down()
-        print(f"a sweep on a joined loopback cluster (one node of {args.workers} CPUs): "
-              f"{args.optimizer} on {args.dataset}, {args.iterations or 5} evaluations per "
-              f"run, tracking off (load average {os.getloadavg()[1]:.1f})")
-        print_table(rows, ["runs", "pair", "max_in_flight", "wall_s", "runs_per_s",
-                           "request_left"])
-        for n in sizes:
-            wall = {case: [r["wall_s"] for r in rows if r["runs"] == n
-                           and (r["max_in_flight"] == "-") == (case == "without")]
-                    for case in ("without", "with")}
-            pairs = ", ".join(f"{a / b:.2f}x" for a, b in zip(wall["without"], wall["with"]))
-            left = max(r["request_left"] for r in rows if r["runs"] == n
-                       and r["max_in_flight"] == "-")
-            print(f"{n} runs: runs/s with --max-in-flight / without "
-                  f"{sum(wall['without']) / sum(wall['with']):.2f}x over {len(wall['with'])} "
-                  f"pair(s) ({pairs}; target <= 1.2x); autoscaler request left {left} "
-                  "(target 0)")
-        return EXIT_OK
-
+        return _joined_cost(args)
     if args.tracking:
         return _tracking_cost(args)
 
@@ -89,6 +46,60 @@ def cmd_bench_farm(args) -> int:
     print(f"throughput {res['workers']} workers / 1 worker: {res['speedup']:.2f}x"
           f"   (target >= 1.7x; this machine's own speed-up for {res['workers']} CPU-bound"
           f" processes meanwhile: {res['machine_speedup']:.2f}x)")
+    return EXIT_OK
+
+
+def _resume_cost(args) -> int:
+    """``--resume SIZES``: resuming and reporting finished sweeps of these sizes."""
+    from farm.bench.overhead import resume_cost
+
+    sizes = [int(n) for n in args.resume.split(",")]
+    rows = resume_cost(sizes, args.dataset, args.optimizer, args.iterations or 5,
+                       args.workers)
+    print(f"resume of a finished sweep: {args.optimizer} on {args.dataset}, "
+          f"{args.iterations or 5} evaluations per run, tracking off, {args.workers} Ray "
+          f"workers (load average {os.getloadavg()[1]:.1f})")
+    print_table(rows, ["runs", "sweep_s", "resume_s", "resume_cpu_s", "verify_s",
+                       "verify_cpu_s", "report_s", "report_cpu_s", "report_rss_mb"])
+    print("resume: as `farm sweep` resumes (files unchanged since written not hashed "
+          "again); verify: `farm sweep --verify` (every file hashed); report: `farm "
+          "report` of the sweep (wall, peak memory); targets for 20,000 runs: resume "
+          "< 10 s, report < 20 s and < 500 MB")
+    return EXIT_OK
+
+
+def _joined_cost(args) -> int:
+    """``--joined SIZES``: a sweep on a joined loopback cluster, with and without
+    ``--max-in-flight``."""
+    import tempfile
+
+    from farm.bench.joined import joined_cost
+    from farm.cluster.local import LocalCluster
+
+    sizes = [int(n) for n in args.joined.split(",")]
+    with tempfile.TemporaryDirectory(prefix="of-bench-", dir="/tmp") as root:
+        cluster = LocalCluster.up(root, nodes=1, cpus=args.workers)
+        try:
+            rows = joined_cost(cluster.address, sizes, args.dataset, args.optimizer,
+                               args.iterations or 5, args.workers, args.repeats)
+        finally:
+            cluster.down()
+    print(f"a sweep on a joined loopback cluster (one node of {args.workers} CPUs): "
+          f"{args.optimizer} on {args.dataset}, {args.iterations or 5} evaluations per "
+          f"run, tracking off (load average {os.getloadavg()[1]:.1f})")
+    print_table(rows, ["runs", "pair", "max_in_flight", "wall_s", "runs_per_s",
+                       "request_left"])
+    for n in sizes:
+        wall = {case: [r["wall_s"] for r in rows if r["runs"] == n
+                       and (r["max_in_flight"] == "-") == (case == "without")]
+                for case in ("without", "with")}
+        pairs = ", ".join(f"{a / b:.2f}x" for a, b in zip(wall["without"], wall["with"]))
+        left = max(r["request_left"] for r in rows if r["runs"] == n
+                   and r["max_in_flight"] == "-")
+        print(f"{n} runs: runs/s with --max-in-flight / without "
+              f"{sum(wall['without']) / sum(wall['with']):.2f}x over {len(wall['with'])} "
+              f"pair(s) ({pairs}; target <= 1.2x); autoscaler request left {left} "
+              "(target 0)")
     return EXIT_OK
 
 
