@@ -478,7 +478,6 @@ def mutation_table(runs: Sequence, baseline: dict, mutations: Sequence[Mutation]
         compare,
         quality_values,
         read_baseline,
-        same,
         write_baseline,
     )
 
@@ -506,22 +505,33 @@ def mutation_table(runs: Sequence, baseline: dict, mutations: Sequence[Mutation]
                        min_effect=min_effect, consistent_tolerance=consistent_tolerance)
         touched = [r for r in rows if r.key in mutated and r.verdict != "not run"]
         strongest = min(touched, key=lambda r: (r.p_holm, r.p_worse, -r.effect), default=None)
-        changed = sum(not all(same(v[q], was[q]) for q in v if q in was)
-                      for k, e in mutated.items() for s, v in e["seeds"].items()
-                      if (was := base.get(k, {}).get("seeds", {}).get(s)) is not None)
-        out.append(MutationResult(m, len(affected), changed, wall, cpu, reused,
-                                  [r for r in rows if r.verdict == "REGRESSION"],
+        out.append(MutationResult(m, len(affected), _changed_seeds(mutated, base), wall, cpu,
+                                  reused, [r for r in rows if r.verdict == "REGRESSION"],
                                   [r for r in rows if r.verdict == "improved"], strongest))
         if progress is not None:
-            how = (f"{reused} reused" if reused == len(affected) else
-                   f"{len(affected) - reused} rerun in {wall:.0f} s ({cpu:.0f} CPU-s)"
-                   + (f", {reused} reused" if reused else ""))
-            progress(f"{m.name}: {len(affected)} runs, {how}, {changed} changed, "
-                     f"{'CAUGHT' if out[-1].caught else 'not caught'}"
-                     + (f" ({strongest.key}: {strongest.quality}, worse {strongest.effect:.2f}"
-                        f" of {strongest.n_changed}, p {strongest.p_holm:.2g})"
-                        if strongest else ""))
+            progress(_progress_line(out[-1]))
     return out
+
+
+def _changed_seeds(mutated: dict, base: dict) -> int:
+    """How many (entry, seed) values of ``mutated`` differ from the baseline's."""
+    from farm.report.regress import same
+
+    return sum(not all(same(v[q], was[q]) for q in v if q in was)
+               for k, e in mutated.items() for s, v in e["seeds"].items()
+               if (was := base.get(k, {}).get("seeds", {}).get(s)) is not None)
+
+
+def _progress_line(res: MutationResult) -> str:
+    """One line of ``mutation_table``'s progress: runs, reruns, changed, the verdict."""
+    n, reused, strongest = res.n_runs, res.reused, res.strongest
+    how = (f"{reused} reused" if reused == n else
+           f"{n - reused} rerun in {res.wall_s:.0f} s ({res.cpu_s:.0f} CPU-s)"
+           + (f", {reused} reused" if reused else ""))
+    return (f"{res.mutation.name}: {n} runs, {how}, {res.n_changed} changed, "
+            f"{'CAUGHT' if res.caught else 'not caught'}"
+            + (f" ({strongest.key}: {strongest.quality}, worse {strongest.effect:.2f}"
+               f" of {strongest.n_changed}, p {strongest.p_holm:.2g})" if strongest else ""))
 
 
 def _merge(values: Mapping, more: Mapping) -> dict:
