@@ -122,6 +122,26 @@ def _anova(cells: np.ndarray) -> dict[tuple[int, ...], float]:
     return out
 
 
+def _main_effects(data: np.ndarray, factors: Mapping[str, list], rng: np.random.Generator,
+                  n_boot: int) -> dict[str, list[dict]]:
+    """Per factor and level: the median response over the other factors and the seeds (the
+    last axis of ``data``), its 90% bootstrap interval over seeds, and the mean."""
+    n_seeds = data.shape[-1]
+    main = {}
+    for i, f in enumerate(factors):
+        rows = []
+        for j, lv in enumerate(factors[f]):
+            vals = np.take(data, j, axis=i)
+            meds = [float(np.median(np.take(data[..., rng.integers(0, n_seeds, n_seeds)],
+                                            j, axis=i))) for _ in range(n_boot)]
+            rows.append({"level": lv, "median": float(np.median(vals)),
+                         "ci_low": float(np.quantile(meds, 0.05)),
+                         "ci_high": float(np.quantile(meds, 0.95)),
+                         "mean": float(vals.mean())})
+        main[f] = rows
+    return main
+
+
 def sensitivity(summaries: Sequence[Mapping], response: str = "quality_auc",
                 n_boot: int = 200, seed: int = 0) -> Sensitivity | None:
     """The analysis of ``response`` over the sweep's grid, or None without a full grid (every
@@ -171,18 +191,7 @@ def sensitivity(summaries: Sequence[Mapping], response: str = "quality_auc",
         if np.mean([max(names, key=lambda f: b[f]) == top for b in sub]) >= 0.9:
             needed = n
             break
-    main = {}
-    for i, f in enumerate(names):
-        rows = []
-        for j, lv in enumerate(factors[f]):
-            vals = np.take(data, j, axis=i)
-            med = float(np.median(vals))
-            meds = [float(np.median(np.take(data[..., rng.integers(0, len(seeds), len(seeds))],
-                                            j, axis=i))) for _ in range(n_boot)]
-            rows.append({"level": lv, "median": med, "ci_low": float(np.quantile(meds, 0.05)),
-                         "ci_high": float(np.quantile(meds, 0.95)),
-                         "mean": float(vals.mean())})
-        main[f] = rows
+    main = _main_effects(data, factors, rng, n_boot)
     cell_means = {tuple(factors[f][c] for f, c in zip(names, cell)): float(data[cell].mean())
                   for cell in itertools.product(*(range(n) for n in shape))}
     return Sensitivity(response, factors, len(seeds), main, point, ci, ranking, stability,
