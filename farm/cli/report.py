@@ -92,30 +92,12 @@ def log_report_files(sweep_dir: str | Path, files: list[Path], uri: str | None,
 
 
 def cmd_regress(args) -> int:
-    from farm.report.regress import (
-        END_POINT_SHARE,
-        FLOAT_TOLERANCE,
-        PRIMARY_SHARE,
-        SHIFT_SHARE,
-        BaselineError,
-        compare,
-        format_table,
-        merge_baseline,
-        quality_values,
-        read_baseline,
-        write_baseline,
-    )
+    from farm.report.regress import BaselineError, compare, quality_values, read_baseline
     from farm.store.location import Location, LocationError
     from farm.sweep.spec import SpecError, load_spec
 
     try:
-        if not 0 < args.alpha < 1 or args.tolerance < 0 or not 0.5 <= args.min_effect <= 1:
-            raise BaselineError(f"--alpha must be in (0, 1), --tolerance >= 0 and --min-effect "
-                                f"in [0.5, 1], got {args.alpha:g}, {args.tolerance:g} and "
-                                f"{args.min_effect:g}")
-        if not 0 <= args.consistent_tolerance <= args.tolerance:
-            raise BaselineError(f"--consistent-tolerance must be in [0, --tolerance], got "
-                                f"{args.consistent_tolerance:g}")
+        _check_gate_options(args)
         specs = [load_spec(path) for path in args.specs]
         names = [spec.name for spec in specs]
         if len(set(names)) < len(names):
@@ -139,25 +121,59 @@ def cmd_regress(args) -> int:
     try:
         current = quality_values(summaries)
         if args.update_baseline:
-            if failed:
-                print(f"baseline not written: {failed} run(s) failed", file=sys.stderr)
-                return EXIT_FAILED
-            old, specs_before = _previous_baseline(Path(args.baseline))
-            merged = merge_baseline(old, current)
-            write_baseline(Path(args.baseline), merged,
-                           " ".join(dict.fromkeys([*specs_before, *args.specs])))
-            kept = sorted(set(old) - set(current))
-            _print_guided(guided)
-            print(f"baseline written: {args.baseline} ({len(current)} entries, "
-                  f"{len(summaries)} runs" + (f"; kept the seeds these specs do not run, and "
-                                              f"{len(kept)} entries: {', '.join(kept)}"
-                                              if old else "") + ")")
-            return EXIT_OK
+            return _update_baseline(args, current, len(summaries), failed, guided)
         rows = compare(baseline, current, alpha=args.alpha, tolerance=args.tolerance,
                        min_effect=args.min_effect,
                        consistent_tolerance=args.consistent_tolerance)
     except BaselineError as e:
         return _error(str(e))
+    return _print_verdict(args, rows, failed, guided)
+
+
+def _check_gate_options(args) -> None:
+    """BaselineError for a statistic's option out of its range."""
+    from farm.report.regress import BaselineError
+
+    if not 0 < args.alpha < 1 or args.tolerance < 0 or not 0.5 <= args.min_effect <= 1:
+        raise BaselineError(f"--alpha must be in (0, 1), --tolerance >= 0 and --min-effect "
+                            f"in [0.5, 1], got {args.alpha:g}, {args.tolerance:g} and "
+                            f"{args.min_effect:g}")
+    if not 0 <= args.consistent_tolerance <= args.tolerance:
+        raise BaselineError(f"--consistent-tolerance must be in [0, --tolerance], got "
+                            f"{args.consistent_tolerance:g}")
+
+
+def _update_baseline(args, current: dict, n_runs: int, failed: int, guided: dict) -> int:
+    """``--update-baseline``: the given specs' seeds replaced, the baseline's others kept."""
+    from farm.report.regress import merge_baseline, write_baseline
+
+    if failed:
+        print(f"baseline not written: {failed} run(s) failed", file=sys.stderr)
+        return EXIT_FAILED
+    old, specs_before = _previous_baseline(Path(args.baseline))
+    merged = merge_baseline(old, current)
+    write_baseline(Path(args.baseline), merged,
+                   " ".join(dict.fromkeys([*specs_before, *args.specs])))
+    kept = sorted(set(old) - set(current))
+    _print_guided(guided)
+    print(f"baseline written: {args.baseline} ({len(current)} entries, "
+          f"{n_runs} runs" + (f"; kept the seeds these specs do not run, and "
+                              f"{len(kept)} entries: {', '.join(kept)}"
+                              if old else "") + ")")
+    return EXIT_OK
+
+
+def _print_verdict(args, rows: list, failed: int, guided: dict) -> int:
+    """The gate's rows (or --json), the model-guided shares and the verdict line; the exit
+    code."""
+    from farm.report.regress import (
+        END_POINT_SHARE,
+        FLOAT_TOLERANCE,
+        PRIMARY_SHARE,
+        SHIFT_SHARE,
+        format_table,
+    )
+
     not_run = sorted({r.key for r in rows if r.verdict == "not run"})
     regressions = [r for r in rows if r.verdict == "REGRESSION"]
     if args.json:
@@ -172,7 +188,6 @@ def cmd_regress(args) -> int:
     if not_run:
         print(f"\nbaseline entries these specs do not run ({len(not_run)}): "
               f"{', '.join(not_run)}")
-    regressions = [r for r in rows if r.verdict == "REGRESSION"]
     print(f"\n{len(regressions)} regression(s), {failed} failed run(s) (one-sided "
           f"Wilcoxon signed-rank on the per-seed differences, Holm-Tarone correction: the "
           f"trajectory areas at {PRIMARY_SHARE * args.alpha:.2g}, the end points at "
