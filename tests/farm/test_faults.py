@@ -193,12 +193,19 @@ def test_driver_killed_then_rerun_runs_and_logs_each_key_once(point, ray_head, s
     out = tmp_path / "out"
     args = _sweep_args(name, out, ray_head, server.url)
     killed = farm(args, FARM_FAULT=point)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    # on the Ray path the driver is a child of `farm sweep`: the parent outlives it, ends the
+    # MLflow runs it left RUNNING and says so in one line
+    assert killed.returncode == 1, killed.stderr
+    err = killed.stderr.strip()
+    assert len(err.splitlines()) == 1 and "ended with signal SIGKILL" in err, err
     scan = Store(out).scan()
     if point.startswith("after-trace"):  # a trace without its record: not a finished run
         assert len(scan.records) == 1 and len(list((out / "runs").glob("*.parquet"))) == 2
-    if point.startswith("after-mlflow-create"):  # orphan nested runs left RUNNING
-        assert _nested(server.url, name)[1]["RUNNING"] >= 1
+    if point.startswith("after-mlflow-create"):
+        # orphans: seed runs in MLflow (the bulk endpoint writes them whole) that the driver
+        # did not live to remember; none left RUNNING
+        statuses = _nested(server.url, name)[1]
+        assert statuses.total() >= 1 and statuses["RUNNING"] == 0, statuses
     if point.startswith("after-record"):
         assert len(scan.records) == 3
     again = farm(args)
