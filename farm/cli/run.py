@@ -32,8 +32,25 @@ DEFAULT_ITERATIONS = 50
 
 
 def cmd_run(args) -> int:
-    from farm.run.loop import run_one
-    from farm.run.spec import MAX_SEED, RunSpec
+    _check_args(args)
+    spec, given = _run_spec(args)
+    t0 = time.perf_counter()
+    result = _run(spec, args)
+    if args.trace:
+        import pyarrow.parquet as pq
+
+        pq.write_table(result.trace, args.trace)
+    if args.json:
+        print(json.dumps(result.summary, default=json_default))
+        return EXIT_OK
+    print("\n".join(describe(result.summary, time.perf_counter() - t0,
+                             first_run=args.optimizer is None, given=given)))
+    return EXIT_OK
+
+
+def _check_args(args) -> None:
+    """A ``UsageError`` naming the first option ``farm run`` cannot take as given."""
+    from farm.run.spec import MAX_SEED
     from oracle.problem import Constraint, Objective
 
     try:
@@ -55,6 +72,13 @@ def cmd_run(args) -> int:
         if args.until not in TARGET_LABELS:
             raise UsageError(f"--until {args.until!r} is not a target; choose one of "
                              + ", ".join(TARGET_LABELS))
+
+
+def _run_spec(args):
+    """The ``RunSpec`` the options ask for (no --optimizer: ``FIRST_RUN``), and the optimizer
+    parameters as the user typed them."""
+    from farm.run.spec import RunSpec
+
     optimizer, params = args.optimizer, args.param or []
     if optimizer is None:
         optimizer, params = FIRST_RUN[0], FIRST_RUN[1] + params
@@ -63,27 +87,22 @@ def cmd_run(args) -> int:
                    iterations=args.iterations, objective=args.objective,
                    constraints=tuple(args.constraint) if args.constraint else None,
                    aggregate=args.aggregate, until=args.until)
-    progress = Progress(sys.stderr, f"{optimizer} on {args.dataset}",
+    return spec, parse_params(params)
+
+
+def _run(spec, args):
+    """``spec`` run, with a progress line on stderr unless --quiet or --json."""
+    from farm.run.loop import run_one
+
+    progress = Progress(sys.stderr, f"{spec.optimizer} on {args.dataset}",
                         enabled=not (args.quiet or args.json))
-    t0 = time.perf_counter()
     oracle = _oracle(spec)
     spec = _default_limit(spec, oracle.problem)
     _say_first_compile(spec, oracle)
     try:
-        result = run_one(spec, oracle=oracle, on_step=progress.step)
+        return run_one(spec, oracle=oracle, on_step=progress.step)
     finally:
         progress.close()
-    if args.trace:
-        import pyarrow.parquet as pq
-
-        pq.write_table(result.trace, args.trace)
-    if args.json:
-        print(json.dumps(result.summary, default=json_default))
-        return EXIT_OK
-    print("\n".join(describe(result.summary, time.perf_counter() - t0,
-                             first_run=args.optimizer is None,
-                             given=parse_params(params))))
-    return EXIT_OK
 
 
 def _oracle(spec):
