@@ -151,7 +151,8 @@ def _lost_line(why: str, args, out) -> str:
 
 
 def _run_here(spec, source, out, args) -> int:
-    from farm.runtime import driver
+    """The sweep run in this process: its summary (a table, or one JSON object with --json),
+    exit 0 when every run is done; a failure as one line on stderr and its exit code."""
     from farm.runtime.capacity import ClusterLost, RayStartError
     from farm.store.store import DamagedFile, FolderBusy, LocationError, StoreError
     from farm.sweep.runner import summary_rows
@@ -161,38 +162,59 @@ def _run_here(spec, source, out, args) -> int:
             _say_where_tracking_goes(out, args.tracking_uri or spec.tracking.uri)
         with _signals_interrupt():
             report = _sweep(spec, source, out, args)
-    except (FolderBusy, LocationError) as e:
+    except (FolderBusy, LocationError, DamagedFile, ClusterLost, StoreError, RayStartError) as e:
+        return _say_failure(e, args, out)
+    rows = summary_rows(report.records, report.keys)
+    (_print_report_json if args.json else _print_report)(spec, out, report, rows)
+    return EXIT_OK if report.complete else EXIT_FAILED
+
+
+def _say_failure(e: Exception, args, out) -> int:
+    """The line on stderr for a sweep that could not finish, and its exit code: bad input for
+    a busy or unreadable folder or a damaged file, failed for a lost cluster, a store that
+    could not be written or a Ray that could not start."""
+    from farm.runtime import driver
+    from farm.runtime.capacity import ClusterLost
+    from farm.store.store import DamagedFile, FolderBusy, LocationError, StoreError
+
+    if isinstance(e, (FolderBusy, LocationError)):
         print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except DamagedFile as e:
+    if isinstance(e, DamagedFile):
         remedy = ("; restore it from a copy (it holds the sweep's id, which names its MLflow "
                   "runs), or start the sweep afresh in a new --out folder"
                   if str(e.path).endswith("sweep.json") else "")
         print(f"farm: error: {e}{remedy}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except ClusterLost as e:  # what finished is stored, the index written, MLflow's run FAILED
+    if isinstance(e, ClusterLost):
+        # what finished is stored, the index written, MLflow's run FAILED
         if not driver.watched():  # else the watching parent printed it when it happened
             print(_lost_line(str(e), args, out), file=sys.stderr)
         return EXIT_FAILED
-    except StoreError as e:
+    if isinstance(e, StoreError):
         print(f"farm: error: {e}; the runs stored so far are kept, run the sweep again "
               "when fixed", file=sys.stderr)
         return EXIT_FAILED
-    except RayStartError as e:  # no MLflow run was started either
-        print(f"farm: error: {e}; nothing was run", file=sys.stderr)
-        return EXIT_FAILED
-    rows = summary_rows(report.records, report.keys)
-    if args.json:
-        print_json({"sweep": spec.name, "out": str(out), "runs": len(report.runs),
-                    "skipped": report.skipped, "done": report.done, "failed": report.failed,
-                    "wall_s": report.wall_s, "complete": report.complete,
-                    "tracking_uri": report.tracking_uri,
-                    "tracking_offline": report.tracking_offline,
-                    "mlflow_page": report.mlflow_page and report.mlflow_page[0], "rows": rows,
-                    "failures": [{"run_key": f["run_key"], "error": f["error"],
-                                  **{k: f["spec"][k] for k in ("dataset", "optimizer", "seed")}}
-                                 for f in report.failures]})
-        return EXIT_OK if report.complete else EXIT_FAILED
+    print(f"farm: error: {e}; nothing was run", file=sys.stderr)  # RayStartError: nor MLflow
+    return EXIT_FAILED
+
+
+def _print_report_json(spec, out, report, rows) -> None:
+    """The sweep's end as one JSON object: its counts, tracking, summary rows and failures."""
+    print_json({"sweep": spec.name, "out": str(out), "runs": len(report.runs),
+                "skipped": report.skipped, "done": report.done, "failed": report.failed,
+                "wall_s": report.wall_s, "complete": report.complete,
+                "tracking_uri": report.tracking_uri,
+                "tracking_offline": report.tracking_offline,
+                "mlflow_page": report.mlflow_page and report.mlflow_page[0], "rows": rows,
+                "failures": [{"run_key": f["run_key"], "error": f["error"],
+                              **{k: f["spec"][k] for k in ("dataset", "optimizer", "seed")}}
+                             for f in report.failures]})
+
+
+def _print_report(spec, out, report, rows) -> None:
+    """The sweep's end for a reader: its counts, the summary tables, the first ten failures
+    on stderr, and where its MLflow runs are."""
     print(f"\nsweep {spec.name}: {len(report.runs)} runs, {report.skipped} already done, "
           f"{report.done} run now, {report.failed} failed ({report.wall_s:.1f} s) -> {out}")
     print_summary(rows)
@@ -207,7 +229,6 @@ def _run_here(spec, source, out, args) -> int:
         page, command = report.mlflow_page  # the runs, not MLflow's GenAI overview
         print(f"  to look: {command}, then open {page}" if command
               else f"  to look: open {page}")
-    return EXIT_OK if report.complete else EXIT_FAILED
 
 
 # the human summary: one table per dataset (its name and metric above it), each row's
