@@ -48,36 +48,57 @@ def _param_overrides(pairs) -> dict[str, dict[str, str]]:
 
 
 def cmd_sweep(args) -> int:
-    from farm.sweep.spec import SpecError, inline_spec, load_spec, no_password
+    from farm.sweep.spec import SpecError
 
     try:
-        if args.spec:
-            if args.datasets or args.optimizers:
-                raise SpecError("give a SPEC file or --datasets/--optimizers, not both")
-            spec, source = load_spec(args.spec), args.spec
-        else:
-            if not (args.datasets and args.optimizers):
-                raise SpecError("give a SPEC file, or --datasets and --optimizers")
-            spec = inline_spec(args.datasets, args.optimizers,
-                               1 if args.seeds is None else args.seeds,
-                               name=args.name or "inline", iterations=args.iterations,
-                               budget=args.budget, params=_param_overrides(args.param))
-            source = "inline sweep"
-        if args.tracking_uri:
-            no_password(args.tracking_uri)
-        if args.max_runs is not None and args.max_runs < 1:
-            raise SpecError(f"--max-runs must be at least 1, got {args.max_runs}")
-        if args.max_in_flight is not None and args.max_in_flight < 1:
-            raise SpecError(f"--max-in-flight must be at least 1, got {args.max_in_flight}")
-        out = args.out or str(Path("sweeps-out") / spec.name)  # a path, or a URI (s3://...)
-        if "://" not in out and os.path.isfile(out):
-            raise SpecError(f"--out {out} is a file; name a folder (new, or a sweep's to "
-                            "resume it)")
-        _refuse_unlockable(out)
+        spec, source = _sweep_spec(args)
+        _check_sweep_options(args)
+        out = _out_folder(args, spec)
         return _run(spec, source, out, args)
     except SpecError as e:
         print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+def _sweep_spec(args):
+    """The sweep to run and where it comes from: a SPEC file, or the inline options."""
+    from farm.sweep.spec import SpecError, inline_spec, load_spec
+
+    if args.spec:
+        if args.datasets or args.optimizers:
+            raise SpecError("give a SPEC file or --datasets/--optimizers, not both")
+        return load_spec(args.spec), args.spec
+    if not (args.datasets and args.optimizers):
+        raise SpecError("give a SPEC file, or --datasets and --optimizers")
+    spec = inline_spec(args.datasets, args.optimizers, 1 if args.seeds is None else args.seeds,
+                       name=args.name or "inline", iterations=args.iterations,
+                       budget=args.budget, params=_param_overrides(args.param))
+    return spec, "inline sweep"
+
+
+def _check_sweep_options(args) -> None:
+    """SpecError for a tracking URI with a password in it, or a limit below 1."""
+    from farm.sweep.spec import SpecError, no_password
+
+    if args.tracking_uri:
+        no_password(args.tracking_uri)
+    if args.max_runs is not None and args.max_runs < 1:
+        raise SpecError(f"--max-runs must be at least 1, got {args.max_runs}")
+    if args.max_in_flight is not None and args.max_in_flight < 1:
+        raise SpecError(f"--max-in-flight must be at least 1, got {args.max_in_flight}")
+
+
+def _out_folder(args, spec) -> str:
+    """The sweep's output folder (default ``sweeps-out/NAME``): a path that is not a file, or
+    a URI of a store a sweep can lock."""
+    from farm.sweep.spec import SpecError
+
+    out = args.out or str(Path("sweeps-out") / spec.name)  # a path, or a URI (s3://...)
+    if "://" not in out and os.path.isfile(out):
+        raise SpecError(f"--out {out} is a file; name a folder (new, or a sweep's to "
+                        "resume it)")
+    _refuse_unlockable(out)
+    return out
 
 
 def _refuse_unlockable(out: str) -> None:
