@@ -48,8 +48,6 @@ def _numbers(text: str | None, kind, flag: str) -> list | None:
 
 
 def cmd_leaderboard(args) -> int:
-    from farm.sweep.spec import SpecError
-
     try:
         budgets = _numbers(args.budgets, float, "--budgets")
         evaluations = _numbers(args.evaluations, int, "--evaluations")
@@ -57,18 +55,29 @@ def cmd_leaderboard(args) -> int:
         return _error(str(e))
     target = Path(args.target) if args.target else None
     if target is not None and target.is_dir():
-        if args.datasets:
-            return _error("--datasets runs a spec; give a SPEC (or none), not a sweep folder")
-        if args.plan:
-            return _error("--plan prices a SPEC before it runs, not a sweep folder")
-        return _board(target, budgets, evaluations, args, failed=0)
+        return _board_of_folder(target, budgets, evaluations, args)
     if target is None and not args.datasets:
         return _error("give a leaderboard SPEC, a sweep folder, or --datasets")
-    spec_path = target or FIRST_LOOK
+    return _board_of_spec(target or FIRST_LOOK, budgets, evaluations, args)
+
+
+def _board_of_folder(sweep_dir: Path, budgets, evaluations, args) -> int:
+    """The board of a sweep folder's runs as they are (nothing to run, nothing to price)."""
+    if args.datasets:
+        return _error("--datasets runs a spec; give a SPEC (or none), not a sweep folder")
+    if args.plan:
+        return _error("--plan prices a SPEC before it runs, not a sweep folder")
+    return _board(sweep_dir, budgets, evaluations, args, failed=0)
+
+
+def _board_of_spec(spec_path: Path, budgets, evaluations, args) -> int:
+    """The board of a leaderboard spec (on --datasets' tables when given): its price with
+    --plan, else the runs its folder lacks, then the board."""
+    from farm.sweep.board_spec import load_board_spec
+    from farm.sweep.spec import SpecError
+
     datasets = [d.strip() for d in (args.datasets or "").split(",") if d.strip()] or None
     try:
-        from farm.sweep.board_spec import load_board_spec
-
         resolved = load_board_spec(spec_path, datasets)
     except SpecError as e:
         return _error(str(e))
