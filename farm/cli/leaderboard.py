@@ -102,9 +102,9 @@ def _board_of_spec(spec_path: Path, budgets, evaluations, args) -> int:
 
 
 def _run_with_estimate(spec, source: str, out: Path, args) -> int | None:
-    """On a board of one table, run the first seed of every optimizer, print the CPU the runs still to do
-    will take at the CPU seconds those took, then run the rest; the failed runs (None: the
-    sweep could not run, said on stderr)."""
+    """On a board of one table, run the first seed of every optimizer, print the CPU the
+    runs still to do will take at the CPU seconds those took, then run the rest; the failed
+    runs (None: the sweep could not run, said on stderr)."""
     from farm.sweep.spec import expand
 
     runs = expand(spec, source)
@@ -115,17 +115,24 @@ def _run_with_estimate(spec, source: str, out: Path, args) -> int | None:
     pilot = _run(spec.model_copy(update={"seeds": seeds[:1]}), source, out, args)
     if pilot is None:
         return None
+    if not args.json:
+        _say_cpu_estimate(pilot, runs)
+    rest = _run(spec, source, out, args)
+    return None if rest is None else pilot.failed + rest.failed
+
+
+def _say_cpu_estimate(pilot, runs) -> None:
+    """The CPU and wall time the runs the first seed (``pilot``) left will take at its pace."""
     first = [pilot.records[k] for k in pilot.keys if k in pilot.records]
     per_run = [r["cpu_s"] for r in first if r.get("cpu_s") is not None]
     todo = sum(1 for r in runs if r.run_key not in pilot.records)
-    if per_run and todo and not args.json:
-        cpu = sum(per_run) / len(per_run) * todo
-        wall = pilot.wall_s / max(pilot.done, 1) * todo
-        print(f"CPU estimate: the other {todo} runs take about {cpu / 60:.1f} CPU-minutes, "
-              f"{wall / 60:.1f} minutes at the first seed's pace (its {len(per_run)} runs "
-              f"took {sum(per_run):.0f} CPU-s in {pilot.wall_s:.0f} s)", flush=True)
-    rest = _run(spec, source, out, args)
-    return None if rest is None else pilot.failed + rest.failed
+    if not (per_run and todo):
+        return
+    cpu = sum(per_run) / len(per_run) * todo
+    wall = pilot.wall_s / max(pilot.done, 1) * todo
+    print(f"CPU estimate: the other {todo} runs take about {cpu / 60:.1f} CPU-minutes, "
+          f"{wall / 60:.1f} minutes at the first seed's pace (its {len(per_run)} runs "
+          f"took {sum(per_run):.0f} CPU-s in {pilot.wall_s:.0f} s)", flush=True)
 
 
 def _run(spec, source: str, out: Path, args):
