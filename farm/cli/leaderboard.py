@@ -163,29 +163,65 @@ def _run(spec, source: str, out: Path, args):
 
 
 def _board(sweep_dir: Path, budgets, evaluations, args, failed: int) -> int:
+    """The boards of a sweep folder's runs written (``leaderboard.json`` and its page),
+    logged to MLflow unless --no-tracking, and printed (tables, or one JSON object)."""
     from farm.report.analysis import analyse
-    from farm.report.board_page import sections, verdict
-    from farm.report.leaderboard import Budget, build_boards
-    from farm.report.page import write_report
+    from farm.report.leaderboard import build_boards
     from farm.store.store import Store
-    from farm.sweep.board_spec import BoardSettings
     from farm.sweep.results import load_sweep
 
-    settings_path = sweep_dir / SETTINGS_FILE
-    stored = json.loads(settings_path.read_text()) if settings_path.is_file() else {}
-    settings = BoardSettings.model_validate(
-        {k: v for k, v in stored.items() if k in BoardSettings.model_fields})
+    stored, settings = _stored_settings(sweep_dir)
     try:
         trace, summaries = load_sweep(sweep_dir)
         analyses = analyse(trace, summaries)
     except ValueError as e:
         return _error(str(e))
-    boards = build_boards(analyses, [
-        *(Budget("cost", float(b)) for b in sorted(budgets or settings.budgets)),
-        *(Budget("evaluations", int(n)) for n in sorted(evaluations or settings.evaluations))],
-        settings.cap)
+    boards = build_boards(analyses, _budgets(budgets, evaluations, settings), settings.cap)
     name = (Store(sweep_dir).read_spec() or {}).get("name", sweep_dir.resolve().name)
     out = Path(args.report) if args.report else sweep_dir / "leaderboard"
+    files, result = _write_boards(analyses, boards, out, name)
+    logged = None if args.no_tracking else log_report_files(
+        sweep_dir, files, args.tracking_uri, folder="leaderboard", quiet=args.json)
+    left_out = stored.get("left_out", [])
+    if args.json:
+        print_json({"name": name, "runs": len(summaries), "failed": failed,
+                    "report": str(out / "report.html"), "files": [str(f) for f in files],
+                    "mlflow_logged": logged, "boards": result, "left_out": left_out})
+    else:
+        for note in left_out:
+            print(f"left out: {note}")
+        for r in result.values():
+            _print_board(r)
+        print(f"\nleaderboard {name} of {len(summaries)} runs: {out / 'report.html'}")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _stored_settings(sweep_dir: Path):
+    """What ``farm leaderboard SPEC`` kept beside the sweep (``board.json``: its budgets and
+    the tables left out; nothing for a plain sweep folder), and its board settings."""
+    from farm.sweep.board_spec import BoardSettings
+
+    settings_path = sweep_dir / SETTINGS_FILE
+    stored = json.loads(settings_path.read_text()) if settings_path.is_file() else {}
+    settings = BoardSettings.model_validate(
+        {k: v for k, v in stored.items() if k in BoardSettings.model_fields})
+    return stored, settings
+
+
+def _budgets(budgets, evaluations, settings) -> list:
+    """The budgets the board reads: the options', else the spec's."""
+    from farm.report.leaderboard import Budget
+
+    return [*(Budget("cost", float(b)) for b in sorted(budgets or settings.budgets)),
+            *(Budget("evaluations", int(n)) for n in sorted(evaluations or settings.evaluations))]
+
+
+def _write_boards(analyses, boards, out: Path, name: str):
+    """The board's page and ``leaderboard.json`` written into ``out``: the files, and the
+    boards as the JSON holds them."""
+    from farm.report.board_page import sections, verdict
+    from farm.report.page import write_report
+
     verdicts = {metric: verdict(b) for metric, b in boards.items()}
     files = write_report(analyses, out, f"optfarm leaderboard: {name}",
                          sections=sections(boards, analyses), per_dataset=False,
@@ -194,20 +230,7 @@ def _board(sweep_dir: Path, budgets, evaluations, args, failed: int) -> int:
     board_json = out / "leaderboard.json"
     board_json.write_text(json.dumps(result, indent=1, default=str))
     files.append(board_json)
-    logged = None if args.no_tracking else log_report_files(
-        sweep_dir, files, args.tracking_uri, folder="leaderboard", quiet=args.json)
-    if args.json:
-        print_json({"name": name, "runs": len(summaries), "failed": failed,
-                    "report": str(out / "report.html"), "files": [str(f) for f in files],
-                    "mlflow_logged": logged, "boards": result,
-                    "left_out": stored.get("left_out", [])})
-    else:
-        for note in stored.get("left_out", []):
-            print(f"left out: {note}")
-        for r in result.values():
-            _print_board(r)
-        print(f"\nleaderboard {name} of {len(summaries)} runs: {out / 'report.html'}")
-    return EXIT_FAILED if failed else EXIT_OK
+    return files, result
 
 
 def _board_json(b, verdict: str) -> dict:
