@@ -104,21 +104,15 @@ def _joined_cost(args) -> int:
 
 
 def _tracking_cost(args) -> int:
+    """``--tracking SIZES``: sweeps of these sizes with MLflow tracking off, to the output
+    folder's sqlite and to each server given, and the resume time after each."""
     from farm.bench.overhead import tracking_cost
-    from farm.bench.tracking_server import PostgresMlflowServer
 
     sizes = [int(n) for n in args.tracking.split(",")]
     servers = {"server": args.tracking_uri} if args.tracking_uri else {}
     with contextlib.ExitStack() as stack:
         if args.tracking_server == "postgresql":
-            pg = stack.enter_context(PostgresMlflowServer(workers=args.server_workers,
-                                                            threads=args.server_threads))
-            servers["postgresql"] = pg.url                  # through the server (REST)
-            servers["postgresql-db"] = pg.database_uri      # into the server's database
-            app = stack.enter_context(PostgresMlflowServer(workers=args.server_workers,
-                                                             threads=args.server_threads,
-                                                             app="optfarm"))
-            servers["postgresql-app"] = app.url             # through optfarm's MLflow app
+            servers.update(_postgres_servers(stack, args))
         rows = tracking_cost(sizes, args.dataset, args.optimizer, args.iterations or 5,
                              args.workers, servers)
     print(f"MLflow tracking cost: {args.optimizer} on {args.dataset}, "
@@ -130,17 +124,40 @@ def _tracking_cost(args) -> int:
                        "last_tenth_ms", "stored_first_tenth_ms", "stored_last_tenth_ms",
                        "drain_s", "resume_s"])
     for n in sizes:
-        off = next(r for r in rows if r["runs"] == n and r["tracking"] == "off")
-        sqlite = next(r for r in rows if r["runs"] == n and r["tracking"] == "sqlite")
-        for on in (r for r in rows if r["runs"] == n and r["tracking"] != "off"):
-            beside = "" if on is sqlite else \
-                f", / sqlite {on['runs_per_s'] / sqlite['runs_per_s']:.2f}x (target >= 0.5)"
-            print(f"{n} runs, {on['tracking']}: tracking on / off "
-                  f"{on['runs_per_s'] / off['runs_per_s']:.2f}x (target >= 0.5){beside}, last / "
-                  f"first tenth {_ratio(on['last_tenth_ms'], on['first_tenth_ms'])} logged, "
-                  f"{_ratio(on['stored_last_tenth_ms'], on['stored_first_tenth_ms'])} stored "
-                  f"(target <= 1.1), resume {on['resume_s']:.1f} s (target < 10 s)")
+        runs = [r for r in rows if r["runs"] == n]
+        for line in _tracking_ratios(runs):
+            print(f"{n} runs, {line}")
     return EXIT_OK
+
+
+def _postgres_servers(stack: contextlib.ExitStack, args) -> dict[str, str]:
+    """An mlflow server backed by its own PostgreSQL, and one serving optfarm's MLflow app,
+    started on ``stack``: the tracking URIs through each and into the database."""
+    from farm.bench.tracking_server import PostgresMlflowServer
+
+    pg = stack.enter_context(PostgresMlflowServer(workers=args.server_workers,
+                                                  threads=args.server_threads))
+    servers = {"postgresql": pg.url,                    # through the server (REST)
+               "postgresql-db": pg.database_uri}        # into the server's database
+    app = stack.enter_context(PostgresMlflowServer(workers=args.server_workers,
+                                                   threads=args.server_threads, app="optfarm"))
+    servers["postgresql-app"] = app.url                 # through optfarm's MLflow app
+    return servers
+
+
+def _tracking_ratios(runs: list[dict]):
+    """For the rows of one sweep size, each tracking's throughput against tracking off (and
+    against sqlite), its logging and storing slow-down over the sweep, and its resume time."""
+    off = next(r for r in runs if r["tracking"] == "off")
+    sqlite = next(r for r in runs if r["tracking"] == "sqlite")
+    for on in (r for r in runs if r["tracking"] != "off"):
+        beside = "" if on is sqlite else \
+            f", / sqlite {on['runs_per_s'] / sqlite['runs_per_s']:.2f}x (target >= 0.5)"
+        yield (f"{on['tracking']}: tracking on / off "
+               f"{on['runs_per_s'] / off['runs_per_s']:.2f}x (target >= 0.5){beside}, "
+               f"last / first tenth {_ratio(on['last_tenth_ms'], on['first_tenth_ms'])} "
+               f"logged, {_ratio(on['stored_last_tenth_ms'], on['stored_first_tenth_ms'])}"
+               f" stored (target <= 1.1), resume {on['resume_s']:.1f} s (target < 10 s)")
 
 
 def add_bench_commands(sub) -> None:

@@ -48,8 +48,6 @@ def _numbers(text: str | None, kind, flag: str) -> list | None:
 
 
 def cmd_leaderboard(args) -> int:
-    from farm.sweep.spec import SpecError
-
     try:
         budgets = _numbers(args.budgets, float, "--budgets")
         evaluations = _numbers(args.evaluations, int, "--evaluations")
@@ -57,18 +55,29 @@ def cmd_leaderboard(args) -> int:
         return _error(str(e))
     target = Path(args.target) if args.target else None
     if target is not None and target.is_dir():
-        if args.datasets:
-            return _error("--datasets runs a spec; give a SPEC (or none), not a sweep folder")
-        if args.plan:
-            return _error("--plan prices a SPEC before it runs, not a sweep folder")
-        return _board(target, budgets, evaluations, args, failed=0)
+        return _board_of_folder(target, budgets, evaluations, args)
     if target is None and not args.datasets:
         return _error("give a leaderboard SPEC, a sweep folder, or --datasets")
-    spec_path = target or FIRST_LOOK
+    return _board_of_spec(target or FIRST_LOOK, budgets, evaluations, args)
+
+
+def _board_of_folder(sweep_dir: Path, budgets, evaluations, args) -> int:
+    """The board of a sweep folder's runs as they are (nothing to run, nothing to price)."""
+    if args.datasets:
+        return _error("--datasets runs a spec; give a SPEC (or none), not a sweep folder")
+    if args.plan:
+        return _error("--plan prices a SPEC before it runs, not a sweep folder")
+    return _board(sweep_dir, budgets, evaluations, args, failed=0)
+
+
+def _board_of_spec(spec_path: Path, budgets, evaluations, args) -> int:
+    """The board of a leaderboard spec (on --datasets' tables when given): its price with
+    --plan, else the runs its folder lacks, then the board."""
+    from farm.sweep.board_spec import load_board_spec
+    from farm.sweep.spec import SpecError
+
     datasets = [d.strip() for d in (args.datasets or "").split(",") if d.strip()] or None
     try:
-        from farm.sweep.board_spec import load_board_spec
-
         resolved = load_board_spec(spec_path, datasets)
     except SpecError as e:
         return _error(str(e))
@@ -93,9 +102,9 @@ def cmd_leaderboard(args) -> int:
 
 
 def _run_with_estimate(spec, source: str, out: Path, args) -> int | None:
-    """On a board of one table, run the first seed of every optimizer, print the CPU the runs still to do
-    will take at the CPU seconds those took, then run the rest; the failed runs (None: the
-    sweep could not run, said on stderr)."""
+    """On a board of one table, run the first seed of every optimizer, print the CPU the
+    runs still to do will take at the CPU seconds those took, then run the rest; the failed
+    runs (None: the sweep could not run, said on stderr)."""
     from farm.sweep.spec import expand
 
     runs = expand(spec, source)
@@ -106,17 +115,24 @@ def _run_with_estimate(spec, source: str, out: Path, args) -> int | None:
     pilot = _run(spec.model_copy(update={"seeds": seeds[:1]}), source, out, args)
     if pilot is None:
         return None
+    if not args.json:
+        _say_cpu_estimate(pilot, runs)
+    rest = _run(spec, source, out, args)
+    return None if rest is None else pilot.failed + rest.failed
+
+
+def _say_cpu_estimate(pilot, runs) -> None:
+    """The CPU and wall time the runs the first seed (``pilot``) left will take at its pace."""
     first = [pilot.records[k] for k in pilot.keys if k in pilot.records]
     per_run = [r["cpu_s"] for r in first if r.get("cpu_s") is not None]
     todo = sum(1 for r in runs if r.run_key not in pilot.records)
-    if per_run and todo and not args.json:
-        cpu = sum(per_run) / len(per_run) * todo
-        wall = pilot.wall_s / max(pilot.done, 1) * todo
-        print(f"CPU estimate: the other {todo} runs take about {cpu / 60:.1f} CPU-minutes, "
-              f"{wall / 60:.1f} minutes at the first seed's pace (its {len(per_run)} runs "
-              f"took {sum(per_run):.0f} CPU-s in {pilot.wall_s:.0f} s)", flush=True)
-    rest = _run(spec, source, out, args)
-    return None if rest is None else pilot.failed + rest.failed
+    if not (per_run and todo):
+        return
+    cpu = sum(per_run) / len(per_run) * todo
+    wall = pilot.wall_s / max(pilot.done, 1) * todo
+    print(f"CPU estimate: the other {todo} runs take about {cpu / 60:.1f} CPU-minutes, "
+          f"{wall / 60:.1f} minutes at the first seed's pace (its {len(per_run)} runs "
+          f"took {sum(per_run):.0f} CPU-s in {pilot.wall_s:.0f} s)", flush=True)
 
 
 def _run(spec, source: str, out: Path, args):
@@ -147,29 +163,65 @@ def _run(spec, source: str, out: Path, args):
 
 
 def _board(sweep_dir: Path, budgets, evaluations, args, failed: int) -> int:
+    """The boards of a sweep folder's runs written (``leaderboard.json`` and its page),
+    logged to MLflow unless --no-tracking, and printed (tables, or one JSON object)."""
     from farm.report.analysis import analyse
-    from farm.report.board_page import sections, verdict
-    from farm.report.leaderboard import Budget, build_boards
-    from farm.report.page import write_report
+    from farm.report.leaderboard import build_boards
     from farm.store.store import Store
-    from farm.sweep.board_spec import BoardSettings
     from farm.sweep.results import load_sweep
 
-    settings_path = sweep_dir / SETTINGS_FILE
-    stored = json.loads(settings_path.read_text()) if settings_path.is_file() else {}
-    settings = BoardSettings.model_validate(
-        {k: v for k, v in stored.items() if k in BoardSettings.model_fields})
+    stored, settings = _stored_settings(sweep_dir)
     try:
         trace, summaries = load_sweep(sweep_dir)
         analyses = analyse(trace, summaries)
     except ValueError as e:
         return _error(str(e))
-    boards = build_boards(analyses, [
-        *(Budget("cost", float(b)) for b in sorted(budgets or settings.budgets)),
-        *(Budget("evaluations", int(n)) for n in sorted(evaluations or settings.evaluations))],
-        settings.cap)
+    boards = build_boards(analyses, _budgets(budgets, evaluations, settings), settings.cap)
     name = (Store(sweep_dir).read_spec() or {}).get("name", sweep_dir.resolve().name)
     out = Path(args.report) if args.report else sweep_dir / "leaderboard"
+    files, result = _write_boards(analyses, boards, out, name)
+    logged = None if args.no_tracking else log_report_files(
+        sweep_dir, files, args.tracking_uri, folder="leaderboard", quiet=args.json)
+    left_out = stored.get("left_out", [])
+    if args.json:
+        print_json({"name": name, "runs": len(summaries), "failed": failed,
+                    "report": str(out / "report.html"), "files": [str(f) for f in files],
+                    "mlflow_logged": logged, "boards": result, "left_out": left_out})
+    else:
+        for note in left_out:
+            print(f"left out: {note}")
+        for r in result.values():
+            _print_board(r)
+        print(f"\nleaderboard {name} of {len(summaries)} runs: {out / 'report.html'}")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _stored_settings(sweep_dir: Path):
+    """What ``farm leaderboard SPEC`` kept beside the sweep (``board.json``: its budgets and
+    the tables left out; nothing for a plain sweep folder), and its board settings."""
+    from farm.sweep.board_spec import BoardSettings
+
+    settings_path = sweep_dir / SETTINGS_FILE
+    stored = json.loads(settings_path.read_text()) if settings_path.is_file() else {}
+    settings = BoardSettings.model_validate(
+        {k: v for k, v in stored.items() if k in BoardSettings.model_fields})
+    return stored, settings
+
+
+def _budgets(budgets, evaluations, settings) -> list:
+    """The budgets the board reads: the options', else the spec's."""
+    from farm.report.leaderboard import Budget
+
+    return [*(Budget("cost", float(b)) for b in sorted(budgets or settings.budgets)),
+            *(Budget("evaluations", int(n)) for n in sorted(evaluations or settings.evaluations))]
+
+
+def _write_boards(analyses, boards, out: Path, name: str):
+    """The board's page and ``leaderboard.json`` written into ``out``: the files, and the
+    boards as the JSON holds them."""
+    from farm.report.board_page import sections, verdict
+    from farm.report.page import write_report
+
     verdicts = {metric: verdict(b) for metric, b in boards.items()}
     files = write_report(analyses, out, f"optfarm leaderboard: {name}",
                          sections=sections(boards, analyses), per_dataset=False,
@@ -178,20 +230,7 @@ def _board(sweep_dir: Path, budgets, evaluations, args, failed: int) -> int:
     board_json = out / "leaderboard.json"
     board_json.write_text(json.dumps(result, indent=1, default=str))
     files.append(board_json)
-    logged = None if args.no_tracking else log_report_files(
-        sweep_dir, files, args.tracking_uri, folder="leaderboard", quiet=args.json)
-    if args.json:
-        print_json({"name": name, "runs": len(summaries), "failed": failed,
-                    "report": str(out / "report.html"), "files": [str(f) for f in files],
-                    "mlflow_logged": logged, "boards": result,
-                    "left_out": stored.get("left_out", [])})
-    else:
-        for note in stored.get("left_out", []):
-            print(f"left out: {note}")
-        for r in result.values():
-            _print_board(r)
-        print(f"\nleaderboard {name} of {len(summaries)} runs: {out / 'report.html'}")
-    return EXIT_FAILED if failed else EXIT_OK
+    return files, result
 
 
 def _board_json(b, verdict: str) -> dict:

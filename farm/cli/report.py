@@ -222,8 +222,7 @@ def _previous_baseline(path: Path) -> tuple[dict, list[str]]:
 
 def _mutations(specs, baseline, args) -> int:
     """``farm regress --mutations``: the gate's detection and false-alarm rates."""
-    from farm.report.mutations import MUTATIONS, format_mutation_table, mutation_table
-    from farm.store.location import Location
+    from farm.report.mutations import MUTATIONS, format_mutation_table
     from farm.sweep.spec import expand
 
     known = {m.name: m for m in MUTATIONS}
@@ -234,18 +233,31 @@ def _mutations(specs, baseline, args) -> int:
     runs = [r for spec in specs for r in expand(spec)]
     print(f"{len(names)} mutation(s) against {args.baseline} ({len(runs)} runs in the gate; "
           "each mutation reruns those it can change)", flush=True)
-    with contextlib.ExitStack() as stack:  # an --out URI: its files mirrored here meanwhile
-        store = stack.enter_context(Location.of(args.out).mirrored()) if args.out else None
-        results = mutation_table(runs, baseline, [known[n] for n in names],
-                                 workers=args.workers, alpha=args.alpha,
-                                 tolerance=args.tolerance, min_effect=args.min_effect,
-                                 consistent_tolerance=args.consistent_tolerance,
-                                 store=store, progress=lambda line: print(line, flush=True))
+    results = _mutation_results(runs, baseline, [known[n] for n in names], args)
     print()
     print(format_mutation_table(results))
+    return EXIT_FAILED if _gate_missed(results) else EXIT_OK
+
+
+def _mutation_results(runs, baseline, mutations, args) -> list:
+    """Each mutation's rerun of the gate's runs it can change, judged against ``baseline``."""
+    from farm.report.mutations import mutation_table
+    from farm.store.location import Location
+
+    with contextlib.ExitStack() as stack:  # an --out URI: its files mirrored here meanwhile
+        store = stack.enter_context(Location.of(args.out).mirrored()) if args.out else None
+        return mutation_table(runs, baseline, mutations,
+                              workers=args.workers, alpha=args.alpha,
+                              tolerance=args.tolerance, min_effect=args.min_effect,
+                              consistent_tolerance=args.consistent_tolerance,
+                              store=store, progress=lambda line: print(line, flush=True))
+
+
+def _gate_missed(results) -> bool:
+    """Whether the gate missed a regression it could see or raised a false alarm."""
     missed = [r for r in results if r.mutation.kind == "regression" and r.n_runs and not r.caught]
     alarms = [r for r in results if r.mutation.kind == "neutral" and r.caught]
-    return EXIT_FAILED if missed or alarms else EXIT_OK
+    return bool(missed or alarms)
 
 
 def _run_specs(specs, args, out) -> tuple[list[dict], int, dict]:

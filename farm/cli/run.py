@@ -17,9 +17,10 @@ import sys
 import textwrap
 import time
 
-from farm.run.targets import REACH_TARGETS, target_text
+from farm.run.targets import REACH_TARGETS
 
 from .console import EXIT_OK, UsageError, fmt, json_default, parse_params
+from .run_summary import headline, summary_rows
 
 __all__ = ["add_run_command"]
 
@@ -31,8 +32,25 @@ DEFAULT_ITERATIONS = 50
 
 
 def cmd_run(args) -> int:
-    from farm.run.loop import run_one
-    from farm.run.spec import MAX_SEED, RunSpec
+    _check_args(args)
+    spec, given = _run_spec(args)
+    t0 = time.perf_counter()
+    result = _run(spec, args)
+    if args.trace:
+        import pyarrow.parquet as pq
+
+        pq.write_table(result.trace, args.trace)
+    if args.json:
+        print(json.dumps(result.summary, default=json_default))
+        return EXIT_OK
+    print("\n".join(describe(result.summary, time.perf_counter() - t0,
+                             first_run=args.optimizer is None, given=given)))
+    return EXIT_OK
+
+
+def _check_args(args) -> None:
+    """A ``UsageError`` naming the first option ``farm run`` cannot take as given."""
+    from farm.run.spec import MAX_SEED
     from oracle.problem import Constraint, Objective
 
     try:
@@ -54,6 +72,13 @@ def cmd_run(args) -> int:
         if args.until not in TARGET_LABELS:
             raise UsageError(f"--until {args.until!r} is not a target; choose one of "
                              + ", ".join(TARGET_LABELS))
+
+
+def _run_spec(args):
+    """The ``RunSpec`` the options ask for (no --optimizer: ``FIRST_RUN``), and the optimizer
+    parameters as the user typed them."""
+    from farm.run.spec import RunSpec
+
     optimizer, params = args.optimizer, args.param or []
     if optimizer is None:
         optimizer, params = FIRST_RUN[0], FIRST_RUN[1] + params
@@ -62,27 +87,22 @@ def cmd_run(args) -> int:
                    iterations=args.iterations, objective=args.objective,
                    constraints=tuple(args.constraint) if args.constraint else None,
                    aggregate=args.aggregate, until=args.until)
-    progress = Progress(sys.stderr, f"{optimizer} on {args.dataset}",
+    return spec, parse_params(params)
+
+
+def _run(spec, args):
+    """``spec`` run, with a progress line on stderr unless --quiet or --json."""
+    from farm.run.loop import run_one
+
+    progress = Progress(sys.stderr, f"{spec.optimizer} on {args.dataset}",
                         enabled=not (args.quiet or args.json))
-    t0 = time.perf_counter()
     oracle = _oracle(spec)
     spec = _default_limit(spec, oracle.problem)
     _say_first_compile(spec, oracle)
     try:
-        result = run_one(spec, oracle=oracle, on_step=progress.step)
+        return run_one(spec, oracle=oracle, on_step=progress.step)
     finally:
         progress.close()
-    if args.trace:
-        import pyarrow.parquet as pq
-
-        pq.write_table(result.trace, args.trace)
-    if args.json:
-        print(json.dumps(result.summary, default=json_default))
-        return EXIT_OK
-    print("\n".join(describe(result.summary, time.perf_counter() - t0,
-                             first_run=args.optimizer is None,
-                             given=parse_params(params))))
-    return EXIT_OK
 
 
 def _oracle(spec):
@@ -183,174 +203,25 @@ class Progress:
         self.width = len(text)
 
 
-def _config_text(config: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in config.items())
-
-
-def _unit(metric: str, unit: str) -> str:
-    """The unit a summary shows ``metric`` in: seconds, the dataset's cost unit, else none
-    (accuracy, a named metric in the dataset's own unit)."""
-    return {"time": "s", "cost": unit}.get(metric, "")
-
-
-def _value(metric: str, v, unit: str) -> str:
-    if v is None:
-        return "-"
-    digits = 3 if metric == "accuracy" else 4
-    return f"{v:.{digits}g} {_unit(metric, unit)}".rstrip()
-
-
-def _constraint_text(c: str, unit: str) -> str:
-    """``time<=5330`` -> ``time <= 5330 s``."""
-    for op in ("<=", ">="):
-        c = c.replace(op, f" {op} ")
-    return f"{c} {_unit(c.split()[0], unit)}".rstrip()
-
-
-def _given_params(optimizer: str, params: dict, given: dict | None) -> str:
-    """The parameters the user gave (``given``: as typed, None when not known) or else those
-    set away from the defaults; a given value equal to its default says so."""
-    from optimizers.registry import get
-
-    defaults = get(optimizer).resolve_params({})
-    if given is None:
-        changed = [f"{k}={v}" for k, v in params.items() if defaults.get(k) != v]
-        return " ".join(changed) or "(defaults)"
-    texts = [f"{k}={params.get(k, v)}" + (" (its default)" if defaults.get(k) == params.get(k)
-                                          else "") for k, v in given.items()]
-    return " ".join(texts) or "(defaults)"
-
-
-def stop_text(reason: str) -> str:
-    """Why a run stopped, in words (``stop_reason``: the loop's ``iterations``, ``budget`` and
-    ``target``, or the optimizer's own ``converged``, ``exhausted``, ``gave up: N repeats``;
-    ``optimizer``: a run stored before the optimizers said why)."""
-    if reason.startswith("gave up: "):
-        return f"it gave up after {reason.split()[2]} repeats"
-    return {"converged": "it stopped itself (converged)",
-            "exhausted": "it stopped itself (every configuration run)",
-            "optimizer": "the optimizer stopped by itself",
-            "budget": "its budget was spent", "iterations": "the iteration limit was reached",
-            "target": "its incumbent met the --until target"}.get(reason, reason)
-
-
 def describe(s: dict, wall_s: float, first_run: bool = False,
              given: dict | None = None) -> list[str]:
     """The human summary of a run (``s``: the --json summary; ``given``: the parameters as
-    the user typed them), lines of at most 100 columns."""
-    unit = s["units"]["cost"]
-    problem, rec, best, metric = s["problem"], s["recommendation"], s["optimum"], s["metric"]
-    objective = problem["objective"].replace("min ", "minimise ").replace("max ", "maximise ")
-    constraints = " and ".join(_constraint_text(c, unit) for c in problem["constraints"]) or "nothing"
-    stop = stop_text(s["stop_reason"])
-    goal_metric = problem["objective"].split()[1]
-    goal_unit = f" ({_unit(goal_metric, unit)})" if _unit(goal_metric, unit) else ""
-    rows = [("goal", f"{objective}{goal_unit} subject to {constraints}"
-             + (f", exploration budget {problem['budget']:g} {unit}" if problem["budget"]
-                else "")),
-            ("optimizer",
-             f"{s['optimizer']} {_given_params(s['optimizer'], s['params'], given)}")]
-    if rec is None:
-        rows.append(("recommended", "nothing: no configuration was observed feasible"))
-    else:
-        at = f" at dataset size s = {rec['fidelity']:g}" if rec.get("fidelity", 1) != 1 else ""
-        rows.append(("recommended", _config_text(rec["config"]) + at))
-        checks = {c["metric"]: c for c in rec["constraints"]}
-        values = []
-        for m in ("cost", "time", "accuracy"):
-            if rec.get(m) is None:
-                continue
-            text = f"{m} {_value(m, rec[m], unit)}"
-            if m in checks:
-                text += f" ({'meets' if checks[m]['holds'] else 'BREAKS'} " \
-                        f"{_constraint_text(checks[m]['constraint'], unit)})"
-            values.append(text)
-        for m, c in checks.items():  # the named metrics a constraint is on
-            if m in ("cost", "time", "accuracy"):
-                continue
-            verdict = "meets" if c["holds"] else "BREAKS"
-            values.append(f"{m} {_value(m, c['true'], unit)} ({verdict} "
-                          f"{_constraint_text(c['constraint'], unit)})")
-        broken = [c for c in rec["constraints"] if not c["holds"]]
-        rows.append(("", "true (mean) " + ", ".join(values) + ": "
-                     + ("INFEASIBLE" if broken else "feasible")))
-        for c in broken:
-            seen = [_value(c["metric"], v, unit) for v in c["observed"] if v is not None]
-            rows.append(("why", f"its mean {c['metric']} {_value(c['metric'], c['true'], unit)}"
-                         f" breaks {_constraint_text(c['constraint'], unit)}, but "
-                         + (f"the run the optimizer observed measured {', '.join(seen)}: a "
-                            "noisy draw passed where the mean does not" if seen else
-                            "the optimizer never ran it at this size")))
-    pick = s.get("pick")
-    if pick is not None and (rec is None or (pick["config_id"], pick["fidelity"]) !=
-                             (rec["config_id"], rec["fidelity"])):
-        at = f" at dataset size s = {pick['fidelity']:g}" if pick["fidelity"] != 1 else ""
-        rows.append(("own pick", _config_text(pick["config"]) + at + ": the optimizer's own "
-                     "recommendation, " + ("tested" if pick["tested"] else "never run at this "
-                     "size") + ", not credited (the farm credits the best tested feasible "
-                     "configuration)"))
-    if best is not None:
-        rows.append(("optimum", f"{_config_text(best['config'])}: cost "
-                     f"{_value('cost', best.get('cost'), unit)}, time "
-                     f"{_value('time', best.get('time'), unit)}"))
-    if rec is not None and metric == "cno":
-        cno = rec["cno"]
-        rows.append(("CNO", (
-            f"none: the recommendation is infeasible, so no {goal_metric} ratio counts"
-            if cno == float("inf") else f"{fmt(cno)}: the recommendation's true "
-            f"{goal_metric} is {fmt(cno)} x the optimum's") +
-            (" (Cost Normalised to the Optimum: 1 is the best possible)" if goal_metric == "cost"
-             else f" (CNO here normalises the {goal_metric} to the optimum's: 1 is the best "
-             "possible)")))
-    elif rec is not None:
-        rows.append(("Accuracy_C", f"{fmt(rec['accuracy_c'])} against the optimum's "
-                     f"{fmt(best['accuracy_c']) if best else '-'} (its true accuracy, scaled by "
-                     "cost limit / cost when it is over the cost limit)"))
-    reached, lost = [], False
-    for label, v in s["exploration_cost_to_reach"].items():
-        lost_here = v is not None and not _still_met(label, s)
-        lost |= lost_here
-        reached.append(f"{target_text(label)} "
-                       f"{'never' if v is None else 'after ' + _value('cost', v, unit)}"
-                       + ("*" if lost_here else ""))
-    ratio = s["exploration_cost"] / best["cost"] if best and best.get("cost") else None
-    runs_of_best = "" if ratio is None else f" ({ratio:,.{0 if ratio >= 10 else 1}f} x the " \
-        "optimum's cost)"
-    rows.append(("exploring", f"{s['n_evaluations']} runs cost "
-                 f"{_value('cost', s['exploration_cost'], unit)}{runs_of_best} and "
-                 f"{s['exploration_time'] / 3600:.3g} h of job time; reached "
-                 + ", ".join(reached)))
-    if lost:
-        rows.append(("", "* an earlier recommendation met it; the final one does not (its "
-                     "incumbent changed to one that looked better on what the optimizer saw)"))
-    lat = s["recommendation_latency_s"]
-    rows.append(("latency", f"{fmt(lat['median'])} s per suggestion (median; p90 "
-                 f"{fmt(lat['p90'])} s)"))
-    out = [f"{s['optimizer']} on {s['dataset']}, seed {s['seed']}: {s['n_evaluations']} "
-           f"evaluations in {wall_s:.1f} s; {stop}"]
-    for label, text in rows:
+    the user typed them), lines of at most 100 columns: the rows of ``run_summary``."""
+    out = [headline(s, wall_s)]
+    for label, text in summary_rows(s, given):
         out += textwrap.wrap(text, 100, initial_indent=f"{label:<12}",
                              subsequent_indent=" " * 12, break_on_hyphens=False)
-    if first_run:
-        out += ["", "Compare it with other optimizers over 10 seeds (the papers' plots in "
-                "sweeps-out/first/report):",
-                f"  farm sweep --name first --datasets {s['dataset']} --optimizers "
-                "lynceus,eic-usd,random --seeds 10 \\",
-                f"      --iterations {DEFAULT_ITERATIONS} --param lynceus.la=1 --out "
-                "sweeps-out/first && farm report sweeps-out/first"]
-    return out
+    return out + (_next_step(s["dataset"]) if first_run else [])
 
 
-def _still_met(label: str, s: dict) -> bool:
-    """Whether the final recommendation of summary ``s`` meets the reach target ``label``
-    (``farm.run.metrics.meets_target``): an earlier incumbent may have reached it."""
-    from farm.run.metrics import REACH_TARGETS, meets_target
-
-    metric, rec, best = s["metric"], s["recommendation"], s["optimum"]
-    if rec is None or rec.get(metric) is None:
-        return False
-    optimum = best.get(metric, math.nan) if best else math.nan
-    return bool(meets_target(rec[metric], metric, REACH_TARGETS[metric][label], optimum))
+def _next_step(dataset: str) -> list[str]:
+    """After a first run: the sweep that compares it with other optimizers."""
+    return ["", "Compare it with other optimizers over 10 seeds (the papers' plots in "
+            "sweeps-out/first/report):",
+            f"  farm sweep --name first --datasets {dataset} --optimizers "
+            "lynceus,eic-usd,random --seeds 10 \\",
+            f"      --iterations {DEFAULT_ITERATIONS} --param lynceus.la=1 --out "
+            "sweeps-out/first && farm report sweeps-out/first"]
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

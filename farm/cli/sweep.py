@@ -48,36 +48,57 @@ def _param_overrides(pairs) -> dict[str, dict[str, str]]:
 
 
 def cmd_sweep(args) -> int:
-    from farm.sweep.spec import SpecError, inline_spec, load_spec, no_password
+    from farm.sweep.spec import SpecError
 
     try:
-        if args.spec:
-            if args.datasets or args.optimizers:
-                raise SpecError("give a SPEC file or --datasets/--optimizers, not both")
-            spec, source = load_spec(args.spec), args.spec
-        else:
-            if not (args.datasets and args.optimizers):
-                raise SpecError("give a SPEC file, or --datasets and --optimizers")
-            spec = inline_spec(args.datasets, args.optimizers,
-                               1 if args.seeds is None else args.seeds,
-                               name=args.name or "inline", iterations=args.iterations,
-                               budget=args.budget, params=_param_overrides(args.param))
-            source = "inline sweep"
-        if args.tracking_uri:
-            no_password(args.tracking_uri)
-        if args.max_runs is not None and args.max_runs < 1:
-            raise SpecError(f"--max-runs must be at least 1, got {args.max_runs}")
-        if args.max_in_flight is not None and args.max_in_flight < 1:
-            raise SpecError(f"--max-in-flight must be at least 1, got {args.max_in_flight}")
-        out = args.out or str(Path("sweeps-out") / spec.name)  # a path, or a URI (s3://...)
-        if "://" not in out and os.path.isfile(out):
-            raise SpecError(f"--out {out} is a file; name a folder (new, or a sweep's to "
-                            "resume it)")
-        _refuse_unlockable(out)
+        spec, source = _sweep_spec(args)
+        _check_sweep_options(args)
+        out = _out_folder(args, spec)
         return _run(spec, source, out, args)
     except SpecError as e:
         print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+def _sweep_spec(args):
+    """The sweep to run and where it comes from: a SPEC file, or the inline options."""
+    from farm.sweep.spec import SpecError, inline_spec, load_spec
+
+    if args.spec:
+        if args.datasets or args.optimizers:
+            raise SpecError("give a SPEC file or --datasets/--optimizers, not both")
+        return load_spec(args.spec), args.spec
+    if not (args.datasets and args.optimizers):
+        raise SpecError("give a SPEC file, or --datasets and --optimizers")
+    spec = inline_spec(args.datasets, args.optimizers, 1 if args.seeds is None else args.seeds,
+                       name=args.name or "inline", iterations=args.iterations,
+                       budget=args.budget, params=_param_overrides(args.param))
+    return spec, "inline sweep"
+
+
+def _check_sweep_options(args) -> None:
+    """SpecError for a tracking URI with a password in it, or a limit below 1."""
+    from farm.sweep.spec import SpecError, no_password
+
+    if args.tracking_uri:
+        no_password(args.tracking_uri)
+    if args.max_runs is not None and args.max_runs < 1:
+        raise SpecError(f"--max-runs must be at least 1, got {args.max_runs}")
+    if args.max_in_flight is not None and args.max_in_flight < 1:
+        raise SpecError(f"--max-in-flight must be at least 1, got {args.max_in_flight}")
+
+
+def _out_folder(args, spec) -> str:
+    """The sweep's output folder (default ``sweeps-out/NAME``): a path that is not a file, or
+    a URI of a store a sweep can lock."""
+    from farm.sweep.spec import SpecError
+
+    out = args.out or str(Path("sweeps-out") / spec.name)  # a path, or a URI (s3://...)
+    if "://" not in out and os.path.isfile(out):
+        raise SpecError(f"--out {out} is a file; name a folder (new, or a sweep's to "
+                        "resume it)")
+    _refuse_unlockable(out)
+    return out
 
 
 def _refuse_unlockable(out: str) -> None:
@@ -151,7 +172,8 @@ def _lost_line(why: str, args, out) -> str:
 
 
 def _run_here(spec, source, out, args) -> int:
-    from farm.runtime import driver
+    """The sweep run in this process: its summary (a table, or one JSON object with --json),
+    exit 0 when every run is done; a failure as one line on stderr and its exit code."""
     from farm.runtime.capacity import ClusterLost, RayStartError
     from farm.store.store import DamagedFile, FolderBusy, LocationError, StoreError
     from farm.sweep.runner import summary_rows
@@ -161,38 +183,59 @@ def _run_here(spec, source, out, args) -> int:
             _say_where_tracking_goes(out, args.tracking_uri or spec.tracking.uri)
         with _signals_interrupt():
             report = _sweep(spec, source, out, args)
-    except (FolderBusy, LocationError) as e:
+    except (FolderBusy, LocationError, DamagedFile, ClusterLost, StoreError, RayStartError) as e:
+        return _say_failure(e, args, out)
+    rows = summary_rows(report.records, report.keys)
+    (_print_report_json if args.json else _print_report)(spec, out, report, rows)
+    return EXIT_OK if report.complete else EXIT_FAILED
+
+
+def _say_failure(e: Exception, args, out) -> int:
+    """The line on stderr for a sweep that could not finish, and its exit code: bad input for
+    a busy or unreadable folder or a damaged file, failed for a lost cluster, a store that
+    could not be written or a Ray that could not start."""
+    from farm.runtime import driver
+    from farm.runtime.capacity import ClusterLost
+    from farm.store.store import DamagedFile, FolderBusy, LocationError, StoreError
+
+    if isinstance(e, (FolderBusy, LocationError)):
         print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except DamagedFile as e:
+    if isinstance(e, DamagedFile):
         remedy = ("; restore it from a copy (it holds the sweep's id, which names its MLflow "
                   "runs), or start the sweep afresh in a new --out folder"
                   if str(e.path).endswith("sweep.json") else "")
         print(f"farm: error: {e}{remedy}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except ClusterLost as e:  # what finished is stored, the index written, MLflow's run FAILED
+    if isinstance(e, ClusterLost):
+        # what finished is stored, the index written, MLflow's run FAILED
         if not driver.watched():  # else the watching parent printed it when it happened
             print(_lost_line(str(e), args, out), file=sys.stderr)
         return EXIT_FAILED
-    except StoreError as e:
+    if isinstance(e, StoreError):
         print(f"farm: error: {e}; the runs stored so far are kept, run the sweep again "
               "when fixed", file=sys.stderr)
         return EXIT_FAILED
-    except RayStartError as e:  # no MLflow run was started either
-        print(f"farm: error: {e}; nothing was run", file=sys.stderr)
-        return EXIT_FAILED
-    rows = summary_rows(report.records, report.keys)
-    if args.json:
-        print_json({"sweep": spec.name, "out": str(out), "runs": len(report.runs),
-                    "skipped": report.skipped, "done": report.done, "failed": report.failed,
-                    "wall_s": report.wall_s, "complete": report.complete,
-                    "tracking_uri": report.tracking_uri,
-                    "tracking_offline": report.tracking_offline,
-                    "mlflow_page": report.mlflow_page and report.mlflow_page[0], "rows": rows,
-                    "failures": [{"run_key": f["run_key"], "error": f["error"],
-                                  **{k: f["spec"][k] for k in ("dataset", "optimizer", "seed")}}
-                                 for f in report.failures]})
-        return EXIT_OK if report.complete else EXIT_FAILED
+    print(f"farm: error: {e}; nothing was run", file=sys.stderr)  # RayStartError: nor MLflow
+    return EXIT_FAILED
+
+
+def _print_report_json(spec, out, report, rows) -> None:
+    """The sweep's end as one JSON object: its counts, tracking, summary rows and failures."""
+    print_json({"sweep": spec.name, "out": str(out), "runs": len(report.runs),
+                "skipped": report.skipped, "done": report.done, "failed": report.failed,
+                "wall_s": report.wall_s, "complete": report.complete,
+                "tracking_uri": report.tracking_uri,
+                "tracking_offline": report.tracking_offline,
+                "mlflow_page": report.mlflow_page and report.mlflow_page[0], "rows": rows,
+                "failures": [{"run_key": f["run_key"], "error": f["error"],
+                              **{k: f["spec"][k] for k in ("dataset", "optimizer", "seed")}}
+                             for f in report.failures]})
+
+
+def _print_report(spec, out, report, rows) -> None:
+    """The sweep's end for a reader: its counts, the summary tables, the first ten failures
+    on stderr, and where its MLflow runs are."""
     print(f"\nsweep {spec.name}: {len(report.runs)} runs, {report.skipped} already done, "
           f"{report.done} run now, {report.failed} failed ({report.wall_s:.1f} s) -> {out}")
     print_summary(rows)
@@ -207,7 +250,6 @@ def _run_here(spec, source, out, args) -> int:
         page, command = report.mlflow_page  # the runs, not MLflow's GenAI overview
         print(f"  to look: {command}, then open {page}" if command
               else f"  to look: open {page}")
-    return EXIT_OK if report.complete else EXIT_FAILED
 
 
 # the human summary: one table per dataset (its name and metric above it), each row's
