@@ -94,17 +94,23 @@ def parse_cases(optimizers: str | None, datasets: str | None) -> list[BenchCase]
         if not item:
             continue
         name, *pairs = item.split(":")
-        params = {}
-        for p in pairs:
-            if "=" not in p:
-                raise ValueError(f"--optimizers: {p!r} in {item!r} is not of the form key=value")
-            k, v = p.split("=", 1)
-            params[k.strip()] = v.strip()
+        params = _parse_params(item, pairs)
         for d in dsets or [_HOME_DATASET.get(name, "synthetic")]:
             cases.append(BenchCase(name.strip(), d, params))
     if not cases:
         raise ValueError(f"--optimizers {optimizers!r} names no optimizer")
     return cases
+
+
+def _parse_params(item: str, pairs: Sequence[str]) -> dict[str, str]:
+    """``key=value`` pairs of one ``--optimizers`` item as a dict."""
+    params = {}
+    for p in pairs:
+        if "=" not in p:
+            raise ValueError(f"--optimizers: {p!r} in {item!r} is not of the form key=value")
+        k, v = p.split("=", 1)
+        params[k.strip()] = v.strip()
+    return params
 
 
 def _timed(fn) -> tuple[float, float, Any]:
@@ -158,23 +164,9 @@ def bench_case(case: BenchCase, points: Sequence[int], repeats: int, seed: int =
     always driven serially, so every executor sees the same states. A point whose drive would
     take the case past ``max_drive_s`` seconds (estimated from the last timed step) is
     reported as skipped."""
-    from farm.run.spec import RunSpec
-    from optimizers.registry import make_optimizer
-    from oracle.oracle import Oracle
-    from oracle.registry import load
-
     executors = dict(executors or {"serial": None})
-    spec = RunSpec(case.dataset, case.optimizer, seed=seed, params=dict(case.params)).resolved()
-    dataset = load(spec.dataset)
-    oracle = Oracle(dataset, spec.problem(dataset), aggregate=spec.aggregate)
-    opt = make_optimizer(spec.optimizer, oracle.space, oracle.problem, spec.seed, None,
-                         **spec.params)
-    stepper = Stepper(opt, oracle, spec.seed)
-    paper = paper_latency(spec.optimizer, spec.params, spec.dataset)
-    base = {"optimizer": case.optimizer, "params": _params_text(case.params),
-            "dataset": case.dataset, "seed": seed, "repeats": repeats,
-            "paper_s": paper.seconds if paper else None, "paper_ref": paper.ref if paper else None,
-            "paper_machine": paper.machine if paper else None}
+    opt, stepper, paper = _start_run(case, seed)
+    base = _base_row(case, seed, repeats, paper)
     rows: list[dict[str, Any]] = []
     drive_s, stopped, step_s, warm = 0.0, None, 0.0, set()
     for point in sorted(set(points)):
@@ -182,49 +174,89 @@ def bench_case(case: BenchCase, points: Sequence[int], repeats: int, seed: int =
         if stopped is None and drive_s + ahead * step_s > max_drive_s:
             stopped = f"--max-drive-s {max_drive_s:g} (about {ahead * step_s:.0f} s more needed)"
         t0 = time.perf_counter()
-        while stopped is None and len(opt.history) < point - 1:
-            stopped = stepper.stop_reason()
-            if stopped is None and stepper.step() is None:
-                stopped = "optimizer"
-        pending = None
-        if stopped is None:
-            stopped = stepper.stop_reason()
-        if stopped is None:
-            ran = stepper.suggest_and_run()
-            if ran is None:
-                stopped = "optimizer"
-            else:
-                pending = ran[:2]
+        pending, stopped = _drive_to(stepper, opt, point, stopped)
         drive_s += time.perf_counter() - t0
         if pending is None:
             rows.append({**base, "at": point, "executor": "-", "status": "skipped",
                          "note": f"stopped by {stopped} after {len(opt.history)} "
                                  "observations"})
             continue
-        serial = None
-        for label, executor in executors.items():
-            timing = _time_point(opt, pending, repeats, executor, warm_up=label not in warm)
-            if "search" in timing["phase"]:   # the model ran (and compiled) in the warm-up
-                warm.add(label)
-            compared = paper is not None and timing["phase"] == "search"
-            row = {**base, "at": point, "executor": label, "status": "ok", **timing,
-                   "ratio": paper.seconds / timing["total_median_s"] if compared else None,
-                   "drive_s": drive_s}
-            notes = [] if timing["consistent"] else ["copies suggested different configs"]
-            if timing["phase"] != "search":
-                notes.append(f"{timing['phase']} phase: not a model-based suggestion")
-            if serial is None:
-                serial = timing
-                step_s = timing["total_median_s"]
-            else:
-                row["speedup"] = serial["suggest_median_s"] / timing["suggest_median_s"]
-                row["same_as_serial"] = (timing["suggestion"] == serial["suggestion"]
-                                         and timing["consistent"] and serial["consistent"])
-                if not row["same_as_serial"]:
-                    notes.append("differs from the serial suggestion")
-            row["note"] = "; ".join(notes)
-            rows.append(row)
+        timed = _time_executors(opt, pending, repeats, executors, warm, paper,
+                                {**base, "at": point}, drive_s)
+        rows.extend(timed)
+        step_s = timed[0]["total_median_s"]
         stepper.observe(*pending)
+    return rows
+
+
+def _start_run(case: BenchCase, seed: int):
+    """(optimizer, stepper, paper latency or None) of a fresh run of ``case``."""
+    from farm.run.spec import RunSpec
+    from optimizers.registry import make_optimizer
+    from oracle.oracle import Oracle
+    from oracle.registry import load
+
+    spec = RunSpec(case.dataset, case.optimizer, seed=seed, params=dict(case.params)).resolved()
+    dataset = load(spec.dataset)
+    oracle = Oracle(dataset, spec.problem(dataset), aggregate=spec.aggregate)
+    opt = make_optimizer(spec.optimizer, oracle.space, oracle.problem, spec.seed, None,
+                         **spec.params)
+    paper = paper_latency(spec.optimizer, spec.params, spec.dataset)
+    return opt, Stepper(opt, oracle, spec.seed), paper
+
+
+def _base_row(case: BenchCase, seed: int, repeats: int, paper) -> dict[str, Any]:
+    """The columns every row of ``case`` shares."""
+    return {"optimizer": case.optimizer, "params": _params_text(case.params),
+            "dataset": case.dataset, "seed": seed, "repeats": repeats,
+            "paper_s": paper.seconds if paper else None, "paper_ref": paper.ref if paper else None,
+            "paper_machine": paper.machine if paper else None}
+
+
+def _drive_to(stepper: Stepper, opt, point: int, stopped: str | None):
+    """Step the run until it has ``point - 1`` observations, then suggest and run the
+    ``point``-th configuration: (its pending observation or None, why the run stopped or
+    None)."""
+    while stopped is None and len(opt.history) < point - 1:
+        stopped = stepper.stop_reason()
+        if stopped is None and stepper.step() is None:
+            stopped = "optimizer"
+    if stopped is None:
+        stopped = stepper.stop_reason()
+    if stopped is not None:
+        return None, stopped
+    ran = stepper.suggest_and_run()
+    if ran is None:
+        return None, "optimizer"
+    return ran[:2], None
+
+
+def _time_executors(opt, pending, repeats: int, executors: Mapping[str, Any], warm: set,
+                    paper, base: dict[str, Any], drive_s: float) -> list[dict[str, Any]]:
+    """One row per executor for one point (the first executor's is the serial reference);
+    adds to ``warm`` the labels whose warm-up ran the model."""
+    rows, serial = [], None
+    for label, executor in executors.items():
+        timing = _time_point(opt, pending, repeats, executor, warm_up=label not in warm)
+        if "search" in timing["phase"]:   # the model ran (and compiled) in the warm-up
+            warm.add(label)
+        compared = paper is not None and timing["phase"] == "search"
+        row = {**base, "executor": label, "status": "ok", **timing,
+               "ratio": paper.seconds / timing["total_median_s"] if compared else None,
+               "drive_s": drive_s}
+        notes = [] if timing["consistent"] else ["copies suggested different configs"]
+        if timing["phase"] != "search":
+            notes.append(f"{timing['phase']} phase: not a model-based suggestion")
+        if serial is None:
+            serial = timing
+        else:
+            row["speedup"] = serial["suggest_median_s"] / timing["suggest_median_s"]
+            row["same_as_serial"] = (timing["suggestion"] == serial["suggestion"]
+                                     and timing["consistent"] and serial["consistent"])
+            if not row["same_as_serial"]:
+                notes.append("differs from the serial suggestion")
+        row["note"] = "; ".join(notes)
+        rows.append(row)
     return rows
 
 

@@ -191,15 +191,22 @@ def run_one(spec: RunSpec, oracle: Oracle | None = None,
         return _run(spec, oracle, executor, on_step, threads)
 
 
-def _run(spec: RunSpec, oracle: Oracle | None, executor: Executor | None,
-         on_step: Callable[[dict], None] | None, threads: OneThread) -> RunResult:
-    spec = spec.resolved()
+def _start(spec: RunSpec, oracle: Oracle | None,
+           executor: Executor | None) -> tuple[Oracle, Optimizer]:
+    """The oracle (loaded when not given) and a fresh optimizer of the resolved ``spec``."""
     if oracle is None:
         dataset = load(spec.dataset)
         oracle = Oracle(dataset, spec.problem(dataset), aggregate=spec.aggregate)
-    space = oracle.space
-    opt = make_optimizer(spec.optimizer, space, oracle.problem, spec.seed, executor,
+    opt = make_optimizer(spec.optimizer, oracle.space, oracle.problem, spec.seed, executor,
                          evaluations=spec.iterations, **spec.params)
+    return oracle, opt
+
+
+def _run(spec: RunSpec, oracle: Oracle | None, executor: Executor | None,
+         on_step: Callable[[dict], None] | None, threads: OneThread) -> RunResult:
+    spec = spec.resolved()
+    oracle, opt = _start(spec, oracle, executor)
+    space = oracle.space
     stepper = Stepper(opt, oracle, spec.seed, spec.deadline)
     credited = TestedIncumbent(oracle.problem, any_fidelity=opt.recommends_fidelity)
     reached = None if spec.until is None else target_check(oracle, spec.until)

@@ -286,6 +286,27 @@ def quality_auc(quality: np.ndarray, cum_cost: np.ndarray, oracle: Oracle) -> fl
                           max(exhaustive_cost(oracle) / c_opt, 10.0), SCORE_CAP[metric])
 
 
+def _described(oracle: Oracle, trace: pa.Table, cid: int | None,
+               fid: float) -> dict[str, Any] | None:
+    """Configuration ``cid`` at fidelity ``fid`` as the summary reports it (None: none)."""
+    if cid is None:
+        return None
+    return {"config_id": cid, "config": oracle.space.config(cid), "fidelity": fid,
+            **recommendation_quality(oracle, cid, fid), **true_values(oracle, cid, fid),
+            "constraints": constraint_checks(oracle, cid, trace, fid)}
+
+
+def _reach_costs(quality: np.ndarray, metric: str, optimum_value: float,
+                 cum: np.ndarray) -> dict[str, float | None]:
+    """The cumulative exploration cost at which ``quality`` first reaches each of the
+    metric's ``REACH_TARGETS`` (None: never)."""
+    out = {}
+    for label, threshold in REACH_TARGETS[metric].items():
+        i = first_reach(quality, metric, threshold, optimum_value)
+        out[label] = None if i is None else float(cum[i])
+    return out
+
+
 def summarize(spec, oracle: Oracle, trace: pa.Table, credited: TestedIncumbent,
               pick: tuple[int | None, float], stop_reason: str,
               warmup_s: float | None) -> dict[str, Any]:
@@ -299,24 +320,9 @@ def summarize(spec, oracle: Oracle, trace: pa.Table, credited: TestedIncumbent,
     n = trace.num_rows
     cum = trace.column("cum_exploration_cost").to_numpy()
     columns = {c: trace.column(c).to_numpy(zero_copy_only=False) for c in trace.column_names}
-
-    def described(cid: int | None, fid: float) -> dict[str, Any] | None:
-        if cid is None:
-            return None
-        return {"config_id": cid, "config": oracle.space.config(cid), "fidelity": fid,
-                **recommendation_quality(oracle, cid, fid), **true_values(oracle, cid, fid),
-                "constraints": constraint_checks(oracle, cid, trace, fid)}
-
-    def reach(quality: np.ndarray) -> dict[str, float | None]:
-        out = {}
-        for label, threshold in REACH_TARGETS[metric].items():
-            i = first_reach(quality, metric, threshold, optimum_value)
-            out[label] = None if i is None else float(cum[i])
-        return out
-
     quality = step_quality(columns, metric)
     picked = pick_quality(columns, metric)
-    pick_rec = described(*pick)
+    pick_rec = _described(oracle, trace, *pick)
     if pick_rec is not None:
         pick_rec["tested"] = credited.tested(*pick)
     summary = {
@@ -332,7 +338,7 @@ def summarize(spec, oracle: Oracle, trace: pa.Table, credited: TestedIncumbent,
         "exploration_cost": float(trace.column("cost").to_numpy().sum()) if n else 0.0,
         "exploration_time": float(trace.column("time").to_numpy().sum()) if n else 0.0,
         "stop_reason": stop_reason,
-        "recommendation": described(*credited.best()),
+        "recommendation": _described(oracle, trace, *credited.best()),
         "optimum": None if best is None else {"config_id": best, metric: optimum_value,
                                               "config": oracle.space.config(best),
                                               **true_values(oracle, best)},
@@ -341,10 +347,11 @@ def summarize(spec, oracle: Oracle, trace: pa.Table, credited: TestedIncumbent,
         # the table's price (the leaderboard states its budgets as shares of it)
         "table": {"configurations": table_size(oracle),
                   "exhaustive_cost": exhaustive_cost(oracle)},
-        "exploration_cost_to_reach": reach(quality),
+        "exploration_cost_to_reach": _reach_costs(quality, metric, optimum_value, cum),
         "quality_auc": quality_auc(quality, cum, oracle),
         "pick": pick_rec,
-        "pick_exploration_cost_to_reach": reach(picked),
+        "pick_exploration_cost_to_reach": _reach_costs(picked, metric, optimum_value,
+                                                        cum),
         "pick_quality_auc": quality_auc(picked, cum, oracle),
         "recommendation_latency_s": {
             **latency_stats(trace.column("recommendation_latency_s").to_numpy()),

@@ -135,20 +135,29 @@ class _Watch:
         while self.child.poll() is None:
             if select.select([fd], [], [], 0.25)[0]:
                 self._read(fd)
-            if self.lost is None and self.done is None and self.head is not None \
-                    and time.monotonic() - self._checked >= POLL_S:
-                self._checked = time.monotonic()
-                try:
-                    self.head.check()
-                except ClusterLost as e:  # the driver is stuck: it would have told by now
-                    self._lost(str(e), GRACE_S)
+            self._check_head()
             if time.monotonic() > self._deadline:
                 self.child.kill()
                 self.child.wait()
         while select.select([fd], [], [], 0)[0] and self._read(fd):
             pass
-        if self.lost is not None or self.done is not None:
-            return
+        if self.lost is None and self.done is None:
+            self._judge_silent_end()
+
+    def _check_head(self) -> None:
+        """Every ``POLL_S`` while nothing is decided: is the joined cluster's head still
+        there?"""
+        if self.lost is None and self.done is None and self.head is not None \
+                and time.monotonic() - self._checked >= POLL_S:
+            self._checked = time.monotonic()
+            try:
+                self.head.check()
+            except ClusterLost as e:  # the driver is stuck: it would have told by now
+                self._lost(str(e), GRACE_S)
+
+    def _judge_silent_end(self) -> None:
+        """The driver ended without saying lost or done: lost when its head is gone or it
+        was killed alone."""
         if self.head is not None and not any(self.head.reachable() for _ in range(2)):
             self._lost(f"lost the Ray head {self.head.host}:{self.head.port} (the driver "
                        f"ended with {_status(self.child.returncode)})", 0)

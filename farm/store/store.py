@@ -438,31 +438,47 @@ class Store:
         for name, data in zip(names, self._read_many([files[n].path for n in names])):
             key = name[:-len(".json")]
             try:
-                record, record_sig = self._read_record(files[name], key, data)
-                trusted = known.get(key) or (None, None)
-                if trusted[0] != record_sig:
-                    self._check_record_sha(record, key)
-                trace_sig = None
-                if record["status"] == "done":
-                    trace_sig = self._check_trace(record, files.get(f"{key}.parquet"))
-                    if trace_sig is not None and trace_sig != trusted[1]:
-                        to_hash.append(key)
+                record, record_sig, trace_sig, rehash = self._check_entry(
+                    files, name, key, data, known.get(key) or (None, None))
             except DamagedFile as e:
                 e.run_key = e.run_key or key
                 scan.damaged.append(e)
                 continue
+            if rehash:
+                to_hash.append(key)
             intact[key] = (record, record_sig, trace_sig)
+        self._hash_traces(files, to_hash, intact, scan)
+        for key, (record, record_sig, trace_sig) in sorted(intact.items()):
+            self.verified_files.add(key, record_sig, trace_sig)
+            scan.records[key] = record
+        scan.damaged.sort(key=lambda e: e.run_key)
+        return scan
+
+    def _check_entry(self, files: dict[str, pafs.FileInfo], name: str, key: str,
+                     data: bytes | None, trusted) -> tuple[dict, list[int], list[int] | None,
+                                                           bool]:
+        """(record, its signature, its trace's signature, whether the trace must be hashed)
+        of run ``key``, whose record file ``name`` holds ``data``; the checksums are checked
+        unless ``trusted`` (the signatures last verified) says the file is unchanged. Raises
+        DamagedFile."""
+        record, record_sig = self._read_record(files[name], key, data)
+        if trusted[0] != record_sig:
+            self._check_record_sha(record, key)
+        if record["status"] != "done":
+            return record, record_sig, None, False
+        trace_sig = self._check_trace(record, files.get(f"{key}.parquet"))
+        return record, record_sig, trace_sig, trace_sig is not None and trace_sig != trusted[1]
+
+    def _hash_traces(self, files: dict[str, pafs.FileInfo], to_hash: list[str],
+                     intact: dict[str, tuple], scan: Scan) -> None:
+        """Hash the traces of ``to_hash`` against their records' sha256; a mismatch or a
+        missing trace moves the run from ``intact`` to ``scan.damaged``."""
         traces = self._read_many([files[f"{key}.parquet"].path for key in to_hash])
         for key, data in zip(to_hash, traces):
             if data is None or hashlib.sha256(data).hexdigest() != intact[key][0]["trace_sha256"]:
                 why = "trace missing" if data is None else "trace content does not match its sha256"
                 scan.damaged.append(DamagedFile(self.show(self.trace_path(key)), why, key))
                 del intact[key]
-        for key, (record, record_sig, trace_sig) in sorted(intact.items()):
-            self.verified_files.add(key, record_sig, trace_sig)
-            scan.records[key] = record
-        scan.damaged.sort(key=lambda e: e.run_key)
-        return scan
 
     def _read_many(self, paths: list[str]) -> Iterator[bytes | None]:
         """The bytes of each file (None: missing), in order (paths as plain strings: 20,000

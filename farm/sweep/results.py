@@ -31,6 +31,18 @@ def load_sweep(sweep_dir: Path, current: bool = False,
     spec = store.read_spec()  # a damaged file raises DamagedFile (a ValueError) naming it
     if spec is None:
         raise ValueError(f"{sweep_dir} is not a sweep output folder (no sweep.json)")
+    done, summaries, checksums = _finished_runs(store, spec, sweep_dir, current)
+    table = _read_traces(store, done, checksums, columns)
+    if columns is not None:
+        table = table.select([c for c in columns if c in table.column_names])
+    return table, summaries
+
+
+def _finished_runs(store: Store, spec: dict, sweep_dir: Path, current: bool
+                   ) -> tuple[list[str], list[dict], dict[str, str | None]]:
+    """The run keys of the done runs (those ``spec`` still expands to, with ``current``) in
+    order, their summaries and their traces' checksums (None: none). The records themselves
+    are let go on return."""
     records = store.verified(trust_unchanged=True).records
     done = sorted(k for k, r in records.items() if r["status"] == "done")
     if current:
@@ -39,8 +51,14 @@ def load_sweep(sweep_dir: Path, current: bool = False,
     if not done:
         raise ValueError(f"{sweep_dir}: no finished run to report on")
     summaries = [records[key]["summary"] for key in done]
-    checksums = {key: records[key].get("trace_sha256") for key in done}  # None: no checksum
-    del records
+    checksums = {key: records[key].get("trace_sha256") for key in done}
+    return done, summaries, checksums
+
+
+def _read_traces(store: Store, done: list[str], checksums: dict[str, str | None],
+                 columns: Sequence[str] | None) -> pa.Table:
+    """The traces of ``done`` in one table sorted by run key: from trace segments where
+    they hold them, else each from its own file."""
     batches, covered = store.read_segments({k: s for k, s in checksums.items() if s}, columns)
     rest = [key for key in done if key not in covered]
     read = None if columns is None else list(dict.fromkeys([*columns, "run_key"]))
@@ -51,10 +69,7 @@ def load_sweep(sweep_dir: Path, current: bool = False,
                                          for key in rest[start:start + _BATCH]],
                                         promote_options="default").combine_chunks())
     # older runs may lack newer columns
-    table = pa.concat_tables(batches, promote_options="default").sort_by("run_key")
-    if columns is not None:
-        table = table.select([c for c in columns if c in table.column_names])
-    return table, summaries
+    return pa.concat_tables(batches, promote_options="default").sort_by("run_key")
 
 
 _BATCH = 1000

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -275,7 +275,18 @@ def summary_rows(records: dict[str, dict], keys: Iterable[str]) -> list[dict]:
     metric (CNO or Accuracy_C) p50 / p90 over seeds (worse side, ``farm.run.metrics``: the
     numbers ``farm report`` shows), median exploration cost (in ``cost_unit``, the dataset's),
     evaluations and recommendation latency."""
-    keys = set(keys)
+    rows = []
+    for (dataset, optimizer, params), recs in sorted(_by_variant(records, set(keys)).items()):
+        done = [r["summary"] for r in recs if r["status"] == "done"]
+        rows.append({
+            "dataset": dataset, "optimizer": optimizer, "params": _short(optimizer, params),
+            "runs": len(done), "failed": len(recs) - len(done),
+            "metric": done[0]["metric"] if done else None, **_done_medians(done)})
+    return rows
+
+
+def _by_variant(records: dict[str, dict], keys: set[str]) -> dict[tuple, list[dict]]:
+    """The records of the runs ``keys`` grouped by (dataset, optimizer, parameters JSON)."""
     groups: dict[tuple, list[dict]] = {}
     for rec in records.values():
         if rec["run_key"] not in keys:
@@ -283,23 +294,28 @@ def summary_rows(records: dict[str, dict], keys: Iterable[str]) -> list[dict]:
         s = rec["spec"]
         group = (s["dataset"], s["optimizer"], json.dumps(s["params"], sort_keys=True))
         groups.setdefault(group, []).append(rec)
-    rows = []
-    for (dataset, optimizer, params), recs in sorted(groups.items()):
-        done = [r["summary"] for r in recs if r["status"] == "done"]
-        metric = done[0]["metric"] if done else None
-        final = np.array([final_quality(s) for s in done], dtype=float)
-        rows.append({
-            "dataset": dataset, "optimizer": optimizer, "params": _short(optimizer, params),
-            "runs": len(done), "failed": len(recs) - len(done), "metric": metric,
-            "final_p50": worse_quantile(final, 0.5, metric) if done else None,
-            "final_p90": worse_quantile(final, 0.9, metric) if done else None,
-            "cost_p50": float(np.median([s["exploration_cost"] for s in done])) if done else None,
-            "cost_unit": done[0]["units"]["cost"] if done else None,
-            "evals_p50": float(np.median([s["n_evaluations"] for s in done])) if done else None,
-            "latency_p50_s": float(np.median([s["recommendation_latency_s"]["median"] or 0.0
-                                              for s in done])) if done else None,
-        })
-    return rows
+    return groups
+
+
+_MEDIANS = ("final_p50", "final_p90", "cost_p50", "cost_unit", "evals_p50", "latency_p50_s")
+
+
+def _done_medians(done: list[dict]) -> dict[str, Any]:
+    """The ``_MEDIANS`` columns of ``summary_rows`` over the summaries ``done`` (all None
+    when no run is done)."""
+    if not done:
+        return dict.fromkeys(_MEDIANS)
+    metric = done[0]["metric"]
+    final = np.array([final_quality(s) for s in done], dtype=float)
+    return {
+        "final_p50": worse_quantile(final, 0.5, metric),
+        "final_p90": worse_quantile(final, 0.9, metric),
+        "cost_p50": float(np.median([s["exploration_cost"] for s in done])),
+        "cost_unit": done[0]["units"]["cost"],
+        "evals_p50": float(np.median([s["n_evaluations"] for s in done])),
+        "latency_p50_s": float(np.median([s["recommendation_latency_s"]["median"] or 0.0
+                                          for s in done])),
+    }
 
 
 def _short(optimizer: str, params_json: str) -> str:

@@ -127,10 +127,8 @@ def write_runs(store, experiment_id: str, artifact_location: str,
                runs: Sequence[NewRun]) -> None:
     """Create ``runs`` in the (active) experiment ``experiment_id`` whose artifact location is
     ``artifact_location``, in one transaction (all or none)."""
-    from mlflow.entities import RunStatus, SourceType
-    from mlflow.entities.lifecycle_stage import LifecycleStage
-    from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME, MLFLOW_USER
-    from mlflow.utils.uri import append_to_uri_path
+    from mlflow.entities import RunStatus
+    from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 
     from farm.tracking.mlflow_private import table_models, validated_batch
 
@@ -144,8 +142,26 @@ def write_runs(store, experiment_id: str, artifact_location: str,
         tags = {t.key: t.value for t in tags}
         tags.setdefault(MLFLOW_RUN_NAME, run.name)
         RunStatus.from_string(run.status)  # a known status, or MLflow's error
-        rows[SqlRun].append({
-            "run_uuid": run.run_id, "name": run.name,
+        rows[SqlRun].append(_run_row(store, experiment_id, artifact_location, run, tags))
+        rows[SqlTag] += [{"run_uuid": run.run_id, "key": k, "value": v} for k, v in tags.items()]
+        rows[SqlParam] += [{"run_uuid": run.run_id, "key": p.key, "value": p.value}
+                           for p in params]
+        metric_rows, latest = _metric_rows(store, run.run_id, metrics)
+        rows[SqlMetric] += metric_rows
+        rows[SqlLatestMetric] += latest
+    with store.ManagedSessionMaker(read_only=False) as session:
+        _insert(store, session.connection(), rows)
+
+
+def _run_row(store, experiment_id: str, artifact_location: str, run: NewRun,
+             tags: dict[str, str]) -> dict:
+    """The ``runs`` table's row of ``run``."""
+    from mlflow.entities import SourceType
+    from mlflow.entities.lifecycle_stage import LifecycleStage
+    from mlflow.utils.mlflow_tags import MLFLOW_USER
+    from mlflow.utils.uri import append_to_uri_path
+
+    return {"run_uuid": run.run_id, "name": run.name,
             "artifact_uri": append_to_uri_path(artifact_location, run.run_id,
                                                store.ARTIFACTS_FOLDER_NAME),
             "experiment_id": int(experiment_id),
@@ -153,33 +169,38 @@ def write_runs(store, experiment_id: str, artifact_location: str,
             "entry_point_name": "", "user_id": tags.get(MLFLOW_USER, "unknown"),
             "status": run.status, "start_time": run.start_ms, "end_time": run.end_ms,
             "deleted_time": None, "source_version": "",
-            "lifecycle_stage": LifecycleStage.ACTIVE})
-        rows[SqlTag] += [{"run_uuid": run.run_id, "key": k, "value": v} for k, v in tags.items()]
-        rows[SqlParam] += [{"run_uuid": run.run_id, "key": p.key, "value": p.value}
-                           for p in params]
-        latest: dict[str, dict] = {}
-        for m in dict.fromkeys(metrics):  # MLflow drops exact duplicates
-            is_nan, value = store.sanitize_metric_value(m.value)
-            row = {"run_uuid": run.run_id, "key": m.key, "value": value,
-                   "timestamp": m.timestamp, "step": m.step, "is_nan": is_nan}
-            rows[SqlMetric].append(row)
-            # the latest value: largest (step, timestamp, value), as the store keeps it
-            old = latest.get(m.key)
-            if old is None or (m.step, m.timestamp, value) > \
-                    (old["step"], old["timestamp"], old["value"]):
-                latest[m.key] = row
-        rows[SqlLatestMetric] += latest.values()
-    with store.ManagedSessionMaker(read_only=False) as session:
-        connection = session.connection()
-        for model, values in rows.items():  # parents (runs) before the rows that refer to them
-            if not values:
-                continue
-            if store.db_type != "sqlite":  # SQLAlchemy's multi-row INSERT ... VALUES
-                connection.execute(model.__table__.insert(), values)
-                continue
-            columns = list(values[0])  # sqlite's own executemany: a third of SQLAlchemy's time
-            names = ", ".join(f'"{c}"' for c in columns)
-            connection.exec_driver_sql(
-                f'INSERT INTO "{model.__tablename__}" ({names}) VALUES '
-                f'({", ".join("?" * len(columns))})',
-                [tuple(row[c] for c in columns) for row in values])
+            "lifecycle_stage": LifecycleStage.ACTIVE}
+
+
+def _metric_rows(store, run_id: str, metrics) -> tuple[list[dict], list[dict]]:
+    """The ``metrics`` table's rows of one run's (validated) metrics and the
+    ``latest_metrics`` rows: for each key the largest (step, timestamp, value), as the store
+    keeps it."""
+    rows, latest = [], {}
+    for m in dict.fromkeys(metrics):  # MLflow drops exact duplicates
+        is_nan, value = store.sanitize_metric_value(m.value)
+        row = {"run_uuid": run_id, "key": m.key, "value": value,
+               "timestamp": m.timestamp, "step": m.step, "is_nan": is_nan}
+        rows.append(row)
+        old = latest.get(m.key)
+        if old is None or (m.step, m.timestamp, value) > \
+                (old["step"], old["timestamp"], old["value"]):
+            latest[m.key] = row
+    return rows, list(latest.values())
+
+
+def _insert(store, connection, rows: dict) -> None:
+    """Insert ``rows`` (model -> row dicts) in their order: parents (runs) before the rows
+    that refer to them."""
+    for model, values in rows.items():
+        if not values:
+            continue
+        if store.db_type != "sqlite":  # SQLAlchemy's multi-row INSERT ... VALUES
+            connection.execute(model.__table__.insert(), values)
+            continue
+        columns = list(values[0])  # sqlite's own executemany: a third of SQLAlchemy's time
+        names = ", ".join(f'"{c}"' for c in columns)
+        connection.exec_driver_sql(
+            f'INSERT INTO "{model.__tablename__}" ({names}) VALUES '
+            f'({", ".join("?" * len(columns))})',
+            [tuple(row[c] for c in columns) for row in values])

@@ -60,6 +60,7 @@ from farm.store.store import Store, fault_point
 from farm.tracking.mlflow_connection import Connection, resolve_uri, runs_page
 from farm.tracking.mlflow_logger import Logger
 from farm.tracking.mlflow_mapping import (
+    NewRun,
     RunContext,
     seed_run,
     span_ms,
@@ -299,35 +300,50 @@ class Tracker:
     def _log_statistics(self, records: dict[str, dict]) -> None:
         """Each variant with news: its seed counts and statistics (step: the runs aggregated);
         the parent: the sweep's counts, and the sensitivity ranking."""
-        import pyarrow as pa
-        from mlflow.entities import Metric, RunTag
+        from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
         members = self._members()
-        stats = self.statistics
         for v in sorted(self._news & set(members) & set(self._variant_runs)):
-            recs = [records[k] for k in members[v] if k in records]
-            finished = [r for r in recs if r["status"] == "done"]
-            metrics = {"runs_done": len(finished), "runs_failed": len(recs) - len(finished)}
-            if finished and stats is not None:
-                traces = pa.concat_tables([self._trace_of(r["run_key"]) for r in finished],
-                                          promote_options="default")
-                metrics.update(stats.variant([r["summary"] for r in finished], traces))
+            metrics, n_done = self._variant_statistics(
+                [records[k] for k in members[v] if k in records])
             self._log_batch(self._variant_runs[v][0], [],
-                            [Metric(k, float(x), now, len(finished))
+                            [Metric(k, float(x), now, n_done)
                              for k, x in sorted(metrics.items())], [])
-        done = [r for k, r in records.items() if k in self._ctx.layout.variant_of
-                and r["status"] == "done"]
-        sweep = {"runs": len(self._ctx.layout.variant_of), "runs_done": len(done),
+        self._log_sweep_statistics(records, len(members), now)
+        self._news.clear()
+        self._traces.clear()
+
+    def _variant_statistics(self, recs: list[dict]) -> tuple[dict[str, float], int]:
+        """(metrics, number of done runs) of one variant's stored runs ``recs``: its seed
+        counts, and the statistics over its done seeds when there are some."""
+        import pyarrow as pa
+
+        stats = self.statistics
+        finished = [r for r in recs if r["status"] == "done"]
+        metrics = {"runs_done": len(finished), "runs_failed": len(recs) - len(finished)}
+        if finished and stats is not None:
+            traces = pa.concat_tables([self._trace_of(r["run_key"]) for r in finished],
+                                      promote_options="default")
+            metrics.update(stats.variant([r["summary"] for r in finished], traces))
+        return metrics, len(finished)
+
+    def _log_sweep_statistics(self, records: dict[str, dict], n_variants: int,
+                              now: int) -> None:
+        """The parent run's metrics (the sweep's run and variant counts, the sensitivity
+        ranking) and tags."""
+        from mlflow.entities import Metric, RunTag
+
+        stats, variant_of = self.statistics, self._ctx.layout.variant_of
+        done = [r for k, r in records.items() if k in variant_of and r["status"] == "done"]
+        sweep = {"runs": len(variant_of), "runs_done": len(done),
                  "runs_failed": sum(1 for k, r in records.items() if r["status"] != "done"
-                                    and k in self._ctx.layout.variant_of),
-                 "variants": len(members)}
+                                    and k in variant_of),
+                 "variants": n_variants}
         ranking, tags = stats.sweep([r["summary"] for r in done]) if stats else ({}, {})
         self._log_batch(self.parent, [], [Metric(k, float(x), now, 0) for k, x in
                                           sorted({**sweep, **ranking}.items())],
                         [RunTag(k, x) for k, x in tags.items()])
-        self._news.clear()
-        self._traces.clear()
 
     def _members(self) -> dict[str, list[str]]:
         members: dict[str, list[str]] = {}
@@ -388,44 +404,56 @@ class Tracker:
         where the store takes a batch (``Connection.write_runs``: a database, or a server with
         optfarm's app), the others through the client, several at a time; then the variants
         whose seeds are all logged are ended."""
-        c = self._conn
-        touched = set()
-        for record, _ in items:
-            self._spans[record["run_key"]] = span_ms(record)
-            v = self._ctx.layout.variant_of.get(record["run_key"])
-            if v is not None:
-                touched.add(v)
+        touched = self._note_spans(items)
         self._open_variants(touched)
-        runs = []
-        for record, trace in items:
-            key = record["run_key"]
-            if record["status"] == "done" and trace is None:
-                trace = self.store.trace(key)
-            if record["status"] == "done" and self.statistics is not None:
-                self._traces[key] = trace.select([col for col in self.statistics.columns
-                                                  if col in trace.column_names])
-            v = self._ctx.layout.variant_of.get(key)
-            parent = self._variant_runs[v][0] if v is not None else self.parent
-            path = self.store.location.absolute(self.store.trace_path(key)) \
-                if record["status"] == "done" else None
-            runs.append(seed_run(self._ctx, record, trace, parent, path))
+        runs = [self._seed_run(record, trace) for record, trace in items]
         self._news |= touched
-        new = [run for run in runs if c.write_runs is not None and run.key not in self._runs]
-        rest = [run for run in runs if c.write_runs is None or run.key in self._runs]
+        writes = self._conn.write_runs is not None
+        new = [run for run in runs if writes and run.key not in self._runs]
+        rest = [run for run in runs if not writes or run.key in self._runs]
         if new:
-            c.write_runs(new)
-            fault_point("after-mlflow-create")
-            if self.artifacts:
-                for run in new:
-                    if run.status == "FINISHED":
-                        self._log_trace(run.run_id, run.key)
-            self._remember([(run.key, run.run_id, run.status) for run in new])
+            self._write_new(new)
         if len(rest) > 1:
             with ThreadPoolExecutor(min(_CLIENT_THREADS, len(rest))) as pool:
                 self._remember(list(pool.map(self._log_one, rest)))
         elif rest:
             self._remember([self._log_one(rest[0])])
         self._end_complete_variants(touched)
+
+    def _note_spans(self, items: list[tuple[dict, Any]]) -> set[str]:
+        """Keep each stored run's span; the variants the runs belong to."""
+        touched = set()
+        for record, _ in items:
+            self._spans[record["run_key"]] = span_ms(record)
+            v = self._ctx.layout.variant_of.get(record["run_key"])
+            if v is not None:
+                touched.add(v)
+        return touched
+
+    def _seed_run(self, record: dict, trace) -> NewRun:
+        """The MLflow run of one stored run (its trace read from the store when done and not
+        at hand, and kept for the statistics), under its variant's run or the parent."""
+        key = record["run_key"]
+        done = record["status"] == "done"
+        if done and trace is None:
+            trace = self.store.trace(key)
+        if done and self.statistics is not None:
+            self._traces[key] = trace.select([col for col in self.statistics.columns
+                                              if col in trace.column_names])
+        v = self._ctx.layout.variant_of.get(key)
+        parent = self._variant_runs[v][0] if v is not None else self.parent
+        path = self.store.location.absolute(self.store.trace_path(key)) if done else None
+        return seed_run(self._ctx, record, trace, parent, path)
+
+    def _write_new(self, new: list[NewRun]) -> None:
+        """Create the runs ``new`` in one batch, then attach the finished ones' traces."""
+        self._conn.write_runs(new)
+        fault_point("after-mlflow-create")
+        if self.artifacts:
+            for run in new:
+                if run.status == "FINISHED":
+                    self._log_trace(run.run_id, run.key)
+        self._remember([(run.key, run.run_id, run.status) for run in new])
 
     def _open_variants(self, touched: set[str]) -> None:
         """Create the variant runs of ``touched`` that do not exist (RUNNING, starting at the
