@@ -93,6 +93,7 @@ __all__ = [
     "QUALITY",
     "BaselineError",
     "Comparison",
+    "aligned_lines",
     "allowed_change",
     "compare",
     "distribution_shift",
@@ -563,11 +564,17 @@ def format_table(rows: Sequence[Comparison]) -> str:
               str(r.n_changed), _num(r.baseline_median), _num(r.current_median),
               _pct(r.change), _pct(r.change_p90), _num(r.effect), _num(r.p_holm), r.verdict)
              for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)),
+    return "\n".join(aligned_lines(cols, cells))
+
+
+def aligned_lines(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A plain-text table: the column names, a rule, the rows, each column as wide as its
+    widest cell."""
+    widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)),
              "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
-    return "\n".join(lines)
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in rows]
+    return lines
 
 
 def _num(v: float) -> str:
