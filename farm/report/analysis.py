@@ -192,10 +192,7 @@ def _empty_run() -> dict[str, np.ndarray]:
 
 
 def _analyse_dataset(dataset: str, groups: dict[str, Group]) -> DatasetAnalysis:
-    metrics = {s["metric"] for g in groups.values() for s in g.summaries}
-    if len(metrics) != 1:
-        raise ValueError(f"dataset {dataset!r} mixes quality metrics {sorted(metrics)}")
-    metric = metrics.pop()
+    metric = _dataset_metric(dataset, groups)
     optimum = next((s["optimum"][metric] for g in groups.values() for s in g.summaries
                     if s.get("optimum")), math.nan)
     runs = [t for g in groups.values() for t in g.traces]
@@ -205,20 +202,8 @@ def _analyse_dataset(dataset: str, groups: dict[str, Group]) -> DatasetAnalysis:
     for label, g in groups.items():
         steps = _Steps(g.traces)
         quality = steps.quality(metric)
-        values = steps.on_grid("cum_exploration_cost", quality, cost_grid, _before(metric))
-        if metric == "cno":
-            fig4_cost, fig4_cno = _p90_curve(steps, quality)
-            curves[label] = {"p50": np.quantile(values, 0.5, axis=0, method=QUANTILE_METHOD),
-                             "fig4_cost": fig4_cost, "fig4_cno": fig4_cno}
-        else:
-            by_time = steps.on_grid("cum_exploration_time", quality, time_grid, 0.0)
-            curves[label] = {"mean": values.mean(axis=0), "mean_by_time": by_time.mean(axis=0)}
-        # the optimizer's own pick, where the traces have it (else the credited incumbent)
-        own = steps.quality(metric, pick=True) if steps.has("pick_feasible") else quality
-        reached = {target: steps.first_reach(quality, metric, thr, optimum)
-                   for target, thr in REACH_TARGETS[metric].items()}
-        picked = {target: steps.first_reach(own, metric, thr, optimum)
-                  for target, thr in REACH_TARGETS[metric].items()}
+        curves[label] = _curves(steps, quality, metric, cost_grid, time_grid)
+        reached, picked = _first_reaches(steps, quality, metric, optimum)
         reach[label] = {target: r[:, 0] for target, r in reached.items()}
         stats[label] = group_stats(g, metric, reached, picked)
         if metric == "cno":
@@ -226,6 +211,40 @@ def _analyse_dataset(dataset: str, groups: dict[str, Group]) -> DatasetAnalysis:
                 curves[label]["fig4_cost"], curves[label]["fig4_cno"], 1.0)
     return DatasetAnalysis(dataset, metric, optimum, cost_grid, time_grid, groups, curves,
                            reach, stats)
+
+
+def _dataset_metric(dataset: str, groups: Mapping[str, Group]) -> str:
+    """The one quality metric of a dataset's runs (ValueError when they mix two)."""
+    metrics = {s["metric"] for g in groups.values() for s in g.summaries}
+    if len(metrics) != 1:
+        raise ValueError(f"dataset {dataset!r} mixes quality metrics {sorted(metrics)}")
+    return metrics.pop()
+
+
+def _curves(steps: _Steps, quality: np.ndarray, metric: str, cost_grid: np.ndarray,
+            time_grid: np.ndarray) -> dict[str, np.ndarray]:
+    """A group's curves: for CNO the p50 over seeds on the cost grid and Lynceus Fig. 4's
+    p90 curve; for Accuracy_C the mean over seeds on the cost grid and on the time grid."""
+    values = steps.on_grid("cum_exploration_cost", quality, cost_grid, _before(metric))
+    if metric == "cno":
+        fig4_cost, fig4_cno = _p90_curve(steps, quality)
+        return {"p50": np.quantile(values, 0.5, axis=0, method=QUANTILE_METHOD),
+                "fig4_cost": fig4_cost, "fig4_cno": fig4_cno}
+    by_time = steps.on_grid("cum_exploration_time", quality, time_grid, 0.0)
+    return {"mean": values.mean(axis=0), "mean_by_time": by_time.mean(axis=0)}
+
+
+def _first_reaches(steps: _Steps, quality: np.ndarray, metric: str, optimum: float
+                   ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Per reach target, each run's (cost, time) at its first step meeting it: of the
+    credited incumbent, and of the optimizer's own pick where the traces have it (else the
+    credited incumbent's again)."""
+    own = steps.quality(metric, pick=True) if steps.has("pick_feasible") else quality
+    reached = {target: steps.first_reach(quality, metric, thr, optimum)
+               for target, thr in REACH_TARGETS[metric].items()}
+    picked = {target: steps.first_reach(own, metric, thr, optimum)
+              for target, thr in REACH_TARGETS[metric].items()}
+    return reached, picked
 
 
 def paper_p90_curve(traces: Sequence[Mapping[str, np.ndarray]], q: float = 0.9
@@ -362,6 +381,20 @@ def group_stats(g: Group, metric: str, reached: Mapping[str, np.ndarray],
     """The statistics tables and paper comparisons use (keys named in ``paper_numbers``):
     those of the credited incumbent, and ``pick_...`` those of the optimizer's own pick
     (``reached``, ``picked``: per target, per seed (cost, time) to reach it)."""
+    stats = _run_stats(g, metric)
+    for target, r in reached.items():
+        stats[f"never:{target}"] = never_text(g.summaries, r[:, 0])
+    for prefix, by_target in (("", reached), ("pick_", picked)):
+        for target, r in by_target.items():
+            stats.update(_reach_stats(f"{prefix}reach", target, r))
+    stats.update(_recurring_job_stats(g.summaries))
+    return stats
+
+
+def _run_stats(g: Group, metric: str) -> dict[str, Any]:
+    """A group's runs: their number, evaluations, exploration cost, final quality (of the
+    credited incumbent and of the optimizer's own pick), recommendation latency and model
+    fit time (after the warm-up), and for CNO the distance to the optimum."""
     final = np.array([final_quality(s) for s in g.summaries])
     own = np.array([final_quality(s, pick=True) for s in g.summaries])
     latency = np.concatenate([after_warmup(t["recommendation_latency_s"]) for t in g.traces])
@@ -383,20 +416,26 @@ def group_stats(g: Group, metric: str, reached: Mapping[str, np.ndarray],
     }
     if metric == "cno":
         stats["dopt_median"] = stats["final_p50"] - 1.0
-    for target, r in reached.items():
-        stats[f"never:{target}"] = never_text(g.summaries, r[:, 0])
-    for prefix, by_target in (("", reached), ("pick_", picked)):
-        for target, r in by_target.items():
-            stats[f"{prefix}reach_frac:{target}"] = float(np.isfinite(r[:, 0]).mean())
-            for q in (50, 90):
-                stats[f"{prefix}reach_p{q}:{target}"] = quantile(r[:, 0], q / 100)
-                stats[f"{prefix}reach_time_p{q}:{target}"] = quantile(r[:, 1], q / 100)
-            # TrimTuner's figures average over runs (inf when a run never reached the target)
-            stats[f"{prefix}reach_mean:{target}"] = (float(np.mean(r[:, 0])) if len(r)
-                                                     else math.nan)
-            stats[f"{prefix}reach_time_mean:{target}"] = (float(np.mean(r[:, 1])) if len(r)
-                                                          else math.nan)
-    jobs = [s["recurring_job"] for s in g.summaries if s.get("recurring_job")]
+    return stats
+
+
+def _reach_stats(key: str, target: str, r: np.ndarray) -> dict[str, float]:
+    """The ``key:target`` statistics of the per-seed (cost, time) rows ``r`` to reach a
+    target: the share of seeds that reached it, p50 / p90 of cost and time, and their means
+    (TrimTuner's figures average over runs: inf when a run never reached the target)."""
+    stats = {f"{key}_frac:{target}": float(np.isfinite(r[:, 0]).mean())}
+    for q in (50, 90):
+        stats[f"{key}_p{q}:{target}"] = quantile(r[:, 0], q / 100)
+        stats[f"{key}_time_p{q}:{target}"] = quantile(r[:, 1], q / 100)
+    stats[f"{key}_mean:{target}"] = float(np.mean(r[:, 0])) if len(r) else math.nan
+    stats[f"{key}_time_mean:{target}"] = float(np.mean(r[:, 1])) if len(r) else math.nan
+    return stats
+
+
+def _recurring_job_stats(summaries: Sequence[Mapping]) -> dict[str, float]:
+    """The mean over runs of each of Guindani's recurring-job metrics the runs report."""
+    jobs = [s["recurring_job"] for s in summaries if s.get("recurring_job")]
+    stats = {}
     for key in GUINDANI_METRICS:
         values = [j[key] for j in jobs if j.get(key) is not None]
         if values:
@@ -448,30 +487,43 @@ def paper_rows(analyses: Mapping[str, DatasetAnalysis],
     rows = []
     for n in numbers:
         for name, a in analyses.items():
-            if not n.applies_to(a.dataset):
-                continue
-            bases = [label for label, g in a.groups.items()
-                     if n.baseline is not None and n.baseline.matches(g.optimizer, g.params)]
-            if n.baseline is not None and not bases:
-                continue
-            for label, g in a.groups.items():
-                if not n.selector.matches(g.optimizer, g.params) or n.stat not in a.stats[label]:
-                    continue
-                base = (max(bases, key=lambda b: _shared_params(a.groups[b], g)) if bases
-                        else None)
-                ours, values = _ours(a, n.stat, label, base)
-                # a statistic of each optimizer's own pick has the farm's beside it: the same
-                # on the configuration it credits, the best tested one (issue 33)
-                tested = n.stat.removeprefix("pick_") if n.stat.startswith("pick_") else None
-                rows.append({"paper": n.paper, "where": n.where, "section": name,
-                             "quantity": n.quantity, "paper value": n.published,
-                             "note": n.note, "statistic": "own pick" if tested
-                             else "tested incumbent", "ours": ours,
-                             "ours, tested incumbent": _ours(a, tested, label, base)[0]
-                             if tested in a.stats[label] else None,
-                             "our variants": label if base is None else f"{label} / {base}",
-                             "our values": values})
+            if n.applies_to(a.dataset):
+                rows += _number_rows(n, name, a)
     return rows
+
+
+def _number_rows(n: PaperNumber, name: str, a: DatasetAnalysis) -> list[dict[str, Any]]:
+    """A published number's rows on one dataset: one per variant it selects that has its
+    statistic, over the baseline variant sharing the most parameters with it when the number
+    is a ratio (no rows when the sweep has no baseline variant)."""
+    bases = [label for label, g in a.groups.items()
+             if n.baseline is not None and n.baseline.matches(g.optimizer, g.params)]
+    if n.baseline is not None and not bases:
+        return []
+    rows = []
+    for label, g in a.groups.items():
+        if not n.selector.matches(g.optimizer, g.params) or n.stat not in a.stats[label]:
+            continue
+        base = max(bases, key=lambda b: _shared_params(a.groups[b], g)) if bases else None
+        rows.append(_paper_row(n, name, a, label, base))
+    return rows
+
+
+def _paper_row(n: PaperNumber, name: str, a: DatasetAnalysis, label: str,
+               base: str | None) -> dict[str, Any]:
+    """The published number beside ours for variant ``label`` (over ``base``'s)."""
+    ours, values = _ours(a, n.stat, label, base)
+    # a statistic of each optimizer's own pick has the farm's beside it: the same on the
+    # configuration it credits, the best tested one (issue 33)
+    tested = n.stat.removeprefix("pick_") if n.stat.startswith("pick_") else None
+    return {"paper": n.paper, "where": n.where, "section": name,
+            "quantity": n.quantity, "paper value": n.published,
+            "note": n.note, "statistic": "own pick" if tested else "tested incumbent",
+            "ours": ours,
+            "ours, tested incumbent": _ours(a, tested, label, base)[0]
+            if tested in a.stats[label] else None,
+            "our variants": label if base is None else f"{label} / {base}",
+            "our values": values}
 
 
 def _ours(a: DatasetAnalysis, stat: str, label: str, base: str | None) -> tuple[float, str]:

@@ -474,43 +474,61 @@ def mutation_table(runs: Sequence, baseline: dict, mutations: Sequence[Mutation]
     reruns its new seeds, and a new statistic or a gate on a subset of the runs (the short CI
     gate on the nightly's results) reruns nothing."""
     from farm.report.analysis import variant_labels
-    from farm.report.regress import (
-        compare,
-        quality_values,
-        read_baseline,
-        write_baseline,
-    )
 
     labels = variant_labels([{"run_key": r.run_key, "optimizer": r.optimizer,
                               "params": r.resolved().params} for r in runs])
     key = {r.run_key: f"{r.dataset} / {labels[r.run_key]}" for r in runs}
+    gate = {"alpha": alpha, "tolerance": tolerance, "min_effect": min_effect,
+            "consistent_tolerance": consistent_tolerance}
     base = _restrict(baseline, runs, key)
     out = []
     for m in mutations:
         affected = [r for r in runs if affects(m, r)]
         path = None if store is None else Path(store) / f"{m.name}.json"
         t0, cpu0 = time.perf_counter(), _children_cpu()
-        kept = read_baseline(path) if path is not None and path.is_file() else {}
-        missing = [r for r in affected
-                   if r.seed not in kept.get(key[r.run_key], {}).get("seeds", ())]
-        if missing:
-            new = quality_values(run_mutation(m, missing, workers), labels)
-            kept = _merge(kept, new)
-            if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                write_baseline(path, kept, f"mutation {m.name}")
-        mutated, reused = _restrict(kept, affected, key), len(affected) - len(missing)
+        kept, n_rerun = _mutated_values(m, affected, key, labels, path, workers)
+        mutated = _restrict(kept, affected, key)
         wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
-        rows = compare(base, {**base, **mutated}, alpha=alpha, tolerance=tolerance,
-                       min_effect=min_effect, consistent_tolerance=consistent_tolerance)
-        touched = [r for r in rows if r.key in mutated and r.verdict != "not run"]
-        strongest = min(touched, key=lambda r: (r.p_holm, r.p_worse, -r.effect), default=None)
+        flagged, improved, strongest = _gate_verdicts(base, mutated, gate)
         out.append(MutationResult(m, len(affected), _changed_seeds(mutated, base), wall, cpu,
-                                  reused, [r for r in rows if r.verdict == "REGRESSION"],
-                                  [r for r in rows if r.verdict == "improved"], strongest))
+                                  len(affected) - n_rerun, flagged, improved, strongest))
         if progress is not None:
             progress(_progress_line(out[-1]))
     return out
+
+
+def _mutated_values(m: Mutation, affected: Sequence, key: Mapping[str, str],
+                    labels: Mapping[str, str], path: Path | None,
+                    workers: int) -> tuple[dict, int]:
+    """The values of the ``affected`` runs under ``m`` and how many were rerun: those kept
+    at ``path`` (the baseline's format) are reused, the others rerun in ``workers`` forked
+    processes and added there."""
+    from farm.report.regress import quality_values, read_baseline, write_baseline
+
+    kept = read_baseline(path) if path is not None and path.is_file() else {}
+    missing = [r for r in affected
+               if r.seed not in kept.get(key[r.run_key], {}).get("seeds", ())]
+    if missing:
+        new = quality_values(run_mutation(m, missing, workers), labels)
+        kept = _merge(kept, new)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_baseline(path, kept, f"mutation {m.name}")
+    return kept, len(missing)
+
+
+def _gate_verdicts(base: dict, mutated: dict, gate: Mapping[str, float]
+                   ) -> tuple[list, list, object]:
+    """The gate run on the baseline with the ``mutated`` entries replaced: its REGRESSION
+    rows, its "improved" rows and, of the rows the mutation ran, the one with the strongest
+    evidence (the smallest Holm p-value; None if it ran none)."""
+    from farm.report.regress import compare
+
+    rows = compare(base, {**base, **mutated}, **gate)
+    touched = [r for r in rows if r.key in mutated and r.verdict != "not run"]
+    strongest = min(touched, key=lambda r: (r.p_holm, r.p_worse, -r.effect), default=None)
+    return ([r for r in rows if r.verdict == "REGRESSION"],
+            [r for r in rows if r.verdict == "improved"], strongest)
 
 
 def _changed_seeds(mutated: dict, base: dict) -> int:
@@ -559,44 +577,61 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+MUTATION_COLUMNS = ("mutation", "kind", "runs", "changed", "verdict", "strongest evidence",
+                    "worse", "p (Holm)")
+# the rates under the table: (kind of mutation, its line given (flagged, tried))
+RATE_LINES = (("regression", "\ndetection rate: {}/{} regressions caught"),
+              ("neutral", "false-alarm rate: {}/{} neutral changes flagged"))
+
+
 def format_mutation_table(results: Sequence[MutationResult]) -> str:
     """One row per mutation, then the detection and false-alarm rates."""
-    cols = ("mutation", "kind", "runs", "changed", "verdict", "strongest evidence", "worse",
-            "p (Holm)")
-    rows = []
-    for r in results:
-        s = r.strongest
-        if r.n_runs == 0:
-            verdict = "not in this gate"
-        elif r.mutation.kind == "regression":
-            verdict = "caught" if r.caught else "missed"
-            verdict += f" ({len(r.improved)} improved)" if r.improved else ""
-        else:
-            verdict = "FALSE ALARM" if r.caught else "passed"
-        evidence = "-" if s is None else f"{s.key}: {s.quality} {_pct(s.change)}"
-        rows.append((r.mutation.name, r.mutation.kind, str(r.n_runs), str(r.n_changed), verdict,
-                     evidence, "-" if s is None else f"{s.effect:.2f} of {s.n_changed}",
-                     "-" if s is None else f"{s.p_holm:.2g}"))
-    widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(cols)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in rows]
-    for r in results:
-        if r.mutation.kind == "regression" and not r.caught and r.mutation.exercised_by:
-            lines.append(f"{r.mutation.name}: exercised only by {r.mutation.exercised_by}")
-    reg = [r for r in results if r.mutation.kind == "regression" and r.n_runs]
-    neu = [r for r in results if r.mutation.kind == "neutral" and r.n_runs]
-    if reg:
-        lines.append(f"\ndetection rate: {sum(r.caught for r in reg)}/{len(reg)} regressions "
-                     "caught")
-    if neu:
-        lines.append(f"false-alarm rate: {sum(r.caught for r in neu)}/{len(neu)} neutral "
-                     "changes flagged")
+    from farm.report.regress import aligned_lines
+
+    return "\n".join(aligned_lines(MUTATION_COLUMNS, [_table_row(r) for r in results])
+                     + _footer(results) + _rerun_time(results))
+
+
+def _footer(results: Sequence[MutationResult]) -> list[str]:
+    """Under the table: what a sweep needs to exercise each missed regression, the
+    detection and false-alarm rates."""
+    lines = [f"{r.mutation.name}: exercised only by {r.mutation.exercised_by}"
+             for r in results
+             if r.mutation.kind == "regression" and not r.caught and r.mutation.exercised_by]
+    for kind, line in RATE_LINES:
+        tried = [r for r in results if r.mutation.kind == kind and r.n_runs]
+        if tried:
+            lines.append(line.format(sum(r.caught for r in tried), len(tried)))
+    return lines
+
+
+def _rerun_time(results: Sequence[MutationResult]) -> list[str]:
+    """The wall and CPU time of the mutations that reran runs (none if all were reused)."""
     rerun = [r for r in results if r.reused < r.n_runs]
-    if rerun:
-        lines.append(f"rerun: {sum(r.wall_s for r in rerun):.0f} s wall, "
-                     f"{sum(r.cpu_s for r in rerun):.0f} CPU-s in the workers")
-    return "\n".join(lines)
+    if not rerun:
+        return []
+    return [f"rerun: {sum(r.wall_s for r in rerun):.0f} s wall, "
+            f"{sum(r.cpu_s for r in rerun):.0f} CPU-s in the workers"]
+
+
+def _table_row(r: MutationResult) -> tuple[str, ...]:
+    """A mutation's cells: what it is, how many runs it changed, the verdict, the evidence."""
+    s = r.strongest
+    evidence = (("-", "-", "-") if s is None else
+                (f"{s.key}: {s.quality} {_pct(s.change)}", f"{s.effect:.2f} of {s.n_changed}",
+                 f"{s.p_holm:.2g}"))
+    return (r.mutation.name, r.mutation.kind, str(r.n_runs), str(r.n_changed), _verdict(r),
+            *evidence)
+
+
+def _verdict(r: MutationResult) -> str:
+    """A regression is caught or missed, a neutral change passed or a false alarm."""
+    if r.n_runs == 0:
+        return "not in this gate"
+    if r.mutation.kind != "regression":
+        return "FALSE ALARM" if r.caught else "passed"
+    return ("caught" if r.caught else "missed") + (f" ({len(r.improved)} improved)"
+                                                  if r.improved else "")
 
 
 def _pct(v: float) -> str:

@@ -32,34 +32,56 @@ def write_report(analyses: Mapping[str, DatasetAnalysis], out_dir: Path,
     figures per dataset unless ``per_dataset`` is false."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    files: list[Path] = []
-    body = [f"<h1>{html.escape(title)}</h1>"]
-    if per_dataset and verdict(analyses):
-        body.append(f'<p class="verdict"><b>Verdict.</b> {html.escape(verdict(analyses))}</p>')
-    body.append(_DEFINITIONS if intro is None else f"<p>{html.escape(intro)}</p>")
-    for name, a in analyses.items() if per_dataset else ():
-        body.append(f"<h2>{html.escape(name)} ({'CNO' if a.metric == 'cno' else 'Accuracy_C'},"
-                    f" {sum(s['runs'] for s in a.stats.values())} runs)</h2>")
-        body.append(_table(_summary_rows(a)))
-        body.append(_table(_reach_rows(a)))
-        figs = _figures(name, a, out_dir)
-        files += figs
-        body += [_img(f) for f in figs]
-    for section in sections:
-        rows = section.rows(analyses)
-        if rows or section.empty is not None:
-            body += [f"<h2>{html.escape(section.title)}</h2>",
-                     _table(rows) if rows else f"<p>{html.escape(section.empty)}</p>"]
-        if rows and section.figures is not None:
-            written = section.figures(analyses, out_dir)
-            files += written
-            body += [_img(f) for f in written if f.suffix == ".png"]
+    body, files = _page_head(analyses, title, per_dataset, intro), []
+    parts = ([_dataset_section(name, a, out_dir) for name, a in analyses.items()]
+             if per_dataset else [])
+    parts += [_page_section(section, analyses, out_dir) for section in sections]
+    for html_parts, written in parts:
+        body += html_parts
+        files += written
     stats_path = out_dir / "stats.json"
     stats_path.write_text(json.dumps(finite_json({n: a.stats for n, a in analyses.items()}),
                                      indent=1, default=_json_float, allow_nan=False))
     page = out_dir / "report.html"
     page.write_text(_PAGE.format(title=html.escape(title), body="\n".join(body)))
     return files + [stats_path, page]
+
+
+def _page_head(analyses: Mapping[str, DatasetAnalysis], title: str, per_dataset: bool,
+               intro: str | None) -> list[str]:
+    """The title, the verdict line (with the per-dataset part) and the definitions of the
+    curves or ``intro``."""
+    head = [f"<h1>{html.escape(title)}</h1>"]
+    if per_dataset and verdict(analyses):
+        head.append(f'<p class="verdict"><b>Verdict.</b> {html.escape(verdict(analyses))}</p>')
+    head.append(_DEFINITIONS if intro is None else f"<p>{html.escape(intro)}</p>")
+    return head
+
+
+def _dataset_section(name: str, a: DatasetAnalysis, out_dir: Path
+                     ) -> tuple[list[str], list[Path]]:
+    """A dataset's heading, summary and reach tables and figures (written into ``out_dir``):
+    the HTML parts and the files."""
+    parts = [f"<h2>{html.escape(name)} ({'CNO' if a.metric == 'cno' else 'Accuracy_C'},"
+             f" {sum(s['runs'] for s in a.stats.values())} runs)</h2>",
+             _table(_summary_rows(a)), _table(_reach_rows(a))]
+    figs = _figures(name, a, out_dir)
+    return parts + [_img(f) for f in figs], figs
+
+
+def _page_section(section: Section, analyses: Mapping[str, DatasetAnalysis], out_dir: Path
+                  ) -> tuple[list[str], list[Path]]:
+    """A page-wide section: its heading and table (or its text when empty, if it has one),
+    and its figures when it has rows: the HTML parts and the files written."""
+    rows = section.rows(analyses)
+    parts = []
+    if rows or section.empty is not None:
+        parts += [f"<h2>{html.escape(section.title)}</h2>",
+                  _table(rows) if rows else f"<p>{html.escape(section.empty)}</p>"]
+    if not rows or section.figures is None:
+        return parts, []
+    written = section.figures(analyses, out_dir)
+    return parts + [_img(f) for f in written if f.suffix == ".png"], written
 
 
 MAX_CURVES = 6
@@ -101,21 +123,25 @@ def _figures(name: str, a: DatasetAnalysis, out_dir: Path) -> list[Path]:
     cost and time), for the ``chosen_variants``, labelled with their role (a grid of 72
     variants is read in the sensitivity section, not as 72 curves)."""
     slug = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)
-    shown = {label: f"{label} ({role})" if role else label
-             for label, role in chosen_variants(a).items()}
+    shown = _legend(a)
     curves = {shown[k]: v for k, v in a.curves.items() if k in shown}
-    reach_by = {shown[k]: v for k, v in a.reach.items() if k in shown}
     if a.metric == "cno":
+        reach_by = {shown[k]: {t: v for t, v in r.items() if t != CNO_OPTIMUM}
+                    for k, r in a.reach.items() if k in shown}
         return [plots.plot_cno(out_dir / f"cno_{slug}.png", name, a.cost_grid, curves),
-                plots.plot_reach_cdf(out_dir / f"reach_{slug}.png", name,
-                                     {k: {t: v for t, v in r.items() if t != CNO_OPTIMUM}
-                                      for k, r in reach_by.items()})]
+                plots.plot_reach_cdf(out_dir / f"reach_{slug}.png", name, reach_by)]
     return [plots.plot_accuracy(
         out_dir / f"accuracy_{slug}.png", name, a.optimum,
         {"cumulative exploration cost ($)":
              (a.cost_grid, {k: c["mean"] for k, c in curves.items()}),
          "cumulative exploration time (s)":
              (a.time_grid, {k: c["mean_by_time"] for k, c in curves.items()})})]
+
+
+def _legend(a: DatasetAnalysis) -> dict[str, str]:
+    """The ``chosen_variants`` with their legend entries: the label and its role, if any."""
+    return {label: f"{label} ({role})" if role else label
+            for label, role in chosen_variants(a).items()}
 
 
 def _summary_rows(a: DatasetAnalysis) -> list[dict[str, Any]]:

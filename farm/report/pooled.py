@@ -8,6 +8,7 @@ The two families taken together make a third pool, where the peers
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,43 +30,75 @@ def pooled_reach_rows(analyses: Mapping[str, DatasetAnalysis]) -> list[dict[str,
     (job, seed) of the cost to reach CNO <= 1.1 in mean-configuration-cost units; the p90
     of eic-usd over lynceus' beside the paper's ratio, and every variant's p90 over the best
     peer's when peers ran."""
-    from optimizers.registry import is_peer
-
     rows = []
     for family, (prefixes, paper) in FAMILIES.items():
-        pooled: dict[str, list[float]] = {}
-        optimizer_of: dict[str, str] = {}
-        jobs: dict[str, set[str]] = {}
-        for a in analyses.values():
-            if not a.dataset.startswith(prefixes) or a.metric != "cno":
-                continue
-            for label, g in a.groups.items():
-                units = [s.get("mean_config_cost") for s in g.summaries]
-                if None in units:
-                    continue  # summaries stored before they carried the unit
-                pooled.setdefault(label, []).extend(np.asarray(a.reach[label][TARGET]) /
-                                                    np.asarray(units))
-                optimizer_of[label] = g.optimizer
-                jobs.setdefault(label, set()).add(a.dataset)
-        p90 = {label: quantile(v, 0.9) for label, v in pooled.items() if len(jobs[label]) > 1}
-        if len(prefixes) > 1 and len({j.split("-")[0] for js in jobs.values() for j in js}) < 2:
+        pool = _pool(analyses, prefixes)
+        if len(prefixes) > 1 and len({j.split("-")[0] for js in pool.jobs.values()
+                                      for j in js}) < 2:
             continue  # the joint pool only when both families ran
-        lynceus = next((p90[k] for k in p90 if optimizer_of[k] == "lynceus"), None)
-        peers = [k for k in p90 if is_peer(optimizer_of[k])]
-        best_peer = min(peers, key=p90.get, default=None)
-        for label in sorted(p90):
-            ratio = (p90[label] / lynceus if paper and optimizer_of[label] == "eic-usd"
-                     and lynceus and np.isfinite(lynceus) else None)
-            row = {"family": family, "optimizer": label, "jobs": len(jobs[label]),
-                   "runs": len(pooled[label]),
-                   "reached": float(np.isfinite(pooled[label]).mean()),
-                   f"cost to {TARGET} p50 (mean config costs)": quantile(pooled[label], 0.5),
-                   f"cost to {TARGET} p90 (mean config costs)": p90[label],
-                   "p90 / lynceus p90": ratio,
-                   "paper (BO / Lynceus)": paper if ratio is not None else None}
-            if best_peer is not None:
-                row["best peer"] = best_peer
-                row["p90 / best peer p90"] = (p90[label] / p90[best_peer]
-                                              if np.isfinite(p90[best_peer]) else None)
-            rows.append(row)
+        rows += _family_rows(family, paper, pool)
     return rows
+
+
+@dataclass
+class _Pool:
+    """A family's pool, per variant: the costs to reach the target of each (job, seed) in
+    mean-configuration-cost units, its optimizer, the jobs it ran."""
+
+    costs: dict[str, list[float]] = field(default_factory=dict)
+    optimizer_of: dict[str, str] = field(default_factory=dict)
+    jobs: dict[str, set[str]] = field(default_factory=dict)
+
+
+def _pool(analyses: Mapping[str, DatasetAnalysis], prefixes: tuple[str, ...]) -> _Pool:
+    """The runs of the CNO datasets named with one of ``prefixes``, pooled by variant (runs
+    whose summaries do not carry the unit left out)."""
+    pool = _Pool()
+    for a in analyses.values():
+        if not a.dataset.startswith(prefixes) or a.metric != "cno":
+            continue
+        for label, g in a.groups.items():
+            units = [s.get("mean_config_cost") for s in g.summaries]
+            if None in units:
+                continue  # summaries stored before they carried the unit
+            pool.costs.setdefault(label, []).extend(np.asarray(a.reach[label][TARGET]) /
+                                                    np.asarray(units))
+            pool.optimizer_of[label] = g.optimizer
+            pool.jobs.setdefault(label, set()).add(a.dataset)
+    return pool
+
+
+def _family_rows(family: str, paper: float | None, pool: _Pool) -> list[dict[str, Any]]:
+    """A row per variant of ``pool`` on two or more jobs, in label order."""
+    from optimizers.registry import is_peer
+
+    p90 = {label: quantile(v, 0.9) for label, v in pool.costs.items()
+           if len(pool.jobs[label]) > 1}
+    lynceus = next((p90[k] for k in p90 if pool.optimizer_of[k] == "lynceus"), None)
+    peers = [k for k in p90 if is_peer(pool.optimizer_of[k])]
+    best_peer = min(peers, key=p90.get, default=None)
+    rows = []
+    for label in sorted(p90):
+        ratio = _bo_over_lynceus(paper, pool.optimizer_of[label], p90[label], lynceus)
+        costs = pool.costs[label]
+        row = {"family": family, "optimizer": label, "jobs": len(pool.jobs[label]),
+               "runs": len(costs), "reached": float(np.isfinite(costs).mean()),
+               f"cost to {TARGET} p50 (mean config costs)": quantile(costs, 0.5),
+               f"cost to {TARGET} p90 (mean config costs)": p90[label],
+               "p90 / lynceus p90": ratio,
+               "paper (BO / Lynceus)": paper if ratio is not None else None}
+        if best_peer is not None:
+            row["best peer"] = best_peer
+            row["p90 / best peer p90"] = (p90[label] / p90[best_peer]
+                                          if np.isfinite(p90[best_peer]) else None)
+        rows.append(row)
+    return rows
+
+
+def _bo_over_lynceus(paper: float | None, optimizer: str, p90: float,
+                     lynceus: float | None) -> float | None:
+    """BO's (eic-usd's) p90 over Lynceus', where the family has the paper's ratio and
+    Lynceus' p90 is finite; else None."""
+    if paper and optimizer == "eic-usd" and lynceus and np.isfinite(lynceus):
+        return p90 / lynceus
+    return None

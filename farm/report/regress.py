@@ -93,6 +93,7 @@ __all__ = [
     "QUALITY",
     "BaselineError",
     "Comparison",
+    "aligned_lines",
     "allowed_change",
     "compare",
     "distribution_shift",
@@ -378,18 +379,35 @@ def _shift_p_min(n_changed: int) -> float:
     return 1.0 / (1 + SHIFT_PERMUTATIONS)
 
 
-@functools.cache
-def _all_swaps(m: int) -> np.ndarray:
-    """Every swap pattern of ``m`` seeds, (2^m, m) booleans."""
-    return np.array(list(itertools.product((False, True), repeat=m)), dtype=bool)
-
-
 def _verdicts(rows: list[Comparison], alpha: float, tolerance: float, min_effect: float,
               consistent_tolerance: float) -> list[Comparison]:
     """Each compared row's verdict: the signed-rank rule within its family (PRIMARY or an
     end point) or the median's shift test, each family with its share of ``alpha``."""
     compared = [i for i, r in enumerate(rows) if not r.verdict]
+    worse, better = _rank_p_holm(rows, compared, alpha)
+    shift_worse, shift_better = _shift_p_holm(rows, compared, alpha)
     out = list(rows)
+    for i in compared:
+        r = rows[i]
+        allowed = allowed_change(r.effect, tolerance, consistent_tolerance, min_effect)
+        allowed_back = allowed_change(1 - r.effect, tolerance, consistent_tolerance,
+                                      min_effect)
+        by = _worse_by(r, worse[i] <= alpha, shift_worse[i] <= alpha, allowed, tolerance,
+                       min_effect)
+        back = _worse_by(_turned(r), better[i] <= alpha, shift_better[i] <= alpha,
+                         allowed_back, tolerance, min_effect)
+        verdict = "REGRESSION" if by else "improved" if back else "ok"
+        out[i] = replace(r, p_holm=float(min(worse[i], 1.0)),
+                         p_shift_holm=float(min(shift_worse[i], 1.0)), verdict=verdict,
+                         by=by or back)
+    return out
+
+
+def _rank_p_holm(rows: Sequence[Comparison], compared: Sequence[int], alpha: float
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The signed-rank p-values of the ``compared`` rows (worse, better), adjusted by
+    ``holm_tarone`` within each family (PRIMARY, the end points) at its share of ``alpha``
+    and divided by that share (so that each compares with ``alpha``); 1 for the others."""
     worse = np.ones(len(rows))
     better = np.ones(len(rows))
     for primary, share in ((True, PRIMARY_SHARE), (False, END_POINT_SHARE)):
@@ -398,6 +416,14 @@ def _verdicts(rows: list[Comparison], alpha: float, tolerance: float, min_effect
         worse[family] = holm_tarone([rows[i].p_worse for i in family], p_min, share * alpha)
         better[family] = holm_tarone([rows[i].p_better for i in family], p_min, share * alpha)
         worse[family], better[family] = worse[family] / share, better[family] / share
+    return worse, better
+
+
+def _shift_p_holm(rows: Sequence[Comparison], compared: Sequence[int], alpha: float
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The median's shift-test p-values of the ``compared`` rows (worse, better), adjusted
+    by ``holm_tarone`` over all of them at ``SHIFT_SHARE`` of ``alpha`` and divided by that
+    share; 1 for the others."""
     shift_min = [rows[i].p_shift_min for i in compared]
     shift_worse = np.ones(len(rows))
     shift_better = np.ones(len(rows))
@@ -405,22 +431,12 @@ def _verdicts(rows: list[Comparison], alpha: float, tolerance: float, min_effect
                                         SHIFT_SHARE * alpha) / SHIFT_SHARE
     shift_better[compared] = holm_tarone([rows[i].p_shift_better for i in compared],
                                          shift_min, SHIFT_SHARE * alpha) / SHIFT_SHARE
-    for i in compared:
-        r = rows[i]
-        allowed = allowed_change(r.effect, tolerance, consistent_tolerance, min_effect)
-        allowed_back = allowed_change(1 - r.effect, tolerance, consistent_tolerance,
-                                      min_effect)
-        by = _worse_by(r, worse[i] <= alpha, shift_worse[i] <= alpha, allowed, tolerance,
-                       min_effect)
-        back = _worse_by(replace(r, effect=1 - r.effect, change=-r.change,
-                                 change_p90=-r.change_p90),
-                         better[i] <= alpha, shift_better[i] <= alpha, allowed_back,
-                         tolerance, min_effect)
-        verdict = "REGRESSION" if by else "improved" if back else "ok"
-        out[i] = replace(r, p_holm=float(min(worse[i], 1.0)),
-                         p_shift_holm=float(min(shift_worse[i], 1.0)), verdict=verdict,
-                         by=by or back)
-    return out
+    return shift_worse, shift_better
+
+
+def _turned(r: Comparison) -> Comparison:
+    """``r`` seen the other way round: better as worse (for the "improved" verdict)."""
+    return replace(r, effect=1 - r.effect, change=-r.change, change_p90=-r.change_p90)
 
 
 def _worse_by(r: Comparison, rank_significant: bool, shift_significant: bool,
@@ -504,6 +520,12 @@ def write_baseline(path: Path, values: Mapping[str, Mapping], spec: str) -> None
 def read_baseline(path: Path) -> dict[str, dict[str, Any]]:
     """The entries of a baseline file, validated; BaselineError names what is wrong."""
     path = Path(path)
+    return {key: _read_entry(path, key, e) for key, e in _baseline_entries(path).items()}
+
+
+def _baseline_entries(path: Path) -> dict[str, Any]:
+    """The ``entries`` of the baseline file at ``path``, as written: the file exists, is
+    JSON, has this module's version and a non-empty mapping of entries."""
     if not path.is_file():
         raise BaselineError(f"baseline {path} does not exist (create it with "
                             "--update-baseline)")
@@ -516,30 +538,33 @@ def read_baseline(path: Path) -> dict[str, dict[str, Any]]:
     entries = doc.get("entries")
     if not isinstance(entries, dict) or not entries:
         raise BaselineError(f"baseline {path}: 'entries' must be a non-empty mapping")
-    out = {}
-    for key, e in entries.items():
-        metric = e.get("metric") if isinstance(e, dict) else None
-        if metric not in QUALITY:
-            raise BaselineError(f"baseline {path}: entries.{key}.metric must be one of "
-                                f"{sorted(QUALITY)}")
-        seeds = e.get("seeds")
-        if not isinstance(seeds, dict) or not seeds:
-            raise BaselineError(f"baseline {path}: entries.{key}.seeds must be a non-empty "
-                                "mapping seed -> values")
-        if not isinstance(e.get("pick", False), bool):
-            raise BaselineError(f"baseline {path}: entries.{key}.pick must be true or false")
-        out[key] = {"metric": metric, "pick": e.get("pick", False), "seeds": {}}
-        for seed, vals in seeds.items():
-            where = f"entries.{key}.seeds.{seed}"
-            if not seed.lstrip("-").isdigit():
-                raise BaselineError(f"baseline {path}: {where}: seed is not an integer")
-            try:
-                out[key]["seeds"][int(seed)] = {q: _decode(vals[q])
-                                                for q, _ in qualities(out[key])}
-            except (KeyError, TypeError, ValueError) as exc:
-                raise BaselineError(f"baseline {path}: {where}: missing or non-numeric "
-                                    f"value ({exc})") from None
-    return out
+    return entries
+
+
+def _read_entry(path: Path, key: str, e: Any) -> dict[str, Any]:
+    """One entry of a baseline file: its metric, whether it gates the pick, and per seed
+    the values of its ``qualities``."""
+    metric = e.get("metric") if isinstance(e, dict) else None
+    if metric not in QUALITY:
+        raise BaselineError(f"baseline {path}: entries.{key}.metric must be one of "
+                            f"{sorted(QUALITY)}")
+    seeds = e.get("seeds")
+    if not isinstance(seeds, dict) or not seeds:
+        raise BaselineError(f"baseline {path}: entries.{key}.seeds must be a non-empty "
+                            "mapping seed -> values")
+    if not isinstance(e.get("pick", False), bool):
+        raise BaselineError(f"baseline {path}: entries.{key}.pick must be true or false")
+    entry = {"metric": metric, "pick": e.get("pick", False), "seeds": {}}
+    for seed, vals in seeds.items():
+        where = f"entries.{key}.seeds.{seed}"
+        if not seed.lstrip("-").isdigit():
+            raise BaselineError(f"baseline {path}: {where}: seed is not an integer")
+        try:
+            entry["seeds"][int(seed)] = {q: _decode(vals[q]) for q, _ in qualities(entry)}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BaselineError(f"baseline {path}: {where}: missing or non-numeric "
+                                f"value ({exc})") from None
+    return entry
 
 
 def _encode(v: float) -> float | str:
@@ -563,11 +588,17 @@ def format_table(rows: Sequence[Comparison]) -> str:
               str(r.n_changed), _num(r.baseline_median), _num(r.current_median),
               _pct(r.change), _pct(r.change_p90), _num(r.effect), _num(r.p_holm), r.verdict)
              for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)),
+    return "\n".join(aligned_lines(cols, cells))
+
+
+def aligned_lines(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A plain-text table: the column names, a rule, the rows, each column as wide as its
+    widest cell."""
+    widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)),
              "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
-    return "\n".join(lines)
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in rows]
+    return lines
 
 
 def _num(v: float) -> str:

@@ -151,18 +151,40 @@ def sensitivity(summaries: Sequence[Mapping], response: str = "quality_auc",
     factors = factors_of(summaries)
     if set(factors) <= {"dataset"}:
         return None
+    data = _grid_data(summaries, factors, response)
+    if data is None:
+        return None
+    names, n_seeds = list(factors), data.shape[-1]
+    rng = np.random.default_rng(seed)
+    point = _shares(data, names)
+    boot = [_shares(data[..., rng.integers(0, n_seeds, n_seeds)], names)
+            for _ in range(n_boot)]
+    ci = {k: (float(np.quantile([b[k] for b in boot], 0.05)),
+              float(np.quantile([b[k] for b in boot], 0.95))) for k in point}
+    ranking = sorted(names, key=lambda f: -point[f])
+    stability = _top_share(boot, names, ranking[0])
+    needed = _seeds_needed(data, names, ranking[0], rng)
+    main = _main_effects(data, factors, rng, n_boot)
+    cell_means = {tuple(factors[f][c] for f, c in zip(names, cell)): float(data[cell].mean())
+                  for cell in itertools.product(*(range(len(factors[f])) for f in names))}
+    return Sensitivity(response, factors, n_seeds, main, point, ci, ranking, stability,
+                       needed, cell_means, higher_order=max(0.0, 1.0 - sum(point.values())),
+                       noise=noise_share(data))
+
+
+def _grid_data(summaries: Sequence[Mapping], factors: Mapping[str, list],
+               response: str) -> np.ndarray | None:
+    """``response`` on the grid: one axis per factor (its levels' order), the last axis the
+    seeds every cell has; None when a cell is missing or fewer than two seeds are common."""
     names = list(factors)
     index = {f: {lv: i for i, lv in enumerate(levels)} for f, levels in factors.items()}
-    finite = [c for s in summaries for c in s["exploration_cost_to_reach"].values()
-              if c is not None and c > 0]
-    never = math.log10(max(finite) * 10) if finite else 1.0
+    never = _never_reached(summaries)
     by_cell: dict[tuple, dict[int, float]] = {}
     for s in summaries:
         values = {**{f"{s['optimizer']}.{k}": _hashable(v) for k, v in s["params"].items()},
                   "dataset": s["dataset"]}
         cell = tuple(index[f][values[f]] for f in names)
-        r = responses(s, never)[response]
-        by_cell.setdefault(cell, {})[s["seed"]] = r
+        by_cell.setdefault(cell, {})[s["seed"]] = responses(s, never)[response]
     shape = tuple(len(factors[f]) for f in names)
     if len(by_cell) != math.prod(shape):
         return None
@@ -172,31 +194,38 @@ def sensitivity(summaries: Sequence[Mapping], response: str = "quality_auc",
     data = np.empty(shape + (len(seeds),))
     for cell, vals in by_cell.items():
         data[cell] = [vals[s] for s in seeds]
-    rng = np.random.default_rng(seed)
+    return data
 
-    def shares(sample):
-        a = _anova(sample.mean(axis=-1))
-        return {_label(k, names): v for k, v in a.items()}
 
-    point = shares(data)
-    boot = [shares(data[..., rng.integers(0, len(seeds), len(seeds))]) for _ in range(n_boot)]
-    ci = {k: (float(np.quantile([b[k] for b in boot], 0.05)),
-              float(np.quantile([b[k] for b in boot], 0.95))) for k in point}
-    ranking = sorted(names, key=lambda f: -point[f])
-    top = ranking[0]
-    stability = float(np.mean([max(names, key=lambda f: b[f]) == top for b in boot]))
-    needed = None
-    for n in range(2, len(seeds) + 1):
-        sub = [shares(data[..., rng.choice(len(seeds), n, replace=True)]) for _ in range(100)]
-        if np.mean([max(names, key=lambda f: b[f]) == top for b in sub]) >= 0.9:
-            needed = n
-            break
-    main = _main_effects(data, factors, rng, n_boot)
-    cell_means = {tuple(factors[f][c] for f, c in zip(names, cell)): float(data[cell].mean())
-                  for cell in itertools.product(*(range(n) for n in shape))}
-    return Sensitivity(response, factors, len(seeds), main, point, ci, ranking, stability,
-                       needed, cell_means, higher_order=max(0.0, 1.0 - sum(point.values())),
-                       noise=noise_share(data))
+def _never_reached(summaries: Sequence[Mapping]) -> float:
+    """The ``reach`` response of a run that never reached its target: ``log10`` of the
+    sweep's costliest reach x 10 (1.0 when no run reached it)."""
+    finite = [c for s in summaries for c in s["exploration_cost_to_reach"].values()
+              if c is not None and c > 0]
+    return math.log10(max(finite) * 10) if finite else 1.0
+
+
+def _shares(data: np.ndarray, names: Sequence[str]) -> dict[str, float]:
+    """The ANOVA shares of the seeds' means of ``data``, by factor or "a x b" pair."""
+    return {_label(k, names): v for k, v in _anova(data.mean(axis=-1)).items()}
+
+
+def _top_share(shares: Sequence[Mapping[str, float]], names: Sequence[str], top: str) -> float:
+    """The share of ``shares`` (resamples) whose largest main effect is ``top``'s."""
+    return float(np.mean([max(names, key=lambda f: b[f]) == top for b in shares]))
+
+
+def _seeds_needed(data: np.ndarray, names: Sequence[str], top: str,
+                  rng: np.random.Generator) -> int | None:
+    """The smallest number of seeds n whose resamples (100 draws of n seeds with replacement)
+    keep ``top`` first in 90% of them; None when the sweep's seeds are not enough."""
+    n_seeds = data.shape[-1]
+    for n in range(2, n_seeds + 1):
+        sub = [_shares(data[..., rng.choice(n_seeds, n, replace=True)], names)
+               for _ in range(100)]
+        if _top_share(sub, names, top) >= 0.9:
+            return n
+    return None
 
 
 def noise_share(data: np.ndarray) -> float:
