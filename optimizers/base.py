@@ -173,6 +173,9 @@ class Optimizer(ABC):
     # farm credits its best run at any size, not only at s = 1 (farm.run.recommendation)
     recommends_fidelity: ClassVar[bool] = False
     repeats: ClassVar[bool] = False  # may suggest a configuration it has already run
+    # its ``search`` steps are chosen by a model (random search's are drawn blindly: the
+    # gate's model-guided share leaves such optimizers out)
+    has_model: ClassVar[bool] = True
     version: ClassVar[int] = 1  # in every run key: bump only when results change on purpose
 
     def __init__(self, space: SearchSpace, problem: Problem, seed: int = 0,

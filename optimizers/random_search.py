@@ -19,6 +19,7 @@ class RandomSearch(Optimizer):
 
     name = "random"
     summary = "uniform over untested configurations (s = 1)"
+    has_model = False
     params = (Param("n_init", 1, "configurations counted as the initial phase", low=0),)
 
     def suggest(self) -> Suggestion | None:

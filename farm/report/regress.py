@@ -85,6 +85,7 @@ from scipy.stats import rankdata, wilcoxon
 from farm.report.analysis import variant_labels
 from farm.run.metrics import final_quality, quantile
 from farm.run.targets import ACC_C_90, CNO_1_1, CNO_2
+from optimizers.registry import get as get_optimizer
 from oracle.atomic_files import write_file_atomically
 
 __all__ = [
@@ -474,12 +475,14 @@ def model_guided_share(trace) -> dict[str, float]:
     """Per optimizer with a model, the share of a part's steps whose choice its model made:
     the trace's ``phase`` is ``search`` (``oracle.contract.Suggestion``), not the initial design
     (``init``) nor a recurring job's re-run of its recommendation (``exploit``, Guindani's
-    steps after its stopping band). Random search has no model: left out."""
+    steps after its stopping band). Optimizers without a model (random search, Optuna's
+    random sampler: ``Optimizer.has_model``) are left out."""
     optimizers = trace.column("optimizer").to_pylist()
     phases = trace.column("phase").to_pylist()
+    modelled = {name: get_optimizer(name).has_model for name in set(optimizers)}
     steps: dict[str, list[int]] = {}
     for optimizer, phase in zip(optimizers, phases):
-        if optimizer == "random":
+        if not modelled[optimizer]:
             continue
         counts = steps.setdefault(optimizer, [0, 0])
         counts[0] += phase == "search"

@@ -244,6 +244,7 @@ class OptunaCmaEs(OptunaPeer):
 class OptunaRandom(OptunaPeer):
     name = "optuna-random"
     summary = "Optuna's random sampler over the table's dimensions"
+    has_model = False
 
     def sampler(self, optuna):
         return optuna.samplers.RandomSampler(seed=self.seed)

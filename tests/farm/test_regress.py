@@ -646,7 +646,9 @@ def test_the_model_guided_share_leaves_out_re_runs_of_the_recommendation():
 
     from farm.report.regress import model_guided_share
 
-    trace = pa.table({"optimizer": ["guindani"] * 8 + ["random"] * 2,
+    trace = pa.table({"optimizer": ["guindani"] * 8 + ["random"] * 2 + ["optuna-random"] * 2
+                      + ["optuna-tpe"] * 2,
                       "phase": ["init"] * 3 + ["search"] * 2 + ["exploit"] * 3
-                      + ["init", "search"]})
-    assert model_guided_share(trace) == {"guindani": 2 / 8}
+                      + ["init", "search"] * 3})
+    # the random samplers have no model: their search steps are not model-guided
+    assert model_guided_share(trace) == {"guindani": 2 / 8, "optuna-tpe": 1 / 2}
