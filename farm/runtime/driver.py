@@ -118,6 +118,9 @@ class _Watch:
                  head_timeout: float):
         self.child, self.lost_line, self.head_timeout = child, lost_line, head_timeout
         self.head: HeadWatch | None = None  # a cluster the driver joined (not its own Ray)
+        # the head answered once (or the driver joined it): only then can it be lost; a head
+        # that never answered is the driver's to report ("no Ray cluster answers at ...")
+        self.answered = False
         self.lost: str | None = None
         self.done: int | None = None
         self.forwarded: list[int] = []
@@ -151,14 +154,16 @@ class _Watch:
                 and time.monotonic() - self._checked >= POLL_S:
             self._checked = time.monotonic()
             try:
-                self.head.check()
+                self.answered |= self.head.check()
             except ClusterLost as e:  # the driver is stuck: it would have told by now
-                self._lost(str(e), GRACE_S)
+                if self.answered:
+                    self._lost(str(e), GRACE_S)
 
     def _judge_silent_end(self) -> None:
         """The driver ended without saying lost or done: lost when its head is gone or it
         was killed alone."""
-        if self.head is not None and not any(self.head.reachable() for _ in range(2)):
+        if self.head is not None and self.answered \
+                and not any(self.head.reachable() for _ in range(2)):
             self._lost(f"lost the Ray head {self.head.host}:{self.head.port} (the driver "
                        f"ended with {_status(self.child.returncode)})", 0)
         elif self.child.returncode < 0 and not self.forwarded:
@@ -175,6 +180,7 @@ class _Watch:
             message = json.loads(line)
             if message.get("joined"):
                 self.head = HeadWatch(message["head"], self.head_timeout + GRACE_S, quiet=True)
+                self.answered = True
             if "lost" in message and self.lost is None:
                 self._lost(message["lost"], CLEANUP_S)
             if "done" in message:

@@ -145,3 +145,32 @@ def test_the_parent_has_the_store_imported_before_the_head_can_be_lost(tmp_path)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300, cwd=ROOT, check=False)
     assert proc.stdout.strip() == "store imported: True", proc.stdout + proc.stderr
+
+
+def test_a_head_that_never_answered_is_not_called_lost_while_the_driver_starts(capsys):
+    """A driver slow to start (a loaded machine: its imports took 12 s in a run at load 22)
+    beside an ``--address`` where nothing answers: the watching parent leaves the verdict to
+    the driver ("no Ray cluster answers at ..."), one line, and does not print its own "lost
+    the Ray head" first; a head that answered once and then went is lost as before."""
+    from farm.runtime.capacity import HeadWatch
+    from farm.runtime.driver import _Watch
+
+    def follow(answered: bool) -> _Watch:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(4)"])
+        r, w = os.pipe()
+        watch = _Watch(child, lambda why: f"farm: error: {why}", head_timeout=0.5)
+        watch.head = HeadWatch("127.0.0.1:1", 0.5, quiet=True)  # refuses every connection
+        watch.answered = answered
+        try:
+            watch.follow(r)
+        finally:
+            os.close(r)
+            os.close(w)
+            child.kill()
+            child.wait()
+        return watch
+
+    assert follow(answered=False).lost is None
+    assert capsys.readouterr().err == ""
+    assert follow(answered=True).lost.startswith("lost the Ray head 127.0.0.1:1")
+    assert capsys.readouterr().err.startswith("farm: error: lost the Ray head 127.0.0.1:1")
