@@ -13,6 +13,8 @@ may never come. The parent imports no Ray and does what the driver could not:
 - the parent prints the ``lost the Ray head ... resume with ...`` line when told, or itself
   when the driver ended without a word while the head does not answer, or when the head has
   not answered for ``HEAD_TIMEOUT_S`` + ``GRACE_S`` (a driver stuck in a call to the head);
+  only a head that answered once (or that the driver joined) can be lost: one that never
+  answered is the driver's to report;
   a driver ended by a signal without a word otherwise (SIGKILL of it alone, a crash) gets
   the same line, naming the signal;
 - then, if the driver did not finish its clean-up, it ends the driver and records what is
