@@ -181,6 +181,16 @@ def _representers_of_the_worst(original):
     return lambda samples: original(-np.asarray(samples))
 
 
+def _cost_counted_twice(original):
+    """TrimTuner's acquisition divided by the predicted cost once more, IG / C^2: the cheapest
+    sub-sampled runs win, and few configurations are ever tested at s = 1."""
+    def acquisition_chunk(ctx, idx):
+        rows = original(ctx, idx)
+        rows[:, 0] /= np.exp(ctx.pred_mean["cost"][np.asarray(idx, dtype=np.int64)])
+        return rows
+    return acquisition_chunk
+
+
 def _feasibility_flipped(self):
     """The accuracy (quality) constraint modelled on the wrong side: P(a <= A_min) instead of
     P(a >= A_min)."""
@@ -331,6 +341,11 @@ MUTATIONS: tuple[Mutation, ...] = (
              "the worst (p_max of the samples' maximum) [TrimTuner Sec. IV-A, ES]",
              lambda: patched("optimizers.trimtuner:pmax_from_samples",
                              _representers_of_the_worst),
+             probe=_TRIMTUNER),
+    Mutation("trimtuner-cost-counted-twice", "regression", ("trimtuner", "fabulinus"),
+             "TrimTuner's information gain divided by the predicted cost twice, IG / C^2 "
+             "[TrimTuner Alg. 1, step 3: alpha_T = P(feasible) x IG / C]",
+             lambda: patched("optimizers.trimtuner:acquisition_chunk", _cost_counted_twice),
              probe=_TRIMTUNER),
     Mutation("gp-hyperparameters-frozen", "regression", GP_FAMILY,
              "GP hyperparameters frozen at their prior defaults (no ML fit, no MCMC)",
