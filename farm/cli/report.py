@@ -21,7 +21,8 @@ from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_json
 __all__ = ["add_report_commands", "log_report_files"]
 
 DEFAULT_SPECS = ["sweeps/nightly.yaml", "sweeps/nightly-lynceus.yaml",
-                 "sweeps/nightly-accuracy.yaml", "sweeps/nightly-guindani.yaml",
+                 "sweeps/nightly-accuracy.yaml", "sweeps/nightly-trimtuner.yaml",
+                 "sweeps/nightly-guindani.yaml",
                  "sweeps/nightly-obol.yaml", "sweeps/nightly-nephele.yaml"]
 
 

@@ -424,6 +424,25 @@ def test_the_committed_baseline_covers_the_nightly_specs():
                     assert set(spec.seed_list()) <= set(baseline[k]["seeds"]), (path, k)
 
 
+def test_the_nightly_workflow_runs_every_nightly_spec_on_the_datasets_it_fetches():
+    """The nightly CI job gives ``farm regress`` the default specs and fetches every public
+    dataset they run (the Guindani part moved to another table once without it)."""
+    from pathlib import Path
+
+    from farm.cli.report import DEFAULT_SPECS
+    from farm.sweep.spec import load_spec
+
+    root = Path(__file__).resolve().parents[2]
+    workflow = (root / ".github" / "workflows" / "nightly.yml").read_text()
+    fetched = re.search(r"farm datasets fetch ([^\n]+)", workflow).group(1).split()
+    regress = re.search(r"farm regress (sweeps/.+?)--baseline sweeps/nightly-baseline", workflow,
+                        re.S).group(1).replace("\\", " ").split()
+    assert regress == DEFAULT_SPECS
+    for path in DEFAULT_SPECS:
+        for d in load_spec(root / path).dataset_entries():
+            assert d.name == "synthetic" or d.name in fetched, (path, d.name)
+
+
 def test_the_short_gate_runs_the_nightly_runs_on_synthetic():
     """The same run keys (settings, seeds) as the nightly's synthetic part, all of them: the
     short gate checks against the same baseline and sees every synthetic row of the nightly."""
