@@ -312,8 +312,9 @@ def add_report_commands(sub) -> None:
                    "specs run are replaced, FILE's other seeds and entries kept)")
     g.add_argument("--alpha", type=float, default=0.05,
                    help="family-wise significance: one-sided Wilcoxon signed-rank tests on the "
-                   "per-seed differences, Holm's correction counting the rows that can reach "
-                   "significance (Tarone) within two families (default 0.05)")
+                   "per-seed differences and a paired permutation test of the quantiles, "
+                   "Holm's correction counting the rows that can reach significance (Tarone) "
+                   "within three families: trajectories, end points, quantiles (default 0.05)")
     g.add_argument("--min-effect", type=float, default=0.64,
                    help="smallest share of worse seeds among the seeds whose value changed "
                    "that counts as a regression (default 0.64)")
