@@ -22,8 +22,8 @@ __all__ = ["add_report_commands", "log_report_files"]
 
 DEFAULT_SPECS = ["sweeps/nightly.yaml", "sweeps/nightly-lynceus.yaml",
                  "sweeps/nightly-accuracy.yaml", "sweeps/nightly-trimtuner.yaml",
-                 "sweeps/nightly-guindani.yaml",
-                 "sweeps/nightly-obol.yaml", "sweeps/nightly-nephele.yaml"]
+                 "sweeps/nightly-guindani.yaml", "sweeps/nightly-obol.yaml",
+                 "sweeps/nightly-nephele.yaml"]
 
 
 def _error(message: str) -> int:
