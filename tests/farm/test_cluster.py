@@ -257,9 +257,11 @@ def test_local_ray_start_that_times_out_one_line_exit_1(tmp_path):
         except OSError:
             return False
 
+    # every poll reads each process's name again: one seen between its fork and its exec
+    # still bears its parent's name, and becomes a raylet a moment later
     stopped, seen, names, earlier_alive = [], set(), {}, []
     while proc.poll() is None and time.monotonic() - t0 < 600:
-        for pid in descendants(proc.pid) - seen:
+        for pid in descendants(proc.pid) - set(stopped):
             try:
                 names[pid] = Path(f"/proc/{pid}/comm").read_text().strip()
             except OSError:
