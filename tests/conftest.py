@@ -3,7 +3,7 @@
 The tests that need the papers' published files ask for ``shared_datasets``, a folder laid out
 like the shared datasets folder (``trimtuner/cnn.csv``, ``scout/<workload>/...``). It is, in
 order: ``$OPTFARM_DATASETS_DIR``; ``../shared/datasets`` beside the checkout (CI has it); the
-files ``farm datasets fetch`` keeps in the user cache (``oracle.sources.sources_dir()``),
+files ``farm datasets fetch`` keeps in the user cache (``optfarm.oracle.sources.sources_dir()``),
 downloaded now unless ``OPTFARM_OFFLINE`` is set. When none works those tests are skipped with
 one reason line (``NO_DATA``) and the rest of the suite runs.
 """
@@ -15,12 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from oracle.sources import SOURCES, download, sources_dir
+from optfarm.oracle.sources import SOURCES, download, sources_dir
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 USER_SOURCES = sources_dir()  # read before any test points OPTFARM_DATA at a temporary folder
-NO_DATA = ("real datasets not found ({why}): run `farm datasets fetch all` once (network), or "
-           "set OPTFARM_DATASETS_DIR to a copy laid out like ../shared/datasets")
+NO_DATA = (
+    "real datasets not found ({why}): run `farm datasets fetch all` once (network), or "
+    "set OPTFARM_DATASETS_DIR to a copy laid out like ../shared/datasets"
+)
 
 
 def find_datasets() -> tuple[Path | None, str]:

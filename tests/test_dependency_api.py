@@ -8,10 +8,13 @@ import importlib
 
 import pytest
 
-from oracle.dependency_api import DependencyAPIError, private, private_attribute
+from optfarm.oracle.dependency_api import DependencyAPIError, private, private_attribute
 
-DOORS = {"ray": "farm.runtime.ray_private", "mlflow": "farm.tracking.mlflow_private",
-         "optuna": "optimizers.peers.optuna_private"}
+DOORS = {
+    "ray": "optfarm.farm.runtime.ray_private",
+    "mlflow": "optfarm.farm.tracking.mlflow_private",
+    "optuna": "optfarm.optimizers.peers.optuna_private",
+}
 
 
 @pytest.mark.parametrize("library", sorted(DOORS))
@@ -26,8 +29,11 @@ def test_every_private_name_resolves_under_the_installed_version(library):
 def test_a_missing_name_or_module_is_one_line_naming_it_and_the_version():
     from importlib.metadata import version
 
-    with pytest.raises(DependencyAPIError, match=r"^ray\._raylet\.NoSuchClient is missing "
-                       rf"from ray {version('ray')}: .*pyproject\.toml pins"):
+    with pytest.raises(
+        DependencyAPIError,
+        match=r"^ray\._raylet\.NoSuchClient is missing "
+        rf"from ray {version('ray')}: .*pyproject\.toml pins",
+    ):
         private("ray._raylet", "NoSuchClient")
     with pytest.raises(DependencyAPIError, match=r"^mlflow\.server\.gone\._x is missing"):
         private("mlflow.server.gone", "_x")
@@ -35,8 +41,11 @@ def test_a_missing_name_or_module_is_one_line_naming_it_and_the_version():
         private("mlflow.store.tracking.sqlalchemy_store", "SqlAlchemyStore._no_map")
     import pyarrow as pa
 
-    with pytest.raises(DependencyAPIError, match=r"^pyarrow\.lib\.Table\._gone is missing "
-                       "from pyarrow "):
+    with pytest.raises(
+        DependencyAPIError,
+        match=r"^pyarrow\.lib\.Table\._gone is missing "
+        "from pyarrow ",
+    ):
         private_attribute(pa.table({"a": [1]}), "_gone")
 
 
@@ -45,8 +54,8 @@ def test_mlflow_doors_reach_a_real_client_store_and_validate_a_batch(tmp_path):
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
-    from farm.tracking.mlflow_bulk import store_of
-    from farm.tracking.mlflow_private import (
+    from optfarm.farm.tracking.mlflow_bulk import store_of
+    from optfarm.farm.tracking.mlflow_private import (
         cached_engines,
         client_store,
         validated_batch,
@@ -63,18 +72,23 @@ def test_optuna_doors_store_constraints_where_its_samplers_read_them_and_the_cma
     optuna = pytest.importorskip("optuna")
     from optuna.samplers._base import _CONSTRAINTS_KEY
 
-    from optimizers.peers.optuna_private import set_constraints, told_cma_state
+    from optfarm.optimizers.peers.optuna_private import set_constraints, told_cma_state
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    space = {"x": optuna.distributions.IntDistribution(0, 9),
-             "y": optuna.distributions.IntDistribution(0, 9)}
-    study = optuna.create_study(sampler=optuna.samplers.CmaEsSampler(
-        seed=0, with_margin=True, n_startup_trials=0, warn_independent_sampling=False))
+    space = {
+        "x": optuna.distributions.IntDistribution(0, 9),
+        "y": optuna.distributions.IntDistribution(0, 9),
+    }
+    study = optuna.create_study(
+        sampler=optuna.samplers.CmaEsSampler(
+            seed=0, with_margin=True, n_startup_trials=0, warn_independent_sampling=False
+        )
+    )
     running = study.ask(space)
-    set_constraints(study, running, [0.5, -1.0])   # before tell, as a sampler's after_trial
+    set_constraints(study, running, [0.5, -1.0])  # before tell, as a sampler's after_trial
     study.tell(running, 1.0)
     assert study.get_trials(deepcopy=False)[0].system_attrs[_CONSTRAINTS_KEY] == (0.5, -1.0)
-    for _ in range(14):   # popsize 6 for 2 dimensions: generations told
+    for _ in range(14):  # popsize 6 for 2 dimensions: generations told
         trial = study.ask(space)
         study.tell(trial, (trial.params["x"] - 3) ** 2 + (trial.params["y"] - 5) ** 2)
     states = [told_cma_state(study.sampler, t) for t in study.get_trials(deepcopy=False)]
@@ -87,7 +101,7 @@ def test_a_dropped_ray_name_is_said_as_it_is_not_as_a_lost_head(monkeypatch):
     raylet = pytest.importorskip("ray._raylet")
     import socket
 
-    from farm.runtime.capacity import HeadWatch
+    from optfarm.farm.runtime.capacity import HeadWatch
 
     monkeypatch.delattr(raylet, "GcsClient")
     with socket.create_server(("127.0.0.1", 0)) as server:

@@ -65,19 +65,27 @@ def test_every_docs_page_is_reachable_from_the_index():
         if page in seen or page.suffix != ".md" or not page.exists():
             continue
         seen.add(page)
-        todo += [(page.parent / t.partition("#")[0]).resolve() for t in links(page)
-                 if not re.match(r"[a-z]+:", t) and t.partition("#")[0]]
-    orphans = [str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md")
-               if p.resolve() not in seen]
+        todo += [
+            (page.parent / t.partition("#")[0]).resolve()
+            for t in links(page)
+            if not re.match(r"[a-z]+:", t) and t.partition("#")[0]
+        ]
+    orphans = [
+        str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md") if p.resolve() not in seen
+    ]
     assert not orphans, f"not linked from docs/README.md: {orphans}"
 
 
-@pytest.mark.parametrize("page", sorted((ROOT / "docs" / "results").glob("*.md")),
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "page", sorted((ROOT / "docs" / "results").glob("*.md")), ids=lambda p: p.name
+)
 def test_every_results_page_says_when_where_and_how_it_was_measured(page):
     if page.name == "README.md":
         return
     text = page.read_text()
-    missing = [key for key in ("date", "commit", "command", "machine")
-               if not re.search(rf"^\| {key}s? \|", text, re.M)]
+    missing = [
+        key
+        for key in ("date", "commit", "command", "machine")
+        if not re.search(rf"^\| {key}s? \|", text, re.M)
+    ]
     assert not missing, f"{page.name} lacks a provenance row for {missing}"

@@ -21,26 +21,44 @@ import pytest
 from tests.conftest import NO_DATA
 
 ROOT = Path(__file__).resolve().parents[1]
-SELECTION = ["tests/oracle/test_registry_cli.py", "tests/oracle/test_formats.py",
-             "tests/farm/test_run.py"]
+SELECTION = [
+    "tests/oracle/test_registry_cli.py",
+    "tests/oracle/test_formats.py",
+    "tests/farm/test_run.py",
+]
 
 
 @pytest.mark.fresh_clone
 def test_readme_test_command_on_a_fresh_clone_offline(tmp_path):
     clone, home = tmp_path / "optfarm", tmp_path / "home"
     home.mkdir()
-    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "clone", "--quiet", str(ROOT), str(clone)], check=True, capture_output=True
+    )
     assert not (clone.parent / "shared").exists()
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("OPTFARM_DATA", "OPTFARM_DATASETS_DIR", "RAY_AUTH_MODE", "PYTHONPATH")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OPTFARM_DATA", "OPTFARM_DATASETS_DIR", "RAY_AUTH_MODE", "PYTHONPATH")
+    }
     env.update(HOME=str(home), OPTFARM_OFFLINE="1", XDG_CACHE_HOME=str(home / ".cache"))
-    where = subprocess.run([sys.executable, "-c", "import farm; print(farm.__file__)"],
-                           cwd=clone, env=env, capture_output=True, text=True, check=True)
+    where = subprocess.run(
+        [sys.executable, "-c", "import farm; print(farm.__file__)"],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert where.stdout.strip().startswith(str(clone))  # the clone's code is under test
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           *SELECTION], cwd=clone, env=env, capture_output=True, text=True,
-                          timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SELECTION],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     out = proc.stdout
     assert proc.returncode == 0, out[-3000:]
     counts = dict((k, int(n)) for n, k in re.findall(r"(\d+) (passed|skipped|failed|error)", out))

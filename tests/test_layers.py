@@ -10,17 +10,31 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+NAMESPACE = "optfarm"
 PACKAGES = ("oracle", "optimizers", "farm", "integrations")
 
 # the top layers: a package imports only packages of a lower rank (equal ranks: neither way)
 PACKAGE_RANK = {"oracle": 0, "optimizers": 1, "farm": 2, "integrations": 2}
 # farm's rooms, in the same sense; farm's own top-level modules (__main__) are the entry point
-ROOM_RANK = {"run": 0, "store": 1, "tracking": 2, "runtime": 2, "sweep": 3, "report": 4, "bench": 5,
-             "cluster": 5, "cli": 6}
-ENTRY_RANK = 7
+ROOM_RANK = {
+    "run": 0,
+    "store": 1,
+    "stats": 1,
+    "tracking": 2,
+    "runtime": 2,
+    "sweep": 3,
+    "report": 4,
+    "board": 5,
+    "gate": 5,
+    "bench": 6,
+    "cluster": 6,
+    "cli": 7,
+}
+ENTRY_RANK = 8
 
 
 def module_name(path: Path, root: Path) -> str:
+    """The dotted name of ``path`` under ``root`` (``optfarm.farm.run.loop``)."""
     parts = list(path.relative_to(root).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
@@ -36,7 +50,7 @@ def imported_modules(tree: ast.Module, module: str, is_package: bool):
             base = node.module or ""
             if node.level:
                 parts = module.split(".") if is_package else module.split(".")[:-1]
-                parts = parts[:len(parts) - node.level + 1]
+                parts = parts[: len(parts) - node.level + 1]
                 base = ".".join(parts + ([node.module] if node.module else []))
             yield node.lineno, base
             for alias in node.names:
@@ -46,20 +60,20 @@ def imported_modules(tree: ast.Module, module: str, is_package: bool):
 def layer(module: str) -> tuple[str, int] | None:
     """(label, rank) of the layer ``module`` belongs to, for comparing two modules of one
     package (farm's rooms) or of two packages (the top layers); None outside the packages."""
-    top = module.split(".")[0]
-    if top not in PACKAGE_RANK:
+    parts = module.split(".")
+    if parts[0] != NAMESPACE or len(parts) < 2 or parts[1] not in PACKAGE_RANK:
         return None
-    return top, PACKAGE_RANK[top]
+    return parts[1], PACKAGE_RANK[parts[1]]
 
 
 def room(module: str) -> tuple[str, int] | None:
-    """(label, rank) of the farm room of ``module`` (a ``farm.*`` module), else None."""
+    """(label, rank) of the farm room of ``module`` (an ``optfarm.farm.*`` module), else None."""
     parts = module.split(".")
-    if parts[0] != "farm" or len(parts) < 2:
+    if parts[:2] != [NAMESPACE, "farm"] or len(parts) < 3:
         return None
-    if parts[1] in ROOM_RANK:
-        return f"farm/{parts[1]}", ROOM_RANK[parts[1]]
-    return f"farm/{parts[1]}.py", ENTRY_RANK
+    if parts[2] in ROOM_RANK:
+        return f"farm/{parts[2]}", ROOM_RANK[parts[2]]
+    return f"farm/{parts[2]}.py", ENTRY_RANK
 
 
 def back_arrows(root: Path, packages=PACKAGES) -> dict[str, str]:
@@ -67,18 +81,25 @@ def back_arrows(root: Path, packages=PACKAGES) -> dict[str, str]:
     layers or farm rooms: ``{"file:line": "A imports B (a -> b: up)"}``."""
     found = {}
     for package in packages:
-        for path in sorted((root / package).rglob("*.py")):
+        for path in sorted((root / NAMESPACE / package).rglob("*.py")):
             module = module_name(path, root)
             tree = ast.parse(path.read_text(), filename=str(path))
             for line, target in imported_modules(tree, module, path.name == "__init__.py"):
                 where = f"{path.relative_to(root)}:{line}"
                 for rank_of in (layer, room):
                     here, there = rank_of(module), rank_of(target)
-                    if (where in found or here is None or there is None or here[0] == there[0]
-                            or there[1] < here[1]):
+                    if (
+                        where in found
+                        or here is None
+                        or there is None
+                        or here[0] == there[0]
+                        or there[1] < here[1]
+                    ):
                         continue
-                    found[where] = (f"{module} imports {target} ({here[0]} -> {there[0]}: "
-                                    f"{'up' if there[1] > here[1] else 'sideways'})")
+                    found[where] = (
+                        f"{module} imports {target} ({here[0]} -> {there[0]}: "
+                        f"{'up' if there[1] > here[1] else 'sideways'})"
+                    )
     return found
 
 
@@ -88,23 +109,42 @@ def test_no_import_runs_back_up_the_layers():
 
 
 def test_the_layers_cover_every_room_of_farm():
-    rooms = {p.name for p in (REPO / "farm").iterdir()
-             if p.is_dir() and (p / "__init__.py").exists()}
-    assert rooms == set(ROOM_RANK), "a new room of farm/ needs its place in ROOM_RANK"
+    rooms = {
+        p.name
+        for p in (REPO / NAMESPACE / "farm").iterdir()
+        if p.is_dir() and (p / "__init__.py").exists()
+    }
+    assert rooms == set(ROOM_RANK), "a new room of optfarm/farm/ needs its place in ROOM_RANK"
 
 
-@pytest.mark.parametrize("where, source, expected", [
-    ("farm/run/planted.py", "def f():\n    from farm.report import analysis\n",
-     "farm/run -> farm/report: up"),
-    ("farm/bench/planted.py", "from farm.cluster.local import up\n",
-     "farm/bench -> farm/cluster: sideways"),
-    ("oracle/planted.py", "import optimizers.base\n", "oracle -> optimizers: up"),
-    ("farm/run/planted.py", "from integrations import ray_tune\n",
-     "farm -> integrations: sideways"),
-])
+@pytest.mark.parametrize(
+    "where, source, expected",
+    [
+        (
+            "optfarm/farm/run/planted.py",
+            "def f():\n    from optfarm.farm.report import analysis\n",
+            "farm/run -> farm/report: up",
+        ),
+        (
+            "optfarm/farm/bench/planted.py",
+            "from optfarm.farm.cluster.local import up\n",
+            "farm/bench -> farm/cluster: sideways",
+        ),
+        (
+            "optfarm/oracle/planted.py",
+            "import optfarm.optimizers.base\n",
+            "oracle -> optimizers: up",
+        ),
+        (
+            "optfarm/farm/run/planted.py",
+            "from optfarm.integrations import ray_tune\n",
+            "farm -> integrations: sideways",
+        ),
+    ],
+)
 def test_a_planted_back_arrow_is_found(tmp_path, where, source, expected):
     for package in PACKAGES:
-        (tmp_path / package).mkdir()
+        (tmp_path / NAMESPACE / package).mkdir(parents=True)
     path = tmp_path / where
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(source)
@@ -113,19 +153,19 @@ def test_a_planted_back_arrow_is_found(tmp_path, where, source, expected):
     assert expected in next(iter(arrows.values()))
 
 
-# -- optimizers/ and the runtime libraries (ARCHITECTURE.md, "Layers") -------------------------
-NEVER_IN_OPTIMIZERS = ("ray", "mlflow")                  # not even inside a function
+# -- optimizers/ and the runtime libraries (ARCHITECTURE.md, "Layers") --------------------------
+NEVER_IN_OPTIMIZERS = ("ray", "mlflow")  # not even inside a function
 PEER_LIBRARIES = ("optuna", "smac", "ConfigSpace", "cmaes", "torch")  # the peers', lazily
 
 
 def library_imports(root: Path) -> list[str]:
-    """Every import under ``root``/optimizers of Ray or MLflow, and of a peer library at
+    """Every import under ``root``/optfarm/optimizers of Ray or MLflow, and of a peer library at
     module level or outside ``optimizers/peers/``: ``file:line: name (why)``."""
     found = []
-    for path in sorted((root / "optimizers").rglob("*.py")):
+    for path in sorted((root / NAMESPACE / "optimizers").rglob("*.py")):
         tree = ast.parse(path.read_text(), filename=str(path))
         top_level = {id(node) for node in tree.body}
-        peers = path.relative_to(root).parts[:2] == ("optimizers", "peers")
+        peers = path.relative_to(root).parts[:3] == (NAMESPACE, "optimizers", "peers")
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
@@ -135,10 +175,13 @@ def library_imports(root: Path) -> list[str]:
                 continue
             for name in names:
                 top = name.split(".")[0]
-                why = ("optimizers/ never imports it" if top in NEVER_IN_OPTIMIZERS else
-                       "a peer library outside the peers' lazy imports"
-                       if top in PEER_LIBRARIES and (id(node) in top_level or not peers)
-                       else None)
+                why = (
+                    "optimizers/ never imports it"
+                    if top in NEVER_IN_OPTIMIZERS
+                    else "a peer library outside the peers' lazy imports"
+                    if top in PEER_LIBRARIES and (id(node) in top_level or not peers)
+                    else None
+                )
                 if why:
                     found.append(f"{path.relative_to(root)}:{node.lineno}: {name} ({why})")
     return found
@@ -149,15 +192,19 @@ def test_optimizers_import_no_runtime_library_and_peers_import_theirs_lazily():
     assert not wrong, "imports against ARCHITECTURE.md's layers:\n  " + "\n  ".join(wrong)
 
 
-@pytest.mark.parametrize("where, source", [
-    ("optimizers/planted.py", "def f():\n    import ray\n"),
-    ("optimizers/peers/planted.py", "from mlflow.entities import Metric\n"),
-    ("optimizers/peers/planted.py", "import optuna\n"),
-    ("optimizers/models/planted.py", "def f():\n    from smac import Scenario\n"),
-])
+@pytest.mark.parametrize(
+    "where, source",
+    [
+        ("optfarm/optimizers/planted.py", "def f():\n    import ray\n"),
+        ("optfarm/optimizers/peers/planted.py", "from mlflow.entities import Metric\n"),
+        ("optfarm/optimizers/peers/planted.py", "import optuna\n"),
+        ("optfarm/optimizers/models/planted.py", "def f():\n    from smac import Scenario\n"),
+    ],
+)
 def test_a_planted_library_import_is_found(tmp_path, where, source):
     path = tmp_path / where
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(source)
     assert [w.split(": ")[0] for w in library_imports(tmp_path)] == [
-        f"{where}:{source.count(chr(10))}"]
+        f"{where}:{source.count(chr(10))}"
+    ]

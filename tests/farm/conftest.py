@@ -28,8 +28,8 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # no traffic but to 1
 
 import pytest  # noqa: E402
 
-from farm.run.loop import TIMING_COLUMNS  # noqa: E402
-from farm.runtime.ports import free_ports  # noqa: E402
+from optfarm.farm.run.loop import TIMING_COLUMNS  # noqa: E402
+from optfarm.farm.runtime.ports import free_ports  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def ray_local():
     """A local two-CPU Ray on 127.0.0.1 for the whole test module."""
     import ray
 
-    from farm.runtime.ray_setup import start_local_ray
+    from optfarm.farm.runtime.ray_setup import start_local_ray
 
     if ray.is_initialized():
         ray.shutdown()
@@ -52,8 +52,8 @@ def loopback_cluster(nodes: int, prefix: str, cpus: int = 1):
     as a ``LocalCluster``; ``farm cluster down`` after, which must leave no process of any
     node. A node that does not start fails the caller with its own cause (the CLI's line),
     and the folder is removed whatever happens."""
-    from farm.cli import main
-    from farm.cluster.local import STATE, LocalCluster, loopback_name
+    from optfarm.farm.cli import main
+    from optfarm.farm.cluster.local import STATE, LocalCluster, loopback_name
 
     if loopback_name() is None:
         pytest.skip("no host name of this machine resolves to 127.0.0.1")
@@ -61,8 +61,9 @@ def loopback_cluster(nodes: int, prefix: str, cpus: int = 1):
     try:
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
-            code = main(["cluster", "up", "--nodes", str(nodes), "--cpus", str(cpus),
-                         "--dir", str(root)])
+            code = main(
+                ["cluster", "up", "--nodes", str(nodes), "--cpus", str(cpus), "--dir", str(root)]
+            )
         if code:
             pytest.fail(f"farm cluster up exited with {code}: {err.getvalue().strip()}")
         cluster = LocalCluster.load(root)
@@ -89,10 +90,22 @@ def start_ray_head(tmp: Path, num_cpus: int) -> tuple[subprocess.Popen, int]:
     """``ray start --head`` on 127.0.0.1 in its own process group, state under ``tmp`` (keep
     it short: Ray's socket paths); (the process, its port) once it listens."""
     port = free_port()
-    head = start_group([ray_bin(), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
-                        f"--port={port}", f"--num-cpus={num_cpus}", "--include-dashboard=false",
-                        f"--temp-dir={tmp / 'ray'}", "--disable-usage-stats"],
-                       tmp / "head.log", {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
+    head = start_group(
+        [
+            ray_bin(),
+            "start",
+            "--head",
+            "--block",
+            "--node-ip-address=127.0.0.1",
+            f"--port={port}",
+            f"--num-cpus={num_cpus}",
+            "--include-dashboard=false",
+            f"--temp-dir={tmp / 'ray'}",
+            "--disable-usage-stats",
+        ],
+        tmp / "head.log",
+        {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},
+    )
     try:
         wait_for_port(port, head, 120, tmp / "head.log")
     except BaseException:
@@ -113,10 +126,22 @@ class MlflowServer:
     def start(self):
         mlflow = shutil.which("mlflow", path=str(Path(sys.executable).parent))
         self.proc = start_group(
-            [mlflow or "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
-             "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}",
-             "--artifacts-destination", (self.root / "artifacts").as_uri(), "--workers", "1"],
-            self.root / "server.log")
+            [
+                mlflow or "mlflow",
+                "server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--backend-store-uri",
+                f"sqlite:///{self.root / 'mlflow.db'}",
+                "--artifacts-destination",
+                (self.root / "artifacts").as_uri(),
+                "--workers",
+                "1",
+            ],
+            self.root / "server.log",
+        )
         wait_for_port(self.port, self.proc, 240, self.root / "server.log")
         urllib.request.urlopen(self.url + "/health", timeout=30).read()
 
@@ -139,27 +164,36 @@ class S3Server:
 
     def __init__(self, root: Path):
         self.root, self.port = root, free_port()
-        self.env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{self.port}",
-                    "AWS_ACCESS_KEY_ID": "optfarm-test", "AWS_SECRET_ACCESS_KEY": "optfarm-test",
-                    "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1",
-                    "AWS_EC2_METADATA_DISABLED": "true"}
+        self.env = {
+            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{self.port}",
+            "AWS_ACCESS_KEY_ID": "optfarm-test",
+            "AWS_SECRET_ACCESS_KEY": "optfarm-test",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_REGION": "us-east-1",
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
         self.proc = None
 
     def start(self):
         binary = shutil.which("moto_server", path=str(Path(sys.executable).parent))
         if binary is None:
             pytest.skip("moto's server is not installed (pip install -e '.[test]')")
-        self.proc = start_group([binary, "-H", "127.0.0.1", "-p", str(self.port)],
-                                self.root / "moto.log")
+        self.proc = start_group(
+            [binary, "-H", "127.0.0.1", "-p", str(self.port)], self.root / "moto.log"
+        )
         wait_for_port(self.port, self.proc, 60, self.root / "moto.log")
 
     def bucket(self, name: str) -> str:
         """A new bucket ``name``; its ``s3://`` URI."""
         import boto3
 
-        boto3.client("s3", endpoint_url=self.env["AWS_ENDPOINT_URL"], region_name="us-east-1",
-                     aws_access_key_id="optfarm-test", aws_secret_access_key="optfarm-test"
-                     ).create_bucket(Bucket=name)
+        boto3.client(
+            "s3",
+            endpoint_url=self.env["AWS_ENDPOINT_URL"],
+            region_name="us-east-1",
+            aws_access_key_id="optfarm-test",
+            aws_secret_access_key="optfarm-test",
+        ).create_bucket(Bucket=name)
         return f"s3://{name}"
 
     def stop(self):
@@ -197,8 +231,13 @@ def wait_for_port(port: int, proc: subprocess.Popen, timeout: float, log: Path) 
 
 def start_group(args: list[str], log: Path, env: dict | None = None) -> subprocess.Popen:
     """Start ``args`` in a new session (its own process group), output to ``log``."""
-    return subprocess.Popen(args, stdout=log.open("w"), stderr=subprocess.STDOUT,
-                            env={**os.environ, **(env or {})}, start_new_session=True)
+    return subprocess.Popen(
+        args,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
 
 
 def stop_groups(procs: list[subprocess.Popen], grace: float = 5.0) -> None:
@@ -254,8 +293,9 @@ TIMING = TIMING_COLUMNS
 
 def same_trace(a, b) -> bool:
     """Equal traces (pyarrow tables) but for the wall-clock timing columns; NaN equals NaN."""
-    return a.schema == b.schema and \
-        a.drop_columns(list(TIMING)).to_pandas().equals(b.drop_columns(list(TIMING)).to_pandas())
+    return a.schema == b.schema and a.drop_columns(list(TIMING)).to_pandas().equals(
+        b.drop_columns(list(TIMING)).to_pandas()
+    )
 
 
 def listeners_of(pids: set[int]) -> list[tuple[str, int]]:

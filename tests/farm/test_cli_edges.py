@@ -10,16 +10,26 @@ from pathlib import Path
 
 import pytest
 
-from farm.cli import main
-from farm.cli.run import describe
-from farm.store.store import Store
-from oracle.dataset import DatasetError
-from oracle.formats.table import load as load_table
+from optfarm.farm.cli import main
+from optfarm.farm.cli.run import describe
+from optfarm.farm.store.store import Store
+from optfarm.oracle.dataset import DatasetError
+from optfarm.oracle.formats.table import load as load_table
 
 from ..oracle.corpus import TABLES
 
-SWEEP = ["sweep", "--datasets", "synthetic", "--optimizers", "random", "--iterations", "3",
-         "--serial", "--no-tracking", "--no-progress"]
+SWEEP = [
+    "sweep",
+    "--datasets",
+    "synthetic",
+    "--optimizers",
+    "random",
+    "--iterations",
+    "3",
+    "--serial",
+    "--no-tracking",
+    "--no-progress",
+]
 
 
 def one_line_error(capture, *words: str) -> str:
@@ -42,14 +52,18 @@ def imported(name: str, tmp_path: Path, description: str | None = None) -> str:
     return job.name
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--seeds", "0"], ["seeds", "positive"]),
-    (["--max-runs", "0"], ["--max-runs must be at least 1"]),
-    (["--max-in-flight", "-2"], ["--max-in-flight must be at least 1"]),
-    (["--name", "n" * 10_000], ["at most 100 characters, got 10,000"]),
-])
-def test_bad_sweep_flags_exit_2_on_one_line_before_anything_is_written(args, words, tmp_path,
-                                                                        capsys):
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--seeds", "0"], ["seeds", "positive"]),
+        (["--max-runs", "0"], ["--max-runs must be at least 1"]),
+        (["--max-in-flight", "-2"], ["--max-in-flight must be at least 1"]),
+        (["--name", "n" * 10_000], ["at most 100 characters, got 10,000"]),
+    ],
+)
+def test_bad_sweep_flags_exit_2_on_one_line_before_anything_is_written(
+    args, words, tmp_path, capsys
+):
     out = tmp_path / "out"
     assert main(SWEEP + args + ["--out", str(out)]) == 2
     one_line_error(capsys, *words)
@@ -73,24 +87,27 @@ def test_out_naming_a_file_is_bad_input_for_sweep_and_report(tmp_path, capsys):
     assert file.read_text() == "not a folder"
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--objective", "min costt"], ["'costt'", "did you mean 'cost'?"]),
-    (["--constraint", "tme<=300"], ["'tme'", "did you mean 'time'?"]),
-    (["--objective", "max banana", "--optimizer", "random"], ["'banana'", "does not measure"]),
-    (["--param", "lookahead=1"], ["'lookahead'", "did you mean 'la'?"]),
-    (["--objective", "min time"], ["lynceus: the objective must be 'min cost'"]),
-    (["--seed", str(2**63)], ["--seed must be in [0, 4294967295]"]),
-])
-def test_misspelt_metrics_objectives_and_parameters_exit_2_with_a_suggestion(args, words,
-                                                                            capsys):
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--objective", "min costt"], ["'costt'", "did you mean 'cost'?"]),
+        (["--constraint", "tme<=300"], ["'tme'", "did you mean 'time'?"]),
+        (["--objective", "max banana", "--optimizer", "random"], ["'banana'", "does not measure"]),
+        (["--param", "lookahead=1"], ["'lookahead'", "did you mean 'la'?"]),
+        (["--objective", "min time"], ["lynceus: the objective must be 'min cost'"]),
+        (["--seed", str(2**63)], ["--seed must be in [0, 4294967295]"]),
+    ],
+)
+def test_misspelt_metrics_objectives_and_parameters_exit_2_with_a_suggestion(args, words, capsys):
     assert main(["run", "--iterations", "2"] + args) == 2
     one_line_error(capsys, *words)
 
 
 def test_a_bare_time_on_a_table_in_ms_needs_its_unit_and_a_vacuous_constraint_warns(
-        tmp_path, capsys):
-    name = imported("spark-vms-1d", tmp_path)    # units: {time: ms}
-    ms = round(TABLES[name](seed=0).constraints[0][2] * 1000)   # its T_max in ms
+    tmp_path, capsys
+):
+    name = imported("spark-vms-1d", tmp_path)  # units: {time: ms}
+    ms = round(TABLES[name](seed=0).constraints[0][2] * 1000)  # its T_max in ms
     capsys.readouterr()
     base = ["run", "--dataset", name, "--optimizer", "random", "--iterations", "3", "--json"]
     assert main(base + ["--constraint", f"time<={ms}"]) == 2
@@ -99,15 +116,28 @@ def test_a_bare_time_on_a_table_in_ms_needs_its_unit_and_a_vacuous_constraint_wa
     captured = capsys.readouterr()
     assert json.loads(captured.out)["problem"]["constraints"] == [f"time<={ms / 1000:g}"]
     assert "warning" not in captured.err
-    assert main(base + ["--constraint", f"time<={ms} s"]) == 0   # every configuration meets it
+    assert main(base + ["--constraint", f"time<={ms} s"]) == 0  # every configuration meets it
     err = capsys.readouterr().err
     assert f"warning: constraint time<={ms} s: 20 of 20 configurations meet it" in err
     assert "every configuration meets it" in err
 
 
 def test_min_time_is_worded_as_time_not_cost(capsys):
-    assert main(["run", "--optimizer", "random", "--objective", "min time", "--iterations",
-                 "40", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--optimizer",
+                "random",
+                "--objective",
+                "min time",
+                "--iterations",
+                "40",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "minimise time (s) subject to" in out and "(USD) subject" not in out
     cno = next(line for line in out.splitlines() if line.startswith("CNO"))
@@ -121,13 +151,28 @@ def test_a_parameter_given_at_its_default_is_shown_as_given(capsys):
 
 
 def test_a_constraint_on_a_named_metric_is_observed_traced_and_summarised(tmp_path, capsys):
-    name = imported("serverless-memory-1d", tmp_path)   # p99_ms <= limit ms
+    name = imported("serverless-memory-1d", tmp_path)  # p99_ms <= limit ms
     capsys.readouterr()
     trace = tmp_path / "trace.parquet"
-    assert main(["run", "--dataset", name, "--optimizer", "random", "--iterations", "20",
-                 "--json", "--trace", str(trace)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--dataset",
+                name,
+                "--optimizer",
+                "random",
+                "--iterations",
+                "20",
+                "--json",
+                "--trace",
+                str(trace),
+            ]
+        )
+        == 0
+    )
     s = json.loads(capsys.readouterr().out)
-    check, = s["recommendation"]["constraints"]
+    (check,) = s["recommendation"]["constraints"]
     assert check["metric"] == "p99_ms" and check["observed"] and check["true"] > 0
     import pyarrow.parquet as pq
 
@@ -143,10 +188,9 @@ def test_a_constraint_on_a_named_metric_is_observed_traced_and_summarised(tmp_pa
 @pytest.mark.parametrize("peer", ["optuna-tpe", "optuna-cmaes"])
 def test_the_peers_run_under_a_constraint_on_a_named_metric(peer, tmp_path, capsys):
     pytest.importorskip("optuna", reason="the peers need optfarm[peers]")
-    name = imported("serverless-memory-1d", tmp_path)   # p99_ms <= limit ms
+    name = imported("serverless-memory-1d", tmp_path)  # p99_ms <= limit ms
     capsys.readouterr()
-    assert main(["run", "--dataset", name, "--optimizer", peer, "--iterations", "8",
-                 "--json"]) == 0
+    assert main(["run", "--dataset", name, "--optimizer", peer, "--iterations", "8", "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
     assert s["n_evaluations"] >= 1 and s["problem"]["constraints"][0].startswith("p99_ms<=")
 
@@ -155,14 +199,12 @@ def test_a_description_giving_a_key_twice_is_refused_naming_it(tmp_path):
     job = TABLES["spark-vms-1d"](seed=0)
     path = tmp_path / f"{job.name}.csv"
     job.frame.to_csv(path, index=False)
-    path.with_name(job.name + ".optfarm.yaml").write_text(
-        job.description + "units: {time: s}\n")
+    path.with_name(job.name + ".optfarm.yaml").write_text(job.description + "units: {time: s}\n")
     with pytest.raises(DatasetError, match=r"line 8 \(key 'units' is given twice\)"):
         load_table(path)
 
 
-def test_the_cli_imports_a_dataset_from_optfarm_datasets_dir(shared_datasets, monkeypatch,
-                                                              capsys):
+def test_the_cli_imports_a_dataset_from_optfarm_datasets_dir(shared_datasets, monkeypatch, capsys):
     assert main(["datasets", "show", "lynceus-rnn"]) == 2
     one_line_error(capsys, "not fetched yet", "fetch all --from DIR", "OPTFARM_DATASETS_DIR")
     monkeypatch.setenv("OPTFARM_DATASETS_DIR", str(shared_datasets))
@@ -183,7 +225,7 @@ def test_a_damaged_sweep_json_is_refused_with_a_remedy(tmp_path, capsys):
     (out / "sweep.json").write_text('{"name": "inline", "datasets"')
     assert main(SWEEP + ["--seeds", "2", "--out", str(out)]) == 2
     one_line_error(capsys, "sweep.json", "restore it from a copy", "new --out folder")
-    (out / "sweep.json").unlink()   # deleted: no silent new sweep id either
+    (out / "sweep.json").unlink()  # deleted: no silent new sweep id either
     assert main(SWEEP + ["--seeds", "2", "--out", str(out)]) == 2
     one_line_error(capsys, "sweep.json: missing, though the folder holds stored runs")
     assert not (out / "sweep.json").exists() and sweep_id
@@ -200,20 +242,30 @@ def test_a_rerun_without_tracking_uri_uses_the_one_the_sweep_started_with(tmp_pa
     assert not (out / "mlflow.db").exists()
 
 
-@pytest.mark.parametrize("spec, words", [
-    ("name: s\ndatasets: [synthetic]\noptimizers: [random]\n"
-     "seeds: {start: 9223372036854775807, count: 2}\n", ["seeds.start", "4294967295"]),
-    ("name: s\ndatasets: [synthetic]\noptimizers: [random]\nseeds: [4294967296]\n",
-     ["seeds", "at most 4294967295"]),
-    ("name: s\ndatasets: [synthetic]\noptimizers: [random]\nproblem: {objective: max banana}\n",
-     ["'banana'", "does not measure"]),
-])
-def test_bad_specs_exit_2_before_ray_starts_or_anything_is_stored(spec, words, tmp_path,
-                                                                  capfd):
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        (
+            "name: s\ndatasets: [synthetic]\noptimizers: [random]\n"
+            "seeds: {start: 9223372036854775807, count: 2}\n",
+            ["seeds.start", "4294967295"],
+        ),
+        (
+            "name: s\ndatasets: [synthetic]\noptimizers: [random]\nseeds: [4294967296]\n",
+            ["seeds", "at most 4294967295"],
+        ),
+        (
+            "name: s\ndatasets: [synthetic]\noptimizers: [random]\n"
+            "problem: {objective: max banana}\n",
+            ["'banana'", "does not measure"],
+        ),
+    ],
+)
+def test_bad_specs_exit_2_before_ray_starts_or_anything_is_stored(spec, words, tmp_path, capfd):
     path = tmp_path / "spec.yaml"
     path.write_text(spec)
     out = tmp_path / "out"
-    # a Ray sweep's driver runs in a watched child (farm.runtime.driver): its stderr is ours
+    # a Ray sweep's driver runs in a watched child (optfarm.farm.runtime.driver): its stderr is ours
     assert main(["sweep", str(path), "--out", str(out), "--no-progress"]) == 2
     one_line_error(capfd, *words)
     assert not out.exists()
@@ -227,14 +279,15 @@ def test_a_binary_spec_file_is_named(tmp_path, capsys):
 
 
 def test_stats_json_is_strict_json(tmp_path, capsys):
-    out = _finished_sweep(tmp_path, capsys)   # 3 random runs: CNO targets never reached
+    out = _finished_sweep(tmp_path, capsys)  # 3 random runs: CNO targets never reached
     assert main(["report", str(out), "--no-tracking"]) == 0
 
     def refuse(name):
         raise AssertionError(f"stats.json holds {name}")
 
     stats = json.loads((out / "report" / "stats.json").read_text(), parse_constant=refuse)
-    values = [v for group in stats["synthetic"].values() for v in group.values()
-              if isinstance(v, float)]
+    values = [
+        v for group in stats["synthetic"].values() for v in group.values() if isinstance(v, float)
+    ]
     assert values and all(math.isfinite(v) for v in values)
     assert None in [v for group in stats["synthetic"].values() for v in group.values()]

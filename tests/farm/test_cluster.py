@@ -12,11 +12,11 @@ import os
 
 import pytest
 
-from farm.cli import main
-from farm.run.loop import run_one
-from farm.store.store import Store
-from farm.sweep.runner import run_sweep
-from farm.sweep.spec import expand, parse_spec
+from optfarm.farm.cli import main
+from optfarm.farm.run.loop import run_one
+from optfarm.farm.store.store import Store
+from optfarm.farm.sweep.runner import run_sweep
+from optfarm.farm.sweep.spec import expand, parse_spec
 
 from .conftest import LOOPBACK, descendants, listeners_of, loopback_cluster, same_trace
 
@@ -41,9 +41,17 @@ def test_sweep_runs_land_on_both_nodes(two_node_cluster, tmp_path):
     assert len(nodes) == 2 and set(cluster.node_ids().values()) == set(nodes)
     assert {n["NodeManagerAddress"] for n in nodes.values()} == {"127.0.0.1"}
     node2 = next(i for i, n in nodes.items() if "node:__internal_head__" not in n["Resources"])
-    spec = parse_spec({"name": "cluster", "datasets": ["synthetic"], "optimizers": ["random"],
-                       "seeds": 6, "limits": {"iterations": None},
-                       "runtime": {"max_in_flight": 2}, "tracking": {"enabled": False}})
+    spec = parse_spec(
+        {
+            "name": "cluster",
+            "datasets": ["synthetic"],
+            "optimizers": ["random"],
+            "seeds": 6,
+            "limits": {"iterations": None},
+            "runtime": {"max_in_flight": 2},
+            "tracking": {"enabled": False},
+        }
+    )
     report = run_sweep(spec, tmp_path / "out", progress=False, on_submit=_hold_until_two_actors())
     assert report.complete and report.done == 6
     store = Store(tmp_path / "out")
@@ -72,8 +80,13 @@ def _hold_until_two_actors(timeout_s: float = 300.0):
             return
         held.append(True)
         end = time.monotonic() + timeout_s
-        while sum(a["ActorClassName"].endswith("RunActor")
-                  for a in actors(actor_state_name="ALIVE").values()) < 2:
+        while (
+            sum(
+                a["ActorClassName"].endswith("RunActor")
+                for a in actors(actor_state_name="ALIVE").values()
+            )
+            < 2
+        ):
             assert time.monotonic() < end, "the second node's actor never started"
             time.sleep(0.2)
 
@@ -94,7 +107,7 @@ def test_a_node_gets_distinct_free_ports_none_of_them_taken():
     use a port number ... that is used by other components"), as it did on CI's machine."""
     import socket
 
-    from farm.runtime.ports import free_ports
+    from optfarm.farm.runtime.ports import free_ports
 
     for _ in range(500):  # one port given twice in about 1 of 700 groups of 8 before
         taken = set(free_ports(1))
@@ -111,7 +124,7 @@ def test_ctrl_c_just_after_a_record_is_written_still_indexes_it(tmp_path, monkey
     stored run."""
     import pyarrow.parquet as pq
 
-    import farm.store.store as store_module
+    import optfarm.farm.store.store as store_module
 
     passes = []
 
@@ -121,8 +134,15 @@ def test_ctrl_c_just_after_a_record_is_written_still_indexes_it(tmp_path, monkey
             raise KeyboardInterrupt
 
     monkeypatch.setattr(store_module, "fault_point", interrupt_after_second_record)
-    spec = parse_spec({"name": "ctrl-c", "datasets": ["synthetic"], "optimizers": ["random"],
-                       "seeds": 5, "limits": {"iterations": 5}})
+    spec = parse_spec(
+        {
+            "name": "ctrl-c",
+            "datasets": ["synthetic"],
+            "optimizers": ["random"],
+            "seeds": 5,
+            "limits": {"iterations": 5},
+        }
+    )
     out = tmp_path / "out"
     with pytest.raises(KeyboardInterrupt):
         run_sweep(spec, out, backend="serial", tracking=False, progress=False)
@@ -142,8 +162,22 @@ def test_driver_stopped_by_sigterm_keeps_the_store_consistent(tmp_path):
     import pyarrow.parquet as pq
 
     out = tmp_path / "out"
-    args = [sys.executable, "-m", "farm", "sweep", "--datasets", "synthetic", "--optimizers",
-            "random", "--seeds", "2000", "--out", str(out), "--serial", "--no-progress"]
+    args = [
+        sys.executable,
+        "-m",
+        "optfarm",
+        "sweep",
+        "--datasets",
+        "synthetic",
+        "--optimizers",
+        "random",
+        "--seeds",
+        "2000",
+        "--out",
+        str(out),
+        "--serial",
+        "--no-progress",
+    ]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     end = time.monotonic() + 300  # a guard against a hang: start-up is slow on a loaded machine
     while len(list((out / "runs").glob("*.json"))) < 2:
@@ -168,8 +202,9 @@ def _mlflow_statuses(out) -> dict:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
-                              max_results=5000)
+    runs = client.search_runs(
+        [e.experiment_id for e in client.search_experiments()], max_results=5000
+    )
     return collections.Counter((r.data.tags.get("optfarm.kind"), r.info.status) for r in runs)
 
 
@@ -188,9 +223,23 @@ def test_driver_on_ray_stopped_by_a_signal_exits_130(two_node_cluster, tmp_path,
 
     _, cluster = two_node_cluster
     out = tmp_path / "out"
-    args = [sys.executable, "-m", "farm", "sweep", "--datasets", "synthetic", "--optimizers",
-            "random", "--seeds", "400", "--out", str(out), "--address", cluster.address,
-            "--no-progress"]
+    args = [
+        sys.executable,
+        "-m",
+        "optfarm",
+        "sweep",
+        "--datasets",
+        "synthetic",
+        "--optimizers",
+        "random",
+        "--seeds",
+        "400",
+        "--out",
+        str(out),
+        "--address",
+        cluster.address,
+        "--no-progress",
+    ]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     end = time.monotonic() + 300
     while len(list((out / "runs").glob("*.json"))) < 2:
@@ -204,7 +253,8 @@ def test_driver_on_ray_stopped_by_a_signal_exits_130(two_node_cluster, tmp_path,
     assert sorted(pq.read_table(out / "index.parquet").column("run_key").to_pylist()) == stored
     statuses = _mlflow_statuses(out)
     assert statuses[("sweep", "FAILED")] == 1 and not any(
-        status == "RUNNING" for _, status in statuses), statuses
+        status == "RUNNING" for _, status in statuses
+    ), statuses
 
 
 def test_unreachable_cluster_one_line_exit_1_in_bounded_time(tmp_path):
@@ -217,10 +267,28 @@ def test_unreachable_cluster_one_line_exit_1_in_bounded_time(tmp_path):
 
     out = tmp_path / "out"
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "farm", "sweep", "--datasets", "synthetic",
-                           "--optimizers", "random", "--seeds", "3", "--out", str(out),
-                           "--address", "127.0.0.1:1", "--no-progress"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "optfarm",
+            "sweep",
+            "--datasets",
+            "synthetic",
+            "--optimizers",
+            "random",
+            "--seeds",
+            "3",
+            "--out",
+            str(out),
+            "--address",
+            "127.0.0.1:1",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     took = time.monotonic() - t0
     err = done.stderr.strip().splitlines()
     assert done.returncode == 1 and len(err) == 1, done.stderr
@@ -243,14 +311,31 @@ def test_local_ray_start_that_times_out_one_line_exit_1(tmp_path):
     import time
     from pathlib import Path
 
-    from farm.runtime.ray_setup import START_ATTEMPTS
+    from optfarm.farm.runtime.ray_setup import START_ATTEMPTS
 
     out = tmp_path / "out"
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "farm", "sweep", "--datasets", "synthetic",
-                             "--optimizers", "random", "--seeds", "1", "--out", str(out),
-                             "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "optfarm",
+            "sweep",
+            "--datasets",
+            "synthetic",
+            "--optimizers",
+            "random",
+            "--seeds",
+            "1",
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
     def alive(pid):
         try:
             return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -277,8 +362,9 @@ def test_local_ray_start_that_times_out_one_line_exit_1(tmp_path):
     errors = [line for line in stderr.splitlines() if line.startswith("farm: error:")]
     retries = [line for line in stderr.splitlines() if "starting it again" in line]
     assert proc.returncode == 1 and len(stopped) == START_ATTEMPTS, (stopped, stderr)
-    assert len(errors) == 1 and errors[0].startswith("farm: error: could not start a local "
-                                                     "Ray:"), stderr
+    assert len(errors) == 1 and errors[0].startswith("farm: error: could not start a local Ray:"), (
+        stderr
+    )
     assert "timed out during startup" in errors[0] and len(retries) == START_ATTEMPTS - 1
     assert not (out / "mlflow.db").exists() and not list(out.glob("runs/*.json"))
     assert not earlier_alive, [(pid, names[pid]) for pid in earlier_alive]
@@ -298,7 +384,7 @@ def test_node_start_that_times_out_is_tried_again(capsys):
     import time
     from pathlib import Path
 
-    from farm.cluster.local import ClusterError
+    from optfarm.farm.cluster.local import ClusterError
 
     def raylets() -> set[int]:
         found = set()
@@ -333,10 +419,15 @@ def test_node_start_that_times_out_is_tried_again(capsys):
         node = result.get("node")
         assert stopped is not None and node is not None, result
         assert node.alive() and node.name in cluster.node_ids()
-        assert not Path(f"/proc/{stopped}").exists() or Path(
-            f"/proc/{stopped}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-        retries = [line for line in capsys.readouterr().err.splitlines()
-                   if line.startswith(f"farm: node {node.name} did not start")]
+        assert (
+            not Path(f"/proc/{stopped}").exists()
+            or Path(f"/proc/{stopped}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        )
+        retries = [
+            line
+            for line in capsys.readouterr().err.splitlines()
+            if line.startswith(f"farm: node {node.name} did not start")
+        ]
         assert len(retries) == 1 and "timed out during startup" in retries[0], retries
         assert "(2/" in retries[0]
     print(f"\nnode {node.name}: first start timed out, joined on the second after {took:.1f} s")
@@ -347,7 +438,7 @@ def test_node_start_tries_and_pauses_follow_the_load(monkeypatch):
     node starts) is tried again: 5 tries with pauses of 5, 10, ... s on a quiet machine; at a
     load of 40 on 2 cores (where all 5 failed, issue 36) up to 9 tries with pauses up to a
     minute, so that a lull in the load can let the agent start in time."""
-    from farm.cluster import local
+    from optfarm.farm.cluster import local
 
     monkeypatch.setattr(local.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(local.os, "getloadavg", lambda: (1.0, 1.0, 1.0))

@@ -33,12 +33,12 @@ from pathlib import Path
 
 import pytest
 
-from farm.cli import main
-from farm.cluster.local import LocalCluster
-from farm.run.loop import run_one
-from farm.runtime.capacity import HEAD_TIMEOUT_S
-from farm.store.store import Store
-from farm.sweep.spec import expand, inline_spec
+from optfarm.farm.cli import main
+from optfarm.farm.cluster.local import LocalCluster
+from optfarm.farm.run.loop import run_one
+from optfarm.farm.runtime.capacity import HEAD_TIMEOUT_S
+from optfarm.farm.store.store import Store
+from optfarm.farm.sweep.spec import expand, inline_spec
 
 from .conftest import loopback_cluster, same_trace
 
@@ -67,9 +67,24 @@ def cluster():
 
 def _sweep(cluster: LocalCluster, out: Path, seeds: int, *extra: str) -> subprocess.Popen:
     """``farm sweep`` of ``seeds`` random runs (360 evaluations each) in a new process."""
-    args = [sys.executable, "-m", "farm", "sweep", "--datasets", "synthetic", "--optimizers",
-            "random", "--seeds", str(seeds), "--out", str(out), "--address", cluster.address,
-            "--no-progress", *extra]
+    args = [
+        sys.executable,
+        "-m",
+        "optfarm",
+        "sweep",
+        "--datasets",
+        "synthetic",
+        "--optimizers",
+        "random",
+        "--seeds",
+        str(seeds),
+        "--out",
+        str(out),
+        "--address",
+        cluster.address,
+        "--no-progress",
+        *extra,
+    ]
     log = out.parent / f"{out.name}.log"
     return subprocess.Popen(args, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
@@ -101,8 +116,9 @@ def _mlflow_runs(out: Path) -> list:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
-    return client.search_runs([e.experiment_id for e in client.search_experiments()],
-                              max_results=1000)
+    return client.search_runs(
+        [e.experiment_id for e in client.search_experiments()], max_results=1000
+    )
 
 
 def _exactly_once(out: Path, runs: dict) -> list[dict]:
@@ -134,19 +150,20 @@ def test_worker_killed_mid_sweep_the_sweep_finishes_by_itself(cluster, tmp_path)
     assert retried and all(r["where"]["node_id"] != victim_id for r in retried)
     assert "an actor died" in _output(out)
     by_node = collections.Counter(r["where"]["node_id"] for r in records)
-    for rec in retried + [next(r for r in records if r["where"]["node_id"] == n)
-                          for n in by_node]:
+    for rec in retried + [next(r for r in records if r["where"]["node_id"] == n) for n in by_node]:
         assert same_trace(Store(out).trace(rec["run_key"]), run_one(runs[rec["run_key"]]).trace)
-    print(f"\nworker killed after {killed - t0:.1f} s: sweep done {done - killed:.1f} s later "
-          f"(total {done - t0:.1f} s), runs per node {sorted(by_node.values())}, "
-          f"{len(retried)} re-run")
+    print(
+        f"\nworker killed after {killed - t0:.1f} s: sweep done {done - killed:.1f} s later "
+        f"(total {done - t0:.1f} s), runs per node {sorted(by_node.values())}, "
+        f"{len(retried)} re-run"
+    )
 
 
 def test_worker_added_mid_sweep_runs_a_share(cluster, tmp_path):
     """The driver is paused (SIGSTOP) while the node starts, so the sweep cannot end first
     however slowly a node starts on a busy machine; its actors finish what they hold. The
-    driver is the child of ``farm sweep`` that holds the folder's lock (farm.runtime.driver):
-    stopping ``farm sweep`` itself would leave the sweep running."""
+    driver is the child of ``farm sweep`` that holds the folder's lock
+    (optfarm.farm.runtime.driver): stopping ``farm sweep`` itself would leave the sweep running."""
     out, runs = tmp_path / "out", _runs(60)
     proc = _sweep(cluster, out, 60, "--no-tracking")
     _wait_stored(out, 4, proc)
@@ -166,8 +183,10 @@ def test_worker_added_mid_sweep_runs_a_share(cluster, tmp_path):
     nodes = {r["where"]["node_id"] for r in records}
     assert new, "the node that joined ran nothing"
     first = min(r["finished_at"] - r["duration_s"] for r in new)
-    print(f"\nnode joined with {stored_before}/{len(runs)} runs stored; it ran {len(new)} "
-          f"runs, the first one started {first - resumed:.1f} s after the driver could see it")
+    print(
+        f"\nnode joined with {stored_before}/{len(runs)} runs stored; it ran {len(new)} "
+        f"runs, the first one started {first - resumed:.1f} s after the driver could see it"
+    )
     # a quarter of a fair share of what was left when it joined, at least (its first run
     # starts a worker process and maps the dataset; 4 nodes share 2 cores)
     assert len(new) >= max(2, (len(runs) - stored_before) / len(nodes) / 4), len(new)
@@ -192,25 +211,45 @@ def test_head_killed_exit_1_in_bounded_time_then_resume_serially(cluster, tmp_pa
     assert 6 <= len(before) < len(runs) and not list(out.rglob("*.tmp"))
     import pyarrow.parquet as pq
 
-    assert sorted(pq.read_table(out / "index.parquet").column("run_key").to_pylist()) == \
-        sorted(before)  # the index the driver wrote on its way out
+    assert sorted(pq.read_table(out / "index.parquet").column("run_key").to_pylist()) == sorted(
+        before
+    )  # the index the driver wrote on its way out
     parent = [r for r in _mlflow_runs(out) if "mlflow.parentRunId" not in r.data.tags]
     assert [r.info.status for r in parent] == ["FAILED"]
 
-    assert main(["sweep", "--datasets", "synthetic", "--optimizers", "random", "--seeds", "24",
-                 "--out", str(out), "--serial", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "--datasets",
+                "synthetic",
+                "--optimizers",
+                "random",
+                "--seeds",
+                "24",
+                "--out",
+                str(out),
+                "--serial",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     records = _exactly_once(out, runs)
     assert all(r["attempts"] == 1 for r in records)
-    assert all(before[r["run_key"]] == r["finished_at"] for r in records
-               if r["run_key"] in before)  # the stored runs were not run again
+    assert all(
+        before[r["run_key"]] == r["finished_at"] for r in records if r["run_key"] in before
+    )  # the stored runs were not run again
     # the workers end by themselves after Ray's 60 s without their GCS, agents included
     while any(w.alive() for w in cluster.nodes[1:]) and time.monotonic() < killed + 120:
         time.sleep(1)
     assert not any(n.alive() for n in cluster.nodes)
-    print(f"\nhead killed with {len(before)}/{len(runs)} runs stored: the line after {line_s} s, "
-          f"exit 1 after {took:.1f} s;"
-          f" --serial finished the {len(runs) - len(before)} missing runs; the workers were gone"
-          f" {time.monotonic() - killed:.0f} s after the head")
+    print(
+        f"\nhead killed with {len(before)}/{len(runs)} runs stored: the line after {line_s} s, "
+        f"exit 1 after {took:.1f} s;"
+        f" --serial finished the {len(runs) - len(before)} missing runs; the workers were gone"
+        f" {time.monotonic() - killed:.0f} s after the head"
+    )
 
 
 def _line_after(killed: float, out: Path, proc: subprocess.Popen) -> float | None:
@@ -232,8 +271,18 @@ def _line_after(killed: float, out: Path, proc: subprocess.Popen) -> float | Non
 # and a kill at 2 stored + 3.0 s had 11 stored at the kill), so at most 2 + 1.4 s x 10 runs/s
 # here of KILL_SEEDS.
 KILL_SEEDS = 24
-KILLS = [(1, 0.0), (2, 0.4), (3, 0.0), (1, 1.3), (4, 0.7), (2, 0.0), (5, 0.2), (3, 1.2),
-         (12, 0.0), (2, 1.4)]
+KILLS = [
+    (1, 0.0),
+    (2, 0.4),
+    (3, 0.0),
+    (1, 1.3),
+    (4, 0.7),
+    (2, 0.0),
+    (5, 0.2),
+    (3, 1.2),
+    (12, 0.0),
+    (2, 1.4),
+]
 
 
 def test_head_killed_ten_times_in_a_row_reported_every_time(tmp_path):
@@ -264,18 +313,46 @@ def test_head_killed_ten_times_in_a_row_reported_every_time(tmp_path):
         import pyarrow.parquet as pq
 
         index = sorted(pq.read_table(out / "index.parquet").column("run_key").to_pylist())
-        rows.append({"kill": i + 1, "stored_at_kill": n_before, "exit": proc.returncode,
-                     "line_s": line_s, "exit_s": round(exit_s, 1), "stored": len(before),
-                     "index_ok": index == before, "tmp": len(list(out.rglob("*.tmp")))})
+        rows.append(
+            {
+                "kill": i + 1,
+                "stored_at_kill": n_before,
+                "exit": proc.returncode,
+                "line_s": line_s,
+                "exit_s": round(exit_s, 1),
+                "stored": len(before),
+                "index_ok": index == before,
+                "tmp": len(list(out.rglob("*.tmp"))),
+            }
+        )
         assert proc.returncode == 1 and len(lost) == 1, output
         assert "resume with: farm sweep" in lost[0] and str(out) in lost[0], output
         assert line_s is not None and line_s <= bound, (line_s, bound, output)
         assert index == before and rows[-1]["tmp"] == 0
-        assert main(["sweep", "--datasets", "synthetic", "--optimizers", "random", "--seeds",
-                     str(seeds), "--out", str(out), "--serial", "--no-progress"]) == 0
+        assert (
+            main(
+                [
+                    "sweep",
+                    "--datasets",
+                    "synthetic",
+                    "--optimizers",
+                    "random",
+                    "--seeds",
+                    str(seeds),
+                    "--out",
+                    str(out),
+                    "--serial",
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
         _exactly_once(out, runs)
-        running = [(r.data.tags.get("optfarm.kind"), r.info.run_name) for r in _mlflow_runs(out)
-                   if r.info.status == "RUNNING"]
+        running = [
+            (r.data.tags.get("optfarm.kind"), r.info.run_name)
+            for r in _mlflow_runs(out)
+            if r.info.status == "RUNNING"
+        ]
         rows[-1]["running_after_resume"] = len(running)
         print(f"\n{rows[-1]}", flush=True)  # as it goes: a later failure keeps the earlier rows
         assert not running, running

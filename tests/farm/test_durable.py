@@ -1,7 +1,7 @@
 """A sweep whose output is on S3 (``--out s3://BUCKET/PATH``), on a real S3-compatible server on
 127.0.0.1 (moto's standalone server, ``conftest.S3Server``): the store's guarantees as on a
 local folder (exactly once, atomic writes, checksums, resume), and its lock, a lease object
-that two drivers cannot both hold (``farm.store.locks``).
+that two drivers cannot both hold (``optfarm.farm.store.locks``).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import textwrap
 import threading
 import time
 
-from farm.cli import main
-from farm.store.location import Location
-from farm.store.store import FolderBusy, Store
-from farm.sweep.spec import expand, inline_spec
+from optfarm.farm.cli import main
+from optfarm.farm.store.location import Location
+from optfarm.farm.store.store import FolderBusy, Store
+from optfarm.farm.sweep.spec import expand, inline_spec
 
 
 def _objects(uri: str) -> list[str]:
@@ -26,16 +26,33 @@ def _objects(uri: str) -> list[str]:
     import pyarrow.fs as pafs
 
     location = Location.of(uri)
-    listed = location.fs.get_file_info(pafs.FileSelector(str(location.root), recursive=True,
-                                                         allow_not_found=True))
-    return sorted(i.path[len(str(location.root)) + 1:] for i in listed
-                  if i.type == pafs.FileType.File)
+    listed = location.fs.get_file_info(
+        pafs.FileSelector(str(location.root), recursive=True, allow_not_found=True)
+    )
+    return sorted(
+        i.path[len(str(location.root)) + 1 :] for i in listed if i.type == pafs.FileType.File
+    )
 
 
 def _sweep(out: str, seeds: int, *extra: str) -> int:
-    return main(["sweep", "--datasets", "synthetic", "--optimizers", "random", "--seeds",
-                 str(seeds), "--iterations", "8", "--out", out, "--serial", "--no-progress",
-                 *extra])
+    return main(
+        [
+            "sweep",
+            "--datasets",
+            "synthetic",
+            "--optimizers",
+            "random",
+            "--seeds",
+            str(seeds),
+            "--iterations",
+            "8",
+            "--out",
+            out,
+            "--serial",
+            "--no-progress",
+            *extra,
+        ]
+    )
 
 
 def _seed_runs(url: str, out: str) -> list:
@@ -44,26 +61,31 @@ def _seed_runs(url: str, out: str) -> list:
 
     sweep_id = Store(out).read_sweep()["sweep_id"]
     client = MlflowClient(url)
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
-                              max_results=1000)
-    return [r for r in runs if "optfarm.run_key" in r.data.tags and
-            r.data.tags.get("optfarm.sweep_id") == sweep_id]
+    runs = client.search_runs(
+        [e.experiment_id for e in client.search_experiments()], max_results=1000
+    )
+    return [
+        r
+        for r in runs
+        if "optfarm.run_key" in r.data.tags and r.data.tags.get("optfarm.sweep_id") == sweep_id
+    ]
 
 
 def test_a_sweep_on_s3_stores_each_run_once_and_resumes(s3, server, capsys):
     out = s3.bucket("sweeps") + "/quick"
-    keys = sorted(r.run_key for r in expand(inline_spec("synthetic", "random", 4,
-                                                        iterations=8)))
+    keys = sorted(r.run_key for r in expand(inline_spec("synthetic", "random", 4, iterations=8)))
     assert _sweep(out, 4, "--tracking-uri", server.url) == 0
     # no temporary object, and no lease: it is deleted when the driver ends; the four traces
-    # again in one segment (farm.store.trace_segments), named by its sha256
+    # again in one segment (optfarm.farm.store.trace_segments), named by its sha256
     segment = [o for o in _objects(out) if o.startswith("traces/")]
     assert len(segment) == 1 and len(segment[0]) == len("traces/.parquet") + 64
-    assert _objects(out) == sorted(["index.parquet", "sweep.json", "verified.json", *segment]
-                                   + [f"runs/{k}.{ext}" for k in keys
-                                      for ext in ("json", "parquet")])
-    assert Store(out).read_segments({k: Store(out).record(k)["trace_sha256"]
-                                     for k in keys})[1] == set(keys)
+    assert _objects(out) == sorted(
+        ["index.parquet", "sweep.json", "verified.json", *segment]
+        + [f"runs/{k}.{ext}" for k in keys for ext in ("json", "parquet")]
+    )
+    assert Store(out).read_segments({k: Store(out).record(k)["trace_sha256"] for k in keys})[
+        1
+    ] == set(keys)
     store = Store(out)
     assert sorted(store.finished()) == keys and store.write_index().num_rows == 4
     capsys.readouterr()
@@ -123,11 +145,21 @@ def test_an_s3_output_without_a_tracking_server_says_where_mlflow_goes(s3, serve
 
 def test_a_regression_gate_keeps_its_sweeps_and_report_on_s3(s3, tmp_path, capsys):
     spec = tmp_path / "tiny.yaml"
-    spec.write_text("name: tiny\ndatasets: [synthetic]\noptimizers: [random]\nseeds: 3\n"
-                    "limits: {iterations: 6}\n")
+    spec.write_text(
+        "name: tiny\ndatasets: [synthetic]\noptimizers: [random]\nseeds: 3\n"
+        "limits: {iterations: 6}\n"
+    )
     out = s3.bucket("gate") + "/nightly"
-    args = ["regress", str(spec), "--baseline", str(tmp_path / "b.json"), "--out", out,
-            "--serial", "--no-progress"]
+    args = [
+        "regress",
+        str(spec),
+        "--baseline",
+        str(tmp_path / "b.json"),
+        "--out",
+        out,
+        "--serial",
+        "--no-progress",
+    ]
     assert main([*args, "--update-baseline"]) == 0
     assert len(Store(f"{out}/tiny").finished()) == 3
     assert main(args) == 2  # a gate runs afresh: a kept --out is refused
@@ -138,8 +170,10 @@ def test_a_regression_gate_keeps_its_sweeps_and_report_on_s3(s3, tmp_path, capsy
 
 
 def test_an_output_that_no_driver_can_lock_is_bad_input(s3, capsys):
-    for out, why in (("nosuchscheme://x/y", "cannot open nosuchscheme://x/y"),
-                     ("mock:///x", "a sweep cannot lock a mock store")):
+    for out, why in (
+        ("nosuchscheme://x/y", "cannot open nosuchscheme://x/y"),
+        ("mock:///x", "a sweep cannot lock a mock store"),
+    ):
         assert _sweep(out, 1, "--no-tracking") == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and why in err, err
@@ -150,10 +184,9 @@ def test_an_output_that_no_driver_can_lock_is_bad_input(s3, capsys):
 
 # -- the lease ---------------------------------------------------------------------------------
 def _lease(uri: str, **kw):
-    from farm.store.locks import ObjectLease
+    from optfarm.farm.store.locks import ObjectLease
 
-    return ObjectLease(Location.of(uri), **{"term_s": 4.0, "renew_s": 0.5, "margin_s": 1.5,
-                                            **kw})
+    return ObjectLease(Location.of(uri), **{"term_s": 4.0, "renew_s": 0.5, "margin_s": 1.5, **kw})
 
 
 def test_two_drivers_racing_for_the_lease_one_wins(s3):
@@ -163,8 +196,7 @@ def test_two_drivers_racing_for_the_lease_one_wins(s3):
     for i in range(10):
         leases = [_lease(f"{base}/{i}") for _ in range(2)]
         start, outcome = threading.Barrier(2), {}
-        threads = [threading.Thread(target=_take, args=(lease, start, outcome))
-                   for lease in leases]
+        threads = [threading.Thread(target=_take, args=(lease, start, outcome)) for lease in leases]
         for t in threads:
             t.start()
         for t in threads:
@@ -188,8 +220,8 @@ def _take(lease, start: threading.Barrier, outcome: dict) -> None:
 
 HOLDER = textwrap.dedent("""
     import sys, time
-    from farm.store.locks import ObjectLease
-    from farm.store.location import Location, StoreError, write_atomically
+    from optfarm.farm.store.locks import ObjectLease
+    from optfarm.farm.store.location import Location, StoreError, write_atomically
     location = Location.of(sys.argv[1])
     lease = ObjectLease(location, term_s=4.0, renew_s=0.5, margin_s=1.5)
     lease.acquire()
@@ -207,8 +239,12 @@ HOLDER = textwrap.dedent("""
 
 
 def _holder(uri: str) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, uri], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, uri],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.readline().strip() == "held", proc.stderr.read()
     return proc
 

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from farm.cli import main
-from farm.cluster.local import LocalCluster, loopback_name
-from farm.runtime.capacity import HEAD_TIMEOUT_S
-from farm.store.store import Store
-from farm.sweep.spec import expand, inline_spec
+from optfarm.farm.cli import main
+from optfarm.farm.cluster.local import LocalCluster, loopback_name
+from optfarm.farm.runtime.capacity import HEAD_TIMEOUT_S
+from optfarm.farm.store.store import Store
+from optfarm.farm.sweep.spec import expand, inline_spec
 
 from .test_durable import _objects, _seed_runs
 
@@ -47,17 +47,35 @@ def _down(cluster: LocalCluster | None) -> None:
         shutil.rmtree(cluster.root, ignore_errors=True)
 
 
-def _driver(cluster: LocalCluster, out: str, seeds: int, tracking: str, s3, home: Path
-            ) -> subprocess.Popen:
+def _driver(
+    cluster: LocalCluster, out: str, seeds: int, tracking: str, s3, home: Path
+) -> subprocess.Popen:
     """``farm sweep`` as run on a node of ``cluster``: its own working folder and local cache
     (``$OPTFARM_DATA``), the bucket and the tracking server shared."""
     home.mkdir(parents=True, exist_ok=True)
-    args = [sys.executable, "-m", "farm", "sweep", "--datasets", "synthetic", "--optimizers",
-            "random", "--seeds", str(seeds), "--out", out, "--address", cluster.address,
-            "--tracking-uri", tracking, "--no-progress"]
+    args = [
+        sys.executable,
+        "-m",
+        "optfarm",
+        "sweep",
+        "--datasets",
+        "synthetic",
+        "--optimizers",
+        "random",
+        "--seeds",
+        str(seeds),
+        "--out",
+        out,
+        "--address",
+        cluster.address,
+        "--tracking-uri",
+        tracking,
+        "--no-progress",
+    ]
     env = {**os.environ, **s3.env, "OPTFARM_DATA": str(home / "data")}
-    return subprocess.Popen(args, cwd=home, env=env, stdout=(home / "driver.log").open("w"),
-                            stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        args, cwd=home, env=env, stdout=(home / "driver.log").open("w"), stderr=subprocess.STDOUT
+    )
 
 
 def test_head_killed_then_another_node_resumes_from_the_bucket(s3, server, tmp_path):
@@ -95,15 +113,18 @@ def test_head_killed_then_another_node_resumes_from_the_bucket(s3, server, tmp_p
         assert all(before[k] == records[k]["finished_at"] for k in before)  # not run again
         nodes_b = set(second.node_ids().values())
         assert {records[k]["where"]["node_id"] for k in runs - set(before)} <= nodes_b
-        assert sorted(o for o in _objects(out) if o.startswith("runs/")) == \
-            sorted(f"runs/{k}.{ext}" for k in runs for ext in ("json", "parquet"))
+        assert sorted(o for o in _objects(out) if o.startswith("runs/")) == sorted(
+            f"runs/{k}.{ext}" for k in runs for ext in ("json", "parquet")
+        )
         assert store.write_index().num_rows == len(runs)
         seed_runs = _seed_runs(server.url, out)
         assert sorted(r.data.tags["optfarm.run_key"] for r in seed_runs) == sorted(runs)
         assert {r.info.status for r in seed_runs} == {"FINISHED"}
-        print(f"\nhead killed with {len(before)}/{len(runs)} runs in {out}: exit 1 after "
-              f"{took:.1f} s; a driver on another node ran the {len(runs) - len(before)} "
-              "missing runs; each run once in the bucket and in MLflow")
+        print(
+            f"\nhead killed with {len(before)}/{len(runs)} runs in {out}: exit 1 after "
+            f"{took:.1f} s; a driver on another node ran the {len(runs) - len(before)} "
+            "missing runs; each run once in the bucket and in MLflow"
+        )
     finally:
         _down(first)
         _down(second)

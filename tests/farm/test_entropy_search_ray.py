@@ -8,10 +8,10 @@ import copy
 import numpy as np
 import pytest
 
-from farm.run.loop import Stepper
-from optimizers.registry import make_optimizer
-from oracle.oracle import Oracle
-from oracle.registry import import_datasets, load
+from optfarm.farm.run.loop import Stepper
+from optfarm.optimizers.registry import make_optimizer
+from optfarm.oracle.oracle import Oracle
+from optfarm.oracle.registry import import_datasets, load
 
 
 @pytest.fixture
@@ -20,8 +20,17 @@ def driven(shared_datasets):
     import_datasets("trimtuner", shared_datasets / "trimtuner")
     ds = load("trimtuner-rnn")
     oracle = Oracle(ds, ds.meta.problem)
-    opt = make_optimizer("trimtuner", oracle.space, oracle.problem, 0, None, model="gp",
-                         hyper="ml", n_mc=200, n_representers=20)
+    opt = make_optimizer(
+        "trimtuner",
+        oracle.space,
+        oracle.problem,
+        0,
+        None,
+        model="gp",
+        hyper="ml",
+        n_mc=200,
+        n_representers=20,
+    )
     stepper = Stepper(opt, oracle, 0)
     for _ in range(3):
         stepper.step()
@@ -30,7 +39,7 @@ def driven(shared_datasets):
 
 @pytest.mark.parametrize("chunk_size", [0, 1])
 def test_trimtuner_suggest_over_ray_tasks_is_the_serial_choice(ray_local, driven, chunk_size):
-    from farm.runtime.ray_runtime import RayExecutor
+    from optfarm.farm.runtime.ray_runtime import RayExecutor
 
     serial = copy.deepcopy(driven)
     on_ray = copy.deepcopy(driven)

@@ -5,7 +5,7 @@ and one MLflow seed run per run key, one variant run holding them, and one paren
 sweep.
 
 Faults: two sweeps on one folder; the driver SIGKILLed at three points (``$FARM_FAULT``, see
-``farm.store.store.fault_point``), one of them between creating a nested MLflow run and
+``optfarm.farm.store.store.fault_point``), one of them between creating a nested MLflow run and
 logging it; the tracking server killed mid-sweep, then ``farm sync`` twice; the folder copied
 elsewhere (and its MLflow cache lost) and run again; a truncated trace, a bit-flipped trace, a
 truncated record, a truncated ``sweep.json`` and MLflow cache; disk full during a run and
@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from farm.store.store import Store
-from farm.sweep.spec import expand, inline_spec
+from optfarm.farm.store.store import Store
+from optfarm.farm.sweep.spec import expand, inline_spec
 
 from .conftest import start_ray_head, stop_groups
 
@@ -67,8 +67,9 @@ def tmpfs(tmp_path):
     def mount(size: str) -> Disk:
         path = tmp_path / f"small-disk-{len(mounts)}"
         path.mkdir()
-        if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                          capture_output=True).returncode:
+        if subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True
+        ).returncode:
             pytest.skip("cannot mount a tmpfs here (not root?)")
         mounts.append(path)
         return Disk(path)
@@ -79,26 +80,52 @@ def tmpfs(tmp_path):
 
 
 def _keys(name: str) -> set[str]:
-    return {r.run_key for r in expand(inline_spec("synthetic", "random", SEEDS, name=name,
-                                                  iterations=ITERATIONS))}
+    return {
+        r.run_key
+        for r in expand(inline_spec("synthetic", "random", SEEDS, name=name, iterations=ITERATIONS))
+    }
 
 
 def _sweep_args(name: str, out: Path, address: str, uri: str | None) -> list[str]:
-    return ["sweep", "--datasets", "synthetic", "--optimizers", "random", "--seeds", str(SEEDS),
-            "--iterations", str(ITERATIONS), "--name", name, "--out", str(out),
-            "--address", address, "--no-progress", *(["--tracking-uri", uri] if uri else [])]
+    return [
+        "sweep",
+        "--datasets",
+        "synthetic",
+        "--optimizers",
+        "random",
+        "--seeds",
+        str(SEEDS),
+        "--iterations",
+        str(ITERATIONS),
+        "--name",
+        name,
+        "--out",
+        str(out),
+        "--address",
+        address,
+        "--no-progress",
+        *(["--tracking-uri", uri] if uri else []),
+    ]
 
 
 def _env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "FARM_FAULT",
-                                                           "RAY_ADDRESS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MLFLOW_TRACKING_URI", "FARM_FAULT", "RAY_ADDRESS")
+    }
     return {**env, **extra}
 
 
 def farm(args: list[str], **env) -> subprocess.CompletedProcess:
-    proc = subprocess.Popen([sys.executable, "-m", "farm", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_env(**env),
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "optfarm", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(**env),
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=300)
     finally:
@@ -107,9 +134,14 @@ def farm(args: list[str], **env) -> subprocess.CompletedProcess:
 
 
 def start_farm(args: list[str], **env) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "farm", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_env(**env),
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "optfarm", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(**env),
+        start_new_session=True,
+    )
 
 
 def _children(pid: int) -> list[int]:
@@ -137,25 +169,32 @@ def _nested(uri: str, experiment: str) -> tuple[Counter, Counter, int, Counter]:
     nested = [r for r in runs if r.data.tags.get("optfarm.kind") == "run"]
     parents = [r for r in runs if r.data.tags.get("optfarm.kind") == "sweep"]
     variants = [r for r in runs if r.data.tags.get("optfarm.kind") == "variant"]
-    return (Counter(r.data.tags["optfarm.run_key"] for r in nested),
-            Counter(r.info.status for r in nested), len(parents),
-            Counter((v.data.tags["optfarm.variant_key"], v.info.status,
-                     all(r.data.tags["mlflow.parentRunId"] == v.info.run_id for r in nested))
-                    for v in variants))
+    return (
+        Counter(r.data.tags["optfarm.run_key"] for r in nested),
+        Counter(r.info.status for r in nested),
+        len(parents),
+        Counter(
+            (
+                v.data.tags["optfarm.variant_key"],
+                v.info.status,
+                all(r.data.tags["mlflow.parentRunId"] == v.info.run_id for r in nested),
+            )
+            for v in variants
+        ),
+    )
 
 
 def assert_exactly_once(out: Path, uri: str, name: str) -> None:
     keys = _keys(name)
     scan = Store(out).scan()
     assert not scan.damaged, scan.damaged
-    assert set(scan.records) == keys and all(r["status"] == "done" for r in
-                                             scan.records.values())
+    assert set(scan.records) == keys and all(r["status"] == "done" for r in scan.records.values())
     assert {p.stem for p in (out / "runs").glob("*.parquet")} == keys
     per_key, statuses, parents, variants = _nested(uri, name)
     assert per_key == Counter({k: 1 for k in keys}), per_key
     assert statuses == Counter({"FINISHED": len(keys)}) and parents == 1
     # one variant (synthetic x random), logged once, finished, holding every seed run
-    ((_, status, holds_all), count), = variants.items()
+    (((_, status, holds_all), count),) = variants.items()
     assert (count, status, holds_all) == (1, "FINISHED", True), variants
 
 
@@ -170,7 +209,8 @@ def test_a_second_sweep_on_a_busy_folder_exits_2_naming_the_holder(ray_head, ser
     try:
         lock = out / "lock"
         # the folder is held by the sweep's driver: on the Ray path a child of `farm sweep`
-        # (farm.runtime.driver), so the holder is read from the lock, not assumed to be `first`
+        # (optfarm.farm.runtime.driver), so the holder is read from the lock, not assumed to be
+        # `first`
         _wait_for(lambda: lock.exists() and '"pid"' in lock.read_text())
         holder = json.loads(lock.read_text())["pid"]
         assert holder in (first.pid, *_children(first.pid))
@@ -252,8 +292,9 @@ def test_copied_folder_with_its_cache_lost_logs_nothing_twice(ray_head, tmp_path
     assert_exactly_once(out, f"sqlite:///{out / 'mlflow.db'}", "copied")
 
 
-def test_damaged_files_are_refused_by_readers_then_quarantined_and_redone(ray_head, server,
-                                                                          tmp_path):
+def test_damaged_files_are_refused_by_readers_then_quarantined_and_redone(
+    ray_head, server, tmp_path
+):
     out = tmp_path / "out"
     args = _sweep_args("damaged", out, ray_head, server.url)
     assert farm(args).returncode == 0
@@ -276,8 +317,9 @@ def test_damaged_files_are_refused_by_readers_then_quarantined_and_redone(ray_he
     lines = _lines(again.stderr, "quarantine")
     assert len(lines) == 3
     assert any(f"{k_trunc}.parquet: trace truncated" in line for line in lines)
-    assert any(f"{k_flip}.parquet: trace content does not match its sha256" in line
-               for line in lines)
+    assert any(
+        f"{k_flip}.parquet: trace content does not match its sha256" in line for line in lines
+    )
     assert any(f"{k_record}.json: not valid JSON" in line for line in lines)
     assert f"{SEEDS} runs, 1 already done, 3 run now" in again.stdout
     assert len(list((out / "quarantine").iterdir())) == 6  # each run's record and trace
@@ -343,13 +385,20 @@ def test_disk_full_while_the_mlflow_store_is_created_then_freed(ray_head, tmpfs,
 
 def _half_created_store(disk) -> Path:
     """An MLflow sqlite store whose creation ran out of space on ``disk``, then freed."""
-    code = ("from mlflow.tracking import MlflowClient; import sys; "
-            "MlflowClient(sys.argv[1]).search_experiments()")
+    code = (
+        "from mlflow.tracking import MlflowClient; import sys; "
+        "MlflowClient(sys.argv[1]).search_experiments()"
+    )
     db = disk.path / "mlflow.db"
-    assert subprocess.run([sys.executable, "-c", code, f"sqlite:///{db}"], env=_env(),
-                          capture_output=True).returncode != 0
+    assert (
+        subprocess.run(
+            [sys.executable, "-c", code, f"sqlite:///{db}"], env=_env(), capture_output=True
+        ).returncode
+        != 0
+    )
     disk.resize("64m")
-    reopened = subprocess.run([sys.executable, "-c", code, f"sqlite:///{db}"], env=_env(),
-                              capture_output=True, text=True)
+    reopened = subprocess.run(
+        [sys.executable, "-c", code, f"sqlite:///{db}"], env=_env(), capture_output=True, text=True
+    )
     assert "already exists" in reopened.stderr, reopened.stderr[-2000:]
     return db

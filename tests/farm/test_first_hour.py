@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from farm.cli import main
+from optfarm.farm.cli import main
 
 from .test_cli_edges import one_line_error
 
@@ -23,29 +23,61 @@ def test_the_readme_pytest_command_prints_each_skip_reason(tmp_path):
     was skipped."""
     (tmp_path / "test_skipping.py").write_text(
         "import pytest\n\ndef test_needs_data():\n    pytest.skip('get the data with farm "
-        "datasets fetch x')\n")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(tmp_path),
-                           str(tmp_path / "test_skipping.py")],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False)
+        "datasets fetch x')\n"
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-c",
+            str(ROOT / "pyproject.toml"),
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path / "test_skipping.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        check=False,
+    )
     assert "1 skipped" in proc.stdout, proc.stdout[-2000:]
-    assert re.search(r"^SKIPPED \[1\] .*get the data with farm datasets fetch x$", proc.stdout,
-                     re.MULTILINE), proc.stdout[-2000:]
+    assert re.search(
+        r"^SKIPPED \[1\] .*get the data with farm datasets fetch x$", proc.stdout, re.MULTILINE
+    ), proc.stdout[-2000:]
 
 
 def test_a_first_compile_of_the_kernels_is_announced_with_its_length(tmp_path):
     """With nothing in numba's cache a tree-based optimizer's run says on stderr that it
     compiles first and roughly how long; random search (no kernels) says nothing."""
-    code = ("import sys; from farm.cli.run import _oracle, _say_first_compile; "
-            "from farm.run.spec import RunSpec; spec = RunSpec('synthetic', sys.argv[1]); "
-            "_say_first_compile(spec, _oracle(spec))")
+    code = (
+        "import sys; from optfarm.farm.cli.run import _oracle, _say_first_compile; "
+        "from optfarm.farm.run.spec import RunSpec; spec = RunSpec('synthetic', sys.argv[1]); "
+        "_say_first_compile(spec, _oracle(spec))"
+    )
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
-    said = {name: subprocess.run([sys.executable, "-c", code, name], env=env, cwd=ROOT,
-                                 capture_output=True, text=True, timeout=300, check=False)
-            for name in ("lynceus", "random")}
+    said = {
+        name: subprocess.run(
+            [sys.executable, "-c", code, name],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        for name in ("lynceus", "random")
+    }
     line = said["lynceus"].stderr.strip()
-    assert re.fullmatch(r"farm: compiling \d+ numba kernels of the tree models first, roughly "
-                        r"\d+ s \(once for this install: numba caches them\)", line), line
+    assert re.fullmatch(
+        r"farm: compiling \d+ numba kernels of the tree models first, roughly "
+        r"\d+ s \(once for this install: numba caches them\)",
+        line,
+    ), line
     assert said["random"].returncode == 0 and said["random"].stderr == ""
 
 
@@ -53,11 +85,13 @@ def test_random_without_a_limit_stops_at_a_default_and_says_so(capsys):
     assert main(["run", "--optimizer", "random", "--seed", "1"]) == 0
     out, err = capsys.readouterr()
     assert out.startswith("random on synthetic, seed 1: 50 evaluations in ")
-    assert "random has no stopping rule of its own and the run no budget: stopping after 50 " \
+    assert (
+        "random has no stopping rule of its own and the run no budget: stopping after 50 "
         "evaluations (--iterations N or --budget B to choose)" in err
+    )
     assert main(["run", "--optimizer", "random", "--iterations", "7", "--quiet"]) == 0
     out, err = capsys.readouterr()
-    assert "7 evaluations" in out and err == ""           # a limit given: no default
+    assert "7 evaluations" in out and err == ""  # a limit given: no default
     assert main(["run", "--optimizer", "random", "--budget", "5", "--quiet"]) == 0
     assert "stopping after" not in capsys.readouterr().err  # a budget stops it
 
@@ -69,8 +103,10 @@ def test_a_target_reached_then_lost_is_not_a_contradiction(capsys):
     flat = " ".join(capsys.readouterr().out.split())
     assert "CNO none: the recommendation is infeasible, so no cost ratio counts" in flat
     assert "CNO never" not in flat
-    assert "reached CNO <= 2 after 59.87 USD*, CNO <= 1.1 after 59.87 USD*, CNO <= 1 (the " \
+    assert (
+        "reached CNO <= 2 after 59.87 USD*, CNO <= 1.1 after 59.87 USD*, CNO <= 1 (the "
         "optimum) never" in flat
+    )
     assert "* an earlier recommendation met it; the final one does not" in flat
 
 
@@ -78,37 +114,55 @@ def test_a_spec_folder_is_named_a_folder_with_its_specs(tmp_path, capsys):
     (tmp_path / "a.yaml").write_text("name: a\n")
     (tmp_path / "b.yml").write_text("name: b\n")
     assert main(["sweep", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
-    one_line_error(capsys, f"{tmp_path} is a folder; a sweep spec is a YAML file (in it: "
-                   "a.yaml, b.yml)")
+    one_line_error(
+        capsys, f"{tmp_path} is a folder; a sweep spec is a YAML file (in it: a.yaml, b.yml)"
+    )
     assert not (tmp_path / "out").exists()
 
 
 def test_iterations_that_are_no_count_name_the_key_and_the_limit(tmp_path, capsys):
     for value in ("1.0e300", "1.0e+300", "2.5"):
         path = tmp_path / "spec.yaml"
-        path.write_text(f"name: s\ndatasets: [synthetic]\noptimizers: [random]\n"
-                        f"limits: {{iterations: {value}}}\n")
+        path.write_text(
+            f"name: s\ndatasets: [synthetic]\noptimizers: [random]\n"
+            f"limits: {{iterations: {value}}}\n"
+        )
         assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 2
-        err = one_line_error(capsys, "limits.iterations: ", "is not a whole number of "
-                             "evaluations from 1 to 1,000,000,000")
+        err = one_line_error(
+            capsys,
+            "limits.iterations: ",
+            "is not a whole number of evaluations from 1 to 1,000,000,000",
+        )
         assert "unable to parse" not in err.lower()
 
 
 def test_datasets_list_and_show_give_each_constraint_its_unit(capsys):
     assert main(["datasets", "list"]) == 0
-    row = next(line for line in capsys.readouterr().out.splitlines()
-               if line.startswith("synthetic "))
+    row = next(
+        line for line in capsys.readouterr().out.splitlines() if line.startswith("synthetic ")
+    )
     assert row.rstrip().endswith("accuracy>=0.85, time<=5330 s")
     assert main(["datasets", "show", "synthetic"]) == 0
     assert "constraints: accuracy>=0.85, time<=5330 s" in capsys.readouterr().out
 
 
 def test_the_sweep_summary_gives_the_cost_its_unit(capsys):
-    from farm.cli.sweep import print_summary
+    from optfarm.farm.cli.sweep import print_summary
 
-    row = {"dataset": "spark-vms", "optimizer": "lynceus", "params": "-", "runs": 10,
-           "failed": 0, "metric": "cno", "final_p50": 1.02, "final_p90": 1.5, "cost_p50": 12.5,
-           "cost_unit": "VM x ms", "evals_p50": 20.0, "latency_p50_s": 0.01}
+    row = {
+        "dataset": "spark-vms",
+        "optimizer": "lynceus",
+        "params": "-",
+        "runs": 10,
+        "failed": 0,
+        "metric": "cno",
+        "final_p50": 1.02,
+        "final_p90": 1.5,
+        "cost_p50": 12.5,
+        "cost_unit": "VM x ms",
+        "evals_p50": 20.0,
+        "latency_p50_s": 0.01,
+    }
     print_summary([row])
     lines = capsys.readouterr().out.splitlines()
     header = next(line for line in lines if line.startswith("optimizer"))
@@ -116,29 +170,31 @@ def test_the_sweep_summary_gives_the_cost_its_unit(capsys):
 
 
 def _report_page(tmp_path, times_scale: float = 1.0) -> str:
-    from farm.report.analysis import analyse
-    from farm.report.page import write_report
+    from optfarm.farm.report.analysis import analyse
+    from optfarm.farm.report.page import write_report
 
     from .test_report import make_run, sweep
 
-    runs = [make_run(f"{o}{s}", "synthetic", o, s, [1000.0 * times_scale] * 3, cnos,
-                     [True] * 3)
-            for o, cnos in (("lynceus", [3.0, 1.5, 1.0]), ("random", [4.0, 2.0, 1.5]))
-            for s in range(3)]
+    runs = [
+        make_run(f"{o}{s}", "synthetic", o, s, [1000.0 * times_scale] * 3, cnos, [True] * 3)
+        for o, cnos in (("lynceus", [3.0, 1.5, 1.0]), ("random", [4.0, 2.0, 1.5]))
+        for s in range(3)
+    ]
     write_report(analyse(*sweep(runs)), tmp_path, title="t")
     return (tmp_path / "report.html").read_text()
 
 
-def test_the_report_opens_on_a_verdict_and_keeps_its_tables_narrow_and_numbers_plain(
-        tmp_path):
+def test_the_report_opens_on_a_verdict_and_keeps_its_tables_narrow_and_numbers_plain(tmp_path):
     """A one-line verdict under the title; no table of more than 8 columns (the reach targets
     are rows of their own table: as columns they made it 1,500 px wide), and tables scroll
     inside the page; times of 30,000 s and more in plain digits, not 3e+04."""
     page = _report_page(tmp_path, times_scale=10.0)
     text = re.sub(r'src="data:image/png;base64,[^"]*"', "", page)
     first = text.split("<h1>t</h1>", 1)[1].lstrip().splitlines()[0]
-    assert first.startswith('<p class="verdict"><b>Verdict.</b> synthetic: lynceus is best, '
-                            "final CNO p50 1 (p90 1) for a median exploration cost of 30,000.")
+    assert first.startswith(
+        '<p class="verdict"><b>Verdict.</b> synthetic: lynceus is best, '
+        "final CNO p50 1 (p90 1) for a median exploration cost of 30,000."
+    )
     for table in re.findall(r"<table>.*?</table>", text, re.DOTALL):
         header = re.search(r"<tr>(.*?)</tr>", table).group(1)
         assert header.count("<th>") <= 8, header
@@ -150,7 +206,7 @@ def test_the_report_opens_on_a_verdict_and_keeps_its_tables_narrow_and_numbers_p
 def test_curves_that_coincide_are_drawn_wide_under_narrow():
     """Each curve of a figure is thinner than the one drawn before it: two variants with the
     same p50 curve show as a narrow line inside a wide one, not one line."""
-    from farm.report.plots import _styles
+    from optfarm.farm.report.plots import _styles
 
     styles = _styles(["lynceus", "eic-usd", "random"])
     widths = [styles[k]["lw"] for k in ("lynceus", "eic-usd", "random")]
@@ -164,27 +220,36 @@ def test_the_mlflow_ui_command_of_the_docs_serves_and_the_sweep_prints_it(tmp_pa
     import shlex
     import urllib.request
 
-    from farm.tracking.mlflow_connection import UI_COMMAND as MLFLOW_UI
+    from optfarm.farm.tracking.mlflow_connection import UI_COMMAND as MLFLOW_UI
 
     from .conftest import free_port, start_group, stop_groups, wait_for_port
 
     out = tmp_path / "sweep"
-    args = ["sweep", "--datasets", "synthetic", "--optimizers", "random", "--iterations", "3",
-            "--serial", "--no-progress", "--out", str(out)]
+    args = [
+        "sweep",
+        "--datasets",
+        "synthetic",
+        "--optimizers",
+        "random",
+        "--iterations",
+        "3",
+        "--serial",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     uri = f"sqlite:///{out.resolve() / 'mlflow.db'}"
     assert f"  to look: {MLFLOW_UI} --backend-store-uri {uri}" in capsys.readouterr().out
     doc = (ROOT / "docs" / "guide" / "first-hour.md").read_text()
-    line, = [x for x in doc.splitlines() if x.startswith("mlflow ui ")]
+    (line,) = [x for x in doc.splitlines() if x.startswith("mlflow ui ")]
     assert line.startswith(MLFLOW_UI + " --backend-store-uri sqlite:///")
     port = free_port()
     command = shlex.split(line.split(" --backend-store-uri")[0].replace("5000", str(port)))
     mlflow = Path(sys.executable).with_name("mlflow")
-    proc = start_group([str(mlflow), *command[1:], "--backend-store-uri", uri],
-                       tmp_path / "ui.log")
+    proc = start_group([str(mlflow), *command[1:], "--backend-store-uri", uri], tmp_path / "ui.log")
     try:
         wait_for_port(port, proc, 300, tmp_path / "ui.log")
-        assert urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=60).read() \
-            == b"OK"
+        assert urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=60).read() == b"OK"
     finally:
         stop_groups([proc])

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from farm.cli import main
-from farm.cli.run import Progress
-from farm.report.analysis import analyse
-from farm.report.page import write_report
+from optfarm.farm.cli import main
+from optfarm.farm.cli.run import Progress
+from optfarm.farm.report.analysis import analyse
+from optfarm.farm.report.page import write_report
 
 from .test_report import make_run, sweep
 
@@ -36,13 +36,20 @@ def test_the_first_run_explains_itself(capsys):
     assert lines[0].startswith("lynceus on synthetic, seed 0:")
     assert max(map(len, lines)) <= 100
     flat = " ".join(out.split())  # long lines wrap
-    for part in ("goal minimise cost (USD) subject to accuracy >= 0.85 and time <= 5330 s",
-                 "optimizer lynceus la=1", "recommended ", "true (mean) cost ",
-                 "(meets time <= 5330 s)", ": feasible", "optimum ",
-                 "Cost Normalised to the Optimum: 1 is the best possible", "exploring ",
-                 "h of job time",
-                 "farm sweep --name first --datasets synthetic --optimizers lynceus,",
-                 "farm report sweeps-out/first"):
+    for part in (
+        "goal minimise cost (USD) subject to accuracy >= 0.85 and time <= 5330 s",
+        "optimizer lynceus la=1",
+        "recommended ",
+        "true (mean) cost ",
+        "(meets time <= 5330 s)",
+        ": feasible",
+        "optimum ",
+        "Cost Normalised to the Optimum: 1 is the best possible",
+        "exploring ",
+        "h of job time",
+        "farm sweep --name first --datasets synthetic --optimizers lynceus,",
+        "farm report sweeps-out/first",
+    ):
         assert part in flat, part
     cno = float(re.search(r"^CNO +([0-9.]+):", out, re.M).group(1))
     assert 1.0 <= cno < 1.1  # a model-based optimizer gets close to the optimum
@@ -53,23 +60,50 @@ def test_an_infeasible_recommendation_says_which_constraint_and_why(capsys):
     time <= 5330 s while its mean does not."""
     assert main(["run", "--optimizer", "random", "--iterations", "360"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "(BREAKS time <= 5330 s)" in out and ": INFEASIBLE why its mean time 5493 s breaks " \
-        "time <= 5330 s, but the run the optimizer observed measured 5289 s: a noisy draw " \
-        "passed where the mean does not" in out
+    assert (
+        "(BREAKS time <= 5330 s)" in out
+        and ": INFEASIBLE why its mean time 5493 s breaks "
+        "time <= 5330 s, but the run the optimizer observed measured 5289 s: a noisy draw "
+        "passed where the mean does not"
+        in out
+    )
 
 
 def test_run_json_adds_fields_and_keeps_the_old_ones(capsys):
     assert main(["run", "--optimizer", "random", "--iterations", "40", "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
-    assert {"run_key", "dataset", "optimizer", "params", "seed", "problem", "metric",
-            "n_evaluations", "n_timed_out", "exploration_cost", "exploration_time",
-            "stop_reason", "recommendation", "optimum", "exploration_cost_to_reach",
-            "recommendation_latency_s", "units"} <= set(s)
+    assert {
+        "run_key",
+        "dataset",
+        "optimizer",
+        "params",
+        "seed",
+        "problem",
+        "metric",
+        "n_evaluations",
+        "n_timed_out",
+        "exploration_cost",
+        "exploration_time",
+        "stop_reason",
+        "recommendation",
+        "optimum",
+        "exploration_cost_to_reach",
+        "recommendation_latency_s",
+        "units",
+    } <= set(s)
     assert "recurring_job" not in s  # Guindani's accounting only for guindani runs
     assert s["units"] == {"cost": "USD", "time": "s"}
     rec, best = s["recommendation"], s["optimum"]
-    assert {"config_id", "config", "cno", "feasible", "cost", "time", "accuracy",
-            "constraints"} <= set(rec)
+    assert {
+        "config_id",
+        "config",
+        "cno",
+        "feasible",
+        "cost",
+        "time",
+        "accuracy",
+        "constraints",
+    } <= set(rec)
     assert [c["constraint"] for c in rec["constraints"]] == ["accuracy>=0.85", "time<=5330"]
     assert rec["feasible"] == all(c["holds"] for c in rec["constraints"])
     assert all(len(c["observed"]) >= 1 for c in rec["constraints"])  # it was run
@@ -81,8 +115,13 @@ def test_run_help_shows_the_defaults(capsys):
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for part in ("(default: synthetic)", "(default: lynceus with --param la=1",
-                 "(default: 0)", "(default: sample)", "(default: unlimited)"):
+    for part in (
+        "(default: synthetic)",
+        "(default: lynceus with --param la=1",
+        "(default: 0)",
+        "(default: sample)",
+        "(default: unlimited)",
+    ):
         assert part in text, part
 
 
@@ -92,8 +131,13 @@ class _Terminal(io.StringIO):
 
 
 def test_progress_line_on_a_terminal_only_and_erased_at_the_end():
-    row = {"step": 11, "cum_exploration_cost": 9.39, "incumbent_cno": 1.795,
-           "incumbent_accuracy_c": float("nan"), "incumbent_feasible": True}
+    row = {
+        "step": 11,
+        "cum_exploration_cost": 9.39,
+        "incumbent_cno": 1.795,
+        "incumbent_accuracy_c": float("nan"),
+        "incumbent_feasible": True,
+    }
     term = _Terminal()
     p = Progress(term, "lynceus on synthetic", after_s=0.0)
     p.step(row)
@@ -135,9 +179,28 @@ def test_json_on_every_table_command(capsys, tmp_path):
     assert listed["datasets"][0]["constraints"] == ["accuracy>=0.85", "time<=5330"]
     assert "lynceus-cnn" in listed["not_fetched"]
     out = tmp_path / "sweep"
-    assert main(["sweep", "--datasets", "synthetic", "--optimizers", "random,eic-usd",
-                 "--seeds", "2", "--iterations", "6", "--serial", "--no-tracking",
-                 "--no-progress", "--out", str(out), "--json"]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "--datasets",
+                "synthetic",
+                "--optimizers",
+                "random,eic-usd",
+                "--seeds",
+                "2",
+                "--iterations",
+                "6",
+                "--serial",
+                "--no-tracking",
+                "--no-progress",
+                "--out",
+                str(out),
+                "--json",
+            ]
+        )
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert (summary["runs"], summary["done"], summary["failed"]) == (4, 4, 0)
     assert {r["optimizer"] for r in summary["rows"]} == {"random", "eic-usd"}
@@ -156,8 +219,7 @@ def test_report_time_to_columns_have_a_unit(tmp_path):
 
 def test_iterations_zero_is_bad_input(capsys):
     assert main(["run", "--iterations", "0"]) == 2
-    assert capsys.readouterr().err.strip() == \
-        "farm: error: --iterations must be at least 1, got 0"
+    assert capsys.readouterr().err.strip() == "farm: error: --iterations must be at least 1, got 0"
 
 
 def test_obol_runs_without_a_budget_as_the_readme_says(capsys):
@@ -169,12 +231,15 @@ def test_obol_runs_without_a_budget_as_the_readme_says(capsys):
 
 def test_bench_with_nothing_measured_fails(capfd):
     """Only a "dataset not fetched" row is no benchmark: exit 2, one line saying why."""
-    assert main(["bench", "--optimizers", "lynceus:la=0", "--datasets", "lynceus-cnn",
-                 "--json"]) == 2
+    assert (
+        main(["bench", "--optimizers", "lynceus:la=0", "--datasets", "lynceus-cnn", "--json"]) == 2
+    )
     out, err = capfd.readouterr()  # the benchmark runs in a child process
     assert json.loads(out)["rows"][0]["status"] == "skipped"
-    assert "farm: error: nothing was measured, every case was skipped (first: lynceus on " \
+    assert (
+        "farm: error: nothing was measured, every case was skipped (first: lynceus on "
         "lynceus-cnn: dataset not fetched (farm datasets fetch lynceus-cnn))" in err
+    )
 
 
 def test_a_mistyped_spec_key_gets_a_suggestion(tmp_path, capsys):
@@ -199,10 +264,29 @@ def test_ray_sweep_on_a_machine_that_never_ran_ray(tmp_path):
     env.pop("RAY_AUTH_MODE", None)
     # stdout on a terminal: Ray's colorama wrote ESC[0m there at exit
     terminal, side = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "farm", "sweep", "--datasets", "synthetic",
-                             "--optimizers", "random", "--seeds", "2", "--iterations", "4",
-                             "--out", str(tmp_path / "out"), "--no-progress"],
-                            stdout=side, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "optfarm",
+            "sweep",
+            "--datasets",
+            "synthetic",
+            "--optimizers",
+            "random",
+            "--seeds",
+            "2",
+            "--iterations",
+            "4",
+            "--out",
+            str(tmp_path / "out"),
+            "--no-progress",
+        ],
+        stdout=side,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     os.close(side)
     chunks: list[bytes] = []
     reader = threading.Thread(target=_read_all, args=(terminal, chunks))
@@ -217,8 +301,13 @@ def test_ray_sweep_on_a_machine_that_never_ran_ray(tmp_path):
     assert "\x1b[" not in out  # no colour codes, no stray reset at exit
     assert (home / ".ray" / "auth_token").is_file()
     assert "created Ray's authentication token" in err
-    for chatter in ("Creating initial", "Updating database tables", "Token authentication",
-                    "Started a local Ray instance", "alembic"):
+    for chatter in (
+        "Creating initial",
+        "Updating database tables",
+        "Token authentication",
+        "Started a local Ray instance",
+        "alembic",
+    ):
         assert chatter not in err and chatter not in out, chatter
 
 

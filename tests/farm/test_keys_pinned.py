@@ -1,5 +1,5 @@
-"""The run key and the variant key, one recipe (``farm.run.spec.spec_key``), pinned: the keys of
-runs that cover every field of a run spec, as recorded before the recipe got its one home
+"""The run key and the variant key, one recipe (``optfarm.farm.run.spec.spec_key``), pinned: the
+keys of runs that cover every field of a run spec, as recorded before the recipe got its one home
 (issue 35). A change here renames every stored run of every sweep (resume, MLflow, sync)."""
 
 from __future__ import annotations
@@ -8,19 +8,37 @@ import math
 
 import pytest
 
-from farm.run.spec import RunSpec
-from farm.store.store import spec_to_dict
-from farm.tracking.variants import variant_key
+from optfarm.farm.run.spec import RunSpec
+from optfarm.farm.store.store import spec_to_dict
+from optfarm.farm.tracking.variants import variant_key
 
 PINNED = [  # (run spec, run key, variant key)
     (RunSpec("lynceus-cnn", "lynceus"), "a3643012c4954c4b", "61be666a81e6a620"),
-    (RunSpec("scout-als-spark", "eic-usd", seed=7, params={"n_init": 5}, budget=math.inf),
-     "2cec3e8efb5f5bba", "ce4eb8688b671eeb"),
-    (RunSpec("synthetic", "random", seed=3, budget=40.0, iterations=12, objective="min cost",
-             constraints=("time<=300",), aggregate="mean", until="cno<=1.1"),
-     "319515e67cb57ebb", "17cae4bbdb6697c7"),
-    (RunSpec("hpc-energy-2d", "optuna-tpe", seed=2**32 - 1, objective="min energy"),
-     "5932d0823d2dc8ea", "d352e96279e082ae"),
+    (
+        RunSpec("scout-als-spark", "eic-usd", seed=7, params={"n_init": 5}, budget=math.inf),
+        "2cec3e8efb5f5bba",
+        "ce4eb8688b671eeb",
+    ),
+    (
+        RunSpec(
+            "synthetic",
+            "random",
+            seed=3,
+            budget=40.0,
+            iterations=12,
+            objective="min cost",
+            constraints=("time<=300",),
+            aggregate="mean",
+            until="cno<=1.1",
+        ),
+        "319515e67cb57ebb",
+        "17cae4bbdb6697c7",
+    ),
+    (
+        RunSpec("hpc-energy-2d", "optuna-tpe", seed=2**32 - 1, objective="min energy"),
+        "5932d0823d2dc8ea",
+        "d352e96279e082ae",
+    ),
 ]
 
 
@@ -29,6 +47,7 @@ def test_run_and_variant_keys_are_those_recorded(spec, run_key, variant):
     assert spec.run_key == run_key
     assert variant_key(spec_to_dict(spec)) == variant
     # seeds share a variant, never a run key
-    other = RunSpec(**{**spec_to_dict(spec), "seed": spec.seed - 1,
-                       "constraints": spec.constraints})
+    other = RunSpec(
+        **{**spec_to_dict(spec), "seed": spec.seed - 1, "constraints": spec.constraints}
+    )
     assert other.run_key != run_key and variant_key(spec_to_dict(other)) == variant

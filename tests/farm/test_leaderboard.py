@@ -1,4 +1,4 @@
-"""farm.report.leaderboard and ``farm leaderboard``: runs read at equal budgets (the last
+"""optfarm.farm.board.leaderboard and ``farm leaderboard``: runs read at equal budgets (the last
 paid step, censored before any), the board's ranks and families on hand-made runs, and the
 whole command on a user's own imported table (real runs, real Parquet, the report page)."""
 
@@ -11,10 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from farm.cli import main
-from farm.cli.leaderboard import FIRST_LOOK
-from farm.report.analysis import analyse
-from farm.report.leaderboard import (
+from optfarm.farm.board.leaderboard import (
     Budget,
     best_by_family,
     build_boards,
@@ -22,8 +19,11 @@ from farm.report.leaderboard import (
     family,
     tidy_scores,
 )
-from farm.sweep.board_spec import load_board_spec
-from farm.sweep.results import load_sweep
+from optfarm.farm.cli import main
+from optfarm.farm.cli.leaderboard import FIRST_LOOK
+from optfarm.farm.report.analysis import analyse
+from optfarm.farm.sweep.board_spec import load_board_spec
+from optfarm.farm.sweep.results import load_sweep
 from tests.farm.test_report import make_run, sweep
 
 MEAN = {"mean_config_cost": 2.0}
@@ -31,31 +31,53 @@ MEAN = {"mean_config_cost": 2.0}
 
 def test_a_run_is_read_at_the_last_step_it_paid_for_within_each_budget():
     # costs 1, 3, 4 (cumulative 1, 4, 8), CNO 4, 2, 1; the mean configuration cost is 2
-    trace, summaries = sweep([make_run("a", "lynceus-cnn", "opt", 0, [1, 3, 4],
-                                       [4.0, 2.0, 1.0], [True, True, True], extra=MEAN)])
-    budgets = [Budget("cost", 0.25), Budget("cost", 2), Budget("cost", 3.9),
-               Budget("cost", 50), Budget("evaluations", 1), Budget("evaluations", 40)]
+    trace, summaries = sweep(
+        [
+            make_run(
+                "a",
+                "lynceus-cnn",
+                "opt",
+                0,
+                [1, 3, 4],
+                [4.0, 2.0, 1.0],
+                [True, True, True],
+                extra=MEAN,
+            )
+        ]
+    )
+    budgets = [
+        Budget("cost", 0.25),
+        Budget("cost", 2),
+        Budget("cost", 3.9),
+        Budget("cost", 50),
+        Budget("evaluations", 1),
+        Budget("evaluations", 40),
+    ]
     tidy = tidy_scores(analyse(trace, summaries), budgets).set_index("budget")["score"]
-    assert tidy["0.25x"] == math.inf          # $0.5: not even the first run paid for
-    assert tidy["2x"] == 1.0                  # $4: two runs, CNO 2 = one doubling
-    assert tidy["3.9x"] == 1.0                # $7.8 < $8: the third run is not paid for
-    assert tidy["50x"] == 0.0                 # the run stopped: its last recommendation holds
+    assert tidy["0.25x"] == math.inf  # $0.5: not even the first run paid for
+    assert tidy["2x"] == 1.0  # $4: two runs, CNO 2 = one doubling
+    assert tidy["3.9x"] == 1.0  # $7.8 < $8: the third run is not paid for
+    assert tidy["50x"] == 0.0  # the run stopped: its last recommendation holds
     assert tidy["1 evals"] == 2.0 and tidy["40 evals"] == 0.0
 
 
 def test_an_infeasible_recommendation_is_censored():
-    trace, summaries = sweep([make_run("a", "scout-x", "opt", 0, [1, 1], [1.0, 1.0],
-                                       [False, True], extra=MEAN)])
-    tidy = tidy_scores(analyse(trace, summaries), [Budget("evaluations", 1),
-                                                   Budget("evaluations", 2)])
+    trace, summaries = sweep(
+        [make_run("a", "scout-x", "opt", 0, [1, 1], [1.0, 1.0], [False, True], extra=MEAN)]
+    )
+    tidy = tidy_scores(
+        analyse(trace, summaries), [Budget("evaluations", 1), Budget("evaluations", 2)]
+    )
     assert tidy["score"].tolist() == [math.inf, 0.0]
 
 
 # the 3 x 4 example of tests/farm/test_ranks.py as runs: final CNO = 2^score
-EXAMPLE = {"lynceus-cnn": {"A": 1.0, "B": 2.0, "C": 4.0},
-           "lynceus-rnn": {"A": 1.0, "B": 1.0, "C": 2.0},
-           "scout-join": {"A": 2.0, "B": math.inf, "C": 2 ** 0.5},
-           "cherrypick-tpch": {"A": 2 ** 0.5, "B": math.inf, "C": math.inf}}
+EXAMPLE = {
+    "lynceus-cnn": {"A": 1.0, "B": 2.0, "C": 4.0},
+    "lynceus-rnn": {"A": 1.0, "B": 1.0, "C": 2.0},
+    "scout-join": {"A": 2.0, "B": math.inf, "C": 2**0.5},
+    "cherrypick-tpch": {"A": 2**0.5, "B": math.inf, "C": math.inf},
+}
 
 
 def example_board():
@@ -64,12 +86,22 @@ def example_board():
         for optimizer, cno in by.items():
             for seed in range(3):
                 feasible = math.isfinite(cno)
-                runs.append(make_run(f"{table}-{optimizer}-{seed}", table, optimizer, seed,
-                                     [1.0, 1.0], [8.0, cno if feasible else 1.0],
-                                     [True, feasible], extra=MEAN))
+                runs.append(
+                    make_run(
+                        f"{table}-{optimizer}-{seed}",
+                        table,
+                        optimizer,
+                        seed,
+                        [1.0, 1.0],
+                        [8.0, cno if feasible else 1.0],
+                        [True, feasible],
+                        extra=MEAN,
+                    )
+                )
     # the anytime score spans $1 to $4: CNO 8 for its first half, the final CNO for the other
-    return build_boards(analyse(*sweep(runs)), [Budget("cost", 0.5), Budget("cost", 1),
-                                                Budget("cost", 2)])["cno"]
+    return build_boards(
+        analyse(*sweep(runs)), [Budget("cost", 0.5), Budget("cost", 1), Budget("cost", 2)]
+    )["cno"]
 
 
 def test_the_board_ranks_the_tables_as_computed_by_hand():
@@ -91,16 +123,25 @@ def test_best_per_family_and_where_each_optimizer_fails():
     assert best["CherryPick"] == (["A"], 1.0)
     fails = {r["optimizer"]: r for r in failure_rows(board)}
     assert fails["B"]["no feasible recommendation (most seeds)"] == (
-        "cherrypick-tpch (3/3), scout-join (3/3)")
+        "cherrypick-tpch (3/3), scout-join (3/3)"
+    )
     assert fails["C"]["last alone on"] == "lynceus-cnn, lynceus-rnn"
     assert fails["A"]["worst family"] == "Scout"
 
 
 def test_families_by_table_name():
-    assert [family(n) for n in ("lynceus-rnn", "scout-lr_huge_spark", "cherrypick-tpch",
-                                "guindani-kmeans", "synthetic", "trimtuner-cnn", "myjob")] == [
-        "Lynceus TF", "Scout", "CherryPick", "Guindani", "synthetic", "TrimTuner",
-        "your tables"]
+    assert [
+        family(n)
+        for n in (
+            "lynceus-rnn",
+            "scout-lr_huge_spark",
+            "cherrypick-tpch",
+            "guindani-kmeans",
+            "synthetic",
+            "trimtuner-cnn",
+            "myjob",
+        )
+    ] == ["Lynceus TF", "Scout", "CherryPick", "Guindani", "synthetic", "TrimTuner", "your tables"]
 
 
 # -- the command on a user's own table ------------------------------------------------------
@@ -165,11 +206,23 @@ def test_one_table_board_is_named_after_the_job_and_runs_20_seeds(imported):
 def test_leaderboard_on_an_imported_table(imported, capsys):
     out = imported / "out"
     capsys.readouterr()
-    code = main(["leaderboard", "--datasets", "myjob", "--seeds", "5", "--serial",
-                 "--no-progress", "--no-tracking", "--out", str(out)])
+    code = main(
+        [
+            "leaderboard",
+            "--datasets",
+            "myjob",
+            "--seeds",
+            "5",
+            "--serial",
+            "--no-progress",
+            "--no-tracking",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
-    assert "CPU estimate: the other" in printed           # said before the other seeds ran
+    assert "CPU estimate: the other" in printed  # said before the other seeds ran
     assert "1 table, 5 seeds; headline: the anytime score" in printed
     assert "share of the table" in printed and not re.search(r"\d+ tables", printed)
     assert main(["leaderboard", str(out), "--no-tracking", "--json"]) == 0
@@ -187,10 +240,14 @@ def test_leaderboard_on_an_imported_table(imported, capsys):
     # every budget row states its share of the 12-configuration table's price; 10x is capped
     # at a quarter of it (3 mean costs), so no budget is exhaustive
     shares = {r["budget"]: r["share of the table"] for r in board["budgets"]}
-    assert shares == {"2x": "17% of the price", "5x": "25% of the price",
-                      "10x": "25% of the price", "5 evals": "25% of the configurations",
-                      "10 evals": "25% of the configurations",
-                      "20 evals": "25% of the configurations"}
+    assert shares == {
+        "2x": "17% of the price",
+        "5x": "25% of the price",
+        "10x": "25% of the price",
+        "5 evals": "25% of the configurations",
+        "10 evals": "25% of the configurations",
+        "20 evals": "25% of the configurations",
+    }
     assert all(r["exhaustive"] == "-" for r in board["budgets"])
     # the statistics count seeds, never "tables" that are seeds
     assert all("seeds" in r and "tables" not in r for r in board["statistics"])
@@ -207,8 +264,21 @@ def test_leaderboard_on_an_imported_table(imported, capsys):
 
 
 def test_leaderboard_bad_input_is_one_line(imported, capsys):
-    assert main(["leaderboard", str(imported / "board.yaml"), "--datasets", "nosuchjob",
-                 "--serial", "--no-tracking", "--out", str(imported / "o")]) == 2
+    assert (
+        main(
+            [
+                "leaderboard",
+                str(imported / "board.yaml"),
+                "--datasets",
+                "nosuchjob",
+                "--serial",
+                "--no-tracking",
+                "--out",
+                str(imported / "o"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nosuchjob" in err[0]
     assert main(["leaderboard", "--budgets", "5,-1", "--datasets", "myjob"]) == 2
@@ -217,9 +287,12 @@ def test_leaderboard_bad_input_is_one_line(imported, capsys):
 
 
 def test_a_partial_sweep_ranks_the_tables_every_optimizer_finished():
-    runs = [make_run(f"{t}-{o}", t, o, 0, [1.0], [1.0 + i], [True], extra=MEAN)
-            for t in ("lynceus-cnn", "lynceus-rnn", "scout-join")
-            for i, o in enumerate("ABC") if (t, o) != ("scout-join", "C")]
+    runs = [
+        make_run(f"{t}-{o}", t, o, 0, [1.0], [1.0 + i], [True], extra=MEAN)
+        for t in ("lynceus-cnn", "lynceus-rnn", "scout-join")
+        for i, o in enumerate("ABC")
+        if (t, o) != ("scout-join", "C")
+    ]
     board = build_boards(analyse(*sweep(runs)), [Budget("cost", 1)])["cno"]
     assert board.tables == ["lynceus-cnn", "lynceus-rnn"]
     assert board.left_out == ["scout-join: no runs of C on it"]
@@ -228,11 +301,23 @@ def test_a_partial_sweep_ranks_the_tables_every_optimizer_finished():
 
 def test_accuracy_tables_score_the_shortfall_from_the_optimum():
     # Accuracy_C 0 (no recommendation yet), 0.4, 0.8 against the optimum's 0.8
-    trace, summaries = sweep([make_run("a", "trimtuner-cnn", "opt", 0, [1, 1, 1],
-                                       [0.0, 0.4, 0.8], [False, True, True],
-                                       metric="accuracy_c", optimum=0.8, extra=MEAN)])
-    tidy = tidy_scores(analyse(trace, summaries),
-                       [Budget("evaluations", n) for n in (1, 2, 3)])
+    trace, summaries = sweep(
+        [
+            make_run(
+                "a",
+                "trimtuner-cnn",
+                "opt",
+                0,
+                [1, 1, 1],
+                [0.0, 0.4, 0.8],
+                [False, True, True],
+                metric="accuracy_c",
+                optimum=0.8,
+                extra=MEAN,
+            )
+        ]
+    )
+    tidy = tidy_scores(analyse(trace, summaries), [Budget("evaluations", n) for n in (1, 2, 3)])
     assert tidy["metric"].unique().tolist() == ["accuracy_c"]
     assert tidy["score"].tolist() == [math.inf, 0.5, 0.0]
 
@@ -246,14 +331,28 @@ tracking: {enabled: false}
 
 
 def test_the_default_board_never_buys_the_whole_of_cherrypick_kmeans(
-        shared_datasets, monkeypatch, tmp_path, capsys):
+    shared_datasets, monkeypatch, tmp_path, capsys
+):
     # random search and Optuna's random sampler ran this 47-configuration table to its end
     # at the old 50x headline budget (106% of its price)
     monkeypatch.setenv("OPTFARM_DATASETS_DIR", str(shared_datasets))
     (tmp_path / "board.yaml").write_text(KMEANS_BOARD)
     out = tmp_path / "out"
-    assert main(["leaderboard", str(tmp_path / "board.yaml"), "--serial", "--no-progress",
-                 "--no-tracking", "--out", str(out), "--json"]) == 0
+    assert (
+        main(
+            [
+                "leaderboard",
+                str(tmp_path / "board.yaml"),
+                "--serial",
+                "--no-progress",
+                "--no-tracking",
+                "--out",
+                str(out),
+                "--json",
+            ]
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     _, summaries = load_sweep(out)
     assert len(summaries) == 6
@@ -263,7 +362,10 @@ def test_the_default_board_never_buys_the_whole_of_cherrypick_kmeans(
     assert all(s["exploration_cost"] < price["exhaustive_cost"] * 0.26 for s in summaries)
     rows = result["boards"]["cno"]["budgets"]
     assert [r["budget"] for r in rows] == ["2x", "5x", "10x", "5 evals", "10 evals", "20 evals"]
-    assert all(re.fullmatch(r"\d+% of the (price|configurations)", r["share of the table"])
-               and r["exhaustive"] == "-" for r in rows)
-    assert rows[2]["share of the table"] == "21% of the price"      # 10 of 47 mean costs
-    assert rows[5]["share of the table"] == "23% of the configurations"   # 20 capped at 11
+    assert all(
+        re.fullmatch(r"\d+% of the (price|configurations)", r["share of the table"])
+        and r["exhaustive"] == "-"
+        for r in rows
+    )
+    assert rows[2]["share of the table"] == "21% of the price"  # 10 of 47 mean costs
+    assert rows[5]["share of the table"] == "23% of the configurations"  # 20 capped at 11

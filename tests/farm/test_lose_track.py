@@ -13,8 +13,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from farm.cli import main
-from farm.store.store import Store
+from optfarm.farm.cli import main
+from optfarm.farm.store.store import Store
 
 from .conftest import stop_groups
 from .test_cli_edges import SWEEP, one_line_error
@@ -27,13 +27,34 @@ def test_an_out_no_sweep_can_lock_is_refused_before_tracking_reads_it(tmp_path):
     for minutes, looking up the sweep's tracking URI in the store, before the store was
     refused)."""
     env = {**os.environ, "HOME": str(tmp_path), "OPTFARM_DATA": str(tmp_path / "data")}
-    proc = subprocess.run([sys.executable, "-m", "farm", "sweep", "--datasets", "synthetic",
-                           "--optimizers", "random", "--iterations", "2", "--no-progress",
-                           "--out", "gs://optfarm-test-nowhere/sweep"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=240, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "optfarm",
+            "sweep",
+            "--datasets",
+            "synthetic",
+            "--optimizers",
+            "random",
+            "--iterations",
+            "2",
+            "--no-progress",
+            "--out",
+            "gs://optfarm-test-nowhere/sweep",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip() == ("farm: error: gs://optfarm-test-nowhere/sweep: a sweep "
-                                   "cannot lock a gcs store (it writes to a path or to s3://)")
+    assert proc.stderr.strip() == (
+        "farm: error: gs://optfarm-test-nowhere/sweep: a sweep "
+        "cannot lock a gcs store (it writes to a path or to s3://)"
+    )
 
 
 def _edit_sweep_json(out: Path, **changes) -> None:
@@ -60,8 +81,12 @@ def test_an_edited_sweep_json_is_refused_with_its_remedy(tmp_path, capsys):
     for change in ({"sweep_id": "0" * 32}, {"limits__iterations": 4}):
         _edit_sweep_json(out, **change)
         assert main(args) == 2
-        one_line_error(capsys, f"{out / 'sweep.json'}: content does not match its sha256",
-                       "restore it from a copy", "new --out folder")
+        one_line_error(
+            capsys,
+            f"{out / 'sweep.json'}: content does not match its sha256",
+            "restore it from a copy",
+            "new --out folder",
+        )
         for command in (["report", str(out), "--no-tracking"], ["sync", str(out)]):
             assert main(command) != 0
             assert "sweep.json: content does not match its sha256" in capsys.readouterr().err
@@ -93,27 +118,50 @@ def test_a_driver_killed_alone_leaves_its_parent_to_end_its_runs_and_say_so(tmp_
 
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS")}
-    proc = subprocess.Popen([sys.executable, "-m", "farm", "sweep", "--datasets", "synthetic",
-                             "--optimizers", "random", "--seeds", "40", "--iterations", "360",
-                             "--name", "alone", "--out", str(out), "--no-progress"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**env, "HOME": str(tmp_path)}, start_new_session=True,
-                            cwd=tmp_path)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "optfarm",
+            "sweep",
+            "--datasets",
+            "synthetic",
+            "--optimizers",
+            "random",
+            "--seeds",
+            "40",
+            "--iterations",
+            "360",
+            "--name",
+            "alone",
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env, "HOME": str(tmp_path)},
+        start_new_session=True,
+        cwd=tmp_path,
+    )
     try:
         end = time.monotonic() + 600  # a local Ray's start on a loaded machine included
         while not list((out / "runs").glob("*.json")):
             assert proc.poll() is None and time.monotonic() < end, proc.communicate()
             time.sleep(0.5)
-        driver, = [p for p in _children(proc.pid) if "farm" in _cmdline(p)]
+        (driver,) = [p for p in _children(proc.pid) if "farm" in _cmdline(p)]
         os.kill(driver, signal.SIGKILL)
         _, err = proc.communicate(timeout=300)
     finally:
         stop_groups([proc], grace=2.0)  # the local Ray the killed driver left behind
     assert proc.returncode == 1, err
-    line, = [x for x in err.splitlines() if x.startswith("farm: error:")]
-    assert line.startswith(f"farm: error: the sweep's driver (pid {driver}) ended with signal "
-                           "SIGKILL before it finished; the MLflow runs it left RUNNING, if any, "
-                           "are ended (sweep FAILED, variants KILLED); "), err
+    (line,) = [x for x in err.splitlines() if x.startswith("farm: error:")]
+    assert line.startswith(
+        f"farm: error: the sweep's driver (pid {driver}) ended with signal "
+        "SIGKILL before it finished; the MLflow runs it left RUNNING, if any, "
+        "are ended (sweep FAILED, variants KILLED); "
+    ), err
     assert f"runs are stored in {out}; resume with: farm sweep" in line, err
     client = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("alone").experiment_id])
@@ -136,14 +184,22 @@ def test_the_parent_has_the_store_imported_before_the_head_can_be_lost(tmp_path)
     Parquet) before it watches the driver, not when the line is due (3.2-4.9 s at load 40 on
     2 cores, most of a kill's line at 15.3 s against its 15 s bound; the read itself
     0.12-0.17 s for 24 runs)."""
-    code = ("import sys\nfrom farm.runtime import driver\n"
-            "def supervise(*a, **k):\n"
-            "    print('store imported:', 'farm.store.store' in sys.modules)\n    return 0\n"
-            "driver.supervise = supervise\nfrom farm.cli import main\n"
-            "main(['sweep', '--datasets', 'synthetic', '--optimizers', 'random', '--out', "
-            f"{str(tmp_path / 'out')!r}])\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT, check=False)
+    code = (
+        "import sys\nfrom optfarm.farm.runtime import driver\n"
+        "def supervise(*a, **k):\n"
+        "    print('store imported:', 'optfarm.farm.store.store' in sys.modules)\n    return 0\n"
+        "driver.supervise = supervise\nfrom optfarm.farm.cli import main\n"
+        "main(['sweep', '--datasets', 'synthetic', '--optimizers', 'random', '--out', "
+        f"{str(tmp_path / 'out')!r}])\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        check=False,
+    )
     assert proc.stdout.strip() == "store imported: True", proc.stdout + proc.stderr
 
 
@@ -152,8 +208,8 @@ def test_a_head_that_never_answered_is_not_called_lost_while_the_driver_starts(c
     beside an ``--address`` where nothing answers: the watching parent leaves the verdict to
     the driver ("no Ray cluster answers at ..."), one line, and does not print its own "lost
     the Ray head" first; a head that answered once and then went is lost as before."""
-    from farm.runtime.capacity import HeadWatch
-    from farm.runtime.driver import _Watch
+    from optfarm.farm.runtime.capacity import HeadWatch
+    from optfarm.farm.runtime.driver import _Watch
 
     def follow(answered: bool) -> _Watch:
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(4)"])

@@ -1,16 +1,16 @@
-"""Stored runs -> MLflow runs without a server (``farm.tracking.mlflow_mapping``, ``variants``):
-names that show the seed first, parameters that tell the sweep's runs apart (the rest as the
-``optfarm.params`` tag), spans and statuses of seed and variant runs."""
+"""Stored runs -> MLflow runs without a server (``optfarm.farm.tracking.mlflow_mapping``,
+``variants``): names that show the seed first, parameters that tell the sweep's runs apart (the rest
+as the ``optfarm.params`` tag), spans and statuses of seed and variant runs."""
 
 from __future__ import annotations
 
 import json
 
-from farm.run.loop import run_one
-from farm.run.spec import RunSpec
-from farm.store.store import spec_to_dict
-from farm.sweep.spec import expand_keyed, parse_spec
-from farm.tracking.mlflow_mapping import (
+from optfarm.farm.run.loop import run_one
+from optfarm.farm.run.spec import RunSpec
+from optfarm.farm.store.store import spec_to_dict
+from optfarm.farm.sweep.spec import expand_keyed, parse_spec
+from optfarm.farm.tracking.mlflow_mapping import (
     RunContext,
     seed_run,
     span_ms,
@@ -18,36 +18,53 @@ from farm.tracking.mlflow_mapping import (
     variant_span,
     variant_status,
 )
-from farm.tracking.variants import varying
+from optfarm.farm.tracking.variants import varying
 
 
 def _specs(optimizers) -> dict[str, dict]:
-    spec = parse_spec({"name": "m", "datasets": ["synthetic"], "optimizers": optimizers,
-                       "seeds": 2, "limits": {"iterations": 4},
-                       "runtime": {"backend": "serial"}})
+    spec = parse_spec(
+        {
+            "name": "m",
+            "datasets": ["synthetic"],
+            "optimizers": optimizers,
+            "seeds": 2,
+            "limits": {"iterations": 4},
+            "runtime": {"backend": "serial"},
+        }
+    )
     return {k: spec_to_dict(r) for k, r in expand_keyed(spec).items()}
 
 
 def _record(spec: dict, finished_at=1000.0, duration_s=2.5) -> tuple[dict, object]:
     result = run_one(RunSpec(**{**spec, "constraints": None}))
-    return {"run_key": "k", "spec": spec, "status": "done", "summary": result.summary,
-            "finished_at": finished_at, "duration_s": duration_s,
-            "where": {"node_id": "n"}}, result.trace
+    return {
+        "run_key": "k",
+        "spec": spec,
+        "status": "done",
+        "summary": result.summary,
+        "finished_at": finished_at,
+        "duration_s": duration_s,
+        "where": {"node_id": "n"},
+    }, result.trace
 
 
 def test_only_the_parameters_that_vary_are_logged_the_rest_kept_as_a_tag():
     specs = _specs([{"name": "random", "params": {"n_init": [1, 3]}}, "lynceus"])
     ctx = RunContext.of("sid", "m", specs)
-    assert ctx.shown == {"random": {"dataset", "optimizer", "opt.n_init"},
-                         "lynceus": {"dataset", "optimizer"}}  # its own are constant here
+    assert ctx.shown == {
+        "random": {"dataset", "optimizer", "opt.n_init"},
+        "lynceus": {"dataset", "optimizer"},
+    }  # its own are constant here
     # lynceus' first_step is not logged for it, and random has none: no "unknown" axis
     key, spec = next((k, s) for k, s in specs.items() if s["optimizer"] == "lynceus")
     record, trace = _record(spec)
     record["run_key"] = key
     run = seed_run(ctx, record, trace, "variant-run", "/trace.parquet")
-    assert {p.key: p.value for p in run.params} == {"dataset": "synthetic",
-                                                     "optimizer": "lynceus",
-                                                     "seed": str(spec["seed"])}
+    assert {p.key: p.value for p in run.params} == {
+        "dataset": "synthetic",
+        "optimizer": "lynceus",
+        "seed": str(spec["seed"]),
+    }
     tags = {t.key: t.value for t in run.tags}
     full = json.loads(tags["optfarm.params"])
     assert full["opt.first_step"] and full["objective"] == "min cost"
@@ -66,18 +83,29 @@ def test_only_the_parameters_that_vary_are_logged_the_rest_kept_as_a_tag():
 
 
 def test_a_parameter_varies_only_among_its_own_optimizers_variants():
-    params = {"a": {"dataset": "d", "optimizer": "x", "opt.p": "1", "iterations": "4"},
-              "b": {"dataset": "d", "optimizer": "x", "opt.p": "2", "iterations": "8"},
-              "c": {"dataset": "d", "optimizer": "y", "opt.p": "1", "iterations": "4"}}
-    assert varying(params) == {"x": {"dataset", "optimizer", "opt.p", "iterations"},
-                               "y": {"dataset", "optimizer", "iterations"}}
+    params = {
+        "a": {"dataset": "d", "optimizer": "x", "opt.p": "1", "iterations": "4"},
+        "b": {"dataset": "d", "optimizer": "x", "opt.p": "2", "iterations": "8"},
+        "c": {"dataset": "d", "optimizer": "y", "opt.p": "1", "iterations": "4"},
+    }
+    assert varying(params) == {
+        "x": {"dataset", "optimizer", "opt.p", "iterations"},
+        "y": {"dataset", "optimizer", "iterations"},
+    }
 
 
 def test_failed_run_and_variant_span_and_status():
     spec = next(iter(_specs(["random"]).values()))
     ctx = RunContext.of("sid", "m", {"k": spec})
-    failed = {"run_key": "k", "spec": spec, "status": "failed", "error": "boom",
-              "finished_at": 10.0, "duration_s": float("nan"), "where": {}}
+    failed = {
+        "run_key": "k",
+        "spec": spec,
+        "status": "failed",
+        "error": "boom",
+        "finished_at": 10.0,
+        "duration_s": float("nan"),
+        "where": {},
+    }
     run = seed_run(ctx, failed, None, "p", None)
     assert run.status == "FAILED" and run.metrics == []
     assert {t.key: t.value for t in run.tags}["optfarm.error"] == "boom"

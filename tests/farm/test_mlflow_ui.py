@@ -1,8 +1,8 @@
 """The MLflow UI, as a user meets it: a tracked sweep opened in a fresh headless Chromium at the
 address `farm sweep` prints lands on the experiment's runs, not on MLflow 3.17's GenAI overview
 (which the experiment-kind tag alone no longer prevents: the UI follows the browser's workflow
-type, ``farm.tracking.mlflow_connection``), with the variants named by what tells them apart, the
-spec's description on the experiment, and every seed run carrying a final quality.
+type, ``optfarm.farm.tracking.mlflow_connection``), with the variants named by what tells them
+apart, the spec's description on the experiment, and every seed run carrying a final quality.
 
 Needs Chromium (Debian's ``chromium``: ``apt-get install chromium``; ``.ci/run`` installs it)
 and Playwright's Python driver (the ``test`` extra); without either the test is skipped with
@@ -18,13 +18,19 @@ from pathlib import Path
 
 import pytest
 
-from farm.cli import main
+from optfarm.farm.cli import main
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # Chromium as this machine's network wants it: no sandbox (root), no calls home
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SPEC = """name: ui-check
 description: random search against Lynceus (look-ahead 1) on the synthetic job
 datasets: [synthetic]
@@ -34,15 +40,16 @@ optimizers:
 seeds: 2
 limits: {iterations: 4}
 """
-GENAI_ONLY = ("Judges", "Prompts", "Agent versions")   # the GenAI overview's sidebar
+GENAI_ONLY = ("Judges", "Prompts", "Agent versions")  # the GenAI overview's sidebar
 
 
 @pytest.fixture(scope="module")
 def browser():
     if CHROMIUM is None:
         pytest.skip("Chromium is not installed (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api",
-                                   reason="Playwright is not installed (pip install -e '.[test]')")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="Playwright is not installed (pip install -e '.[test]')"
+    )
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
@@ -65,34 +72,48 @@ def _open(browser, url: str, shot: Path, wait_for: re.Pattern | None):
     return context, page
 
 
-def test_the_printed_address_opens_the_runs_not_the_genai_overview(server, browser, tmp_path,
-                                                                     capsys):
+def test_the_printed_address_opens_the_runs_not_the_genai_overview(
+    server, browser, tmp_path, capsys
+):
     from mlflow.tracking import MlflowClient
 
     spec = tmp_path / "ui-check.yaml"
     spec.write_text(SPEC)
-    assert main(["sweep", str(spec), "--serial", "--no-progress", "--out", str(tmp_path / "o"),
-                 "--tracking-uri", server.url]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                str(spec),
+                "--serial",
+                "--no-progress",
+                "--out",
+                str(tmp_path / "o"),
+                "--tracking-uri",
+                server.url,
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     url = re.search(r"  to look: open (\S+)", printed).group(1)
     assert url.startswith(server.url) and url.endswith("?workflowType=machine_learning")
 
     exp = MlflowClient(server.url).get_experiment_by_name("ui-check")
     assert exp.tags["mlflow.note.content"].startswith("random search against Lynceus")
-    seeds = MlflowClient(server.url).search_runs([exp.experiment_id],
-                                                 "tags.`optfarm.kind` = 'run'")
+    seeds = MlflowClient(server.url).search_runs([exp.experiment_id], "tags.`optfarm.kind` = 'run'")
     assert len(seeds) == 4 and all("final_cno_capped" in r.data.metrics for r in seeds)
     assert {r.data.params.get("opt.la") for r in seeds} == {None, "1"}
 
     shots = Path(os.environ.get("OPTFARM_SCREENSHOTS") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)
     # the runs table: the sweep's run (its 2 variants and 4 seed runs nested in it)
-    context, page = _open(browser, url, shots / "mlflow-runs.png",
-                          re.compile(r"[1-9][0-9]* matching runs"))
+    context, page = _open(
+        browser, url, shots / "mlflow-runs.png", re.compile(r"[1-9][0-9]* matching runs")
+    )
     body = page.inner_text("body")
     assert "7 matching runs" in body and "Model training" in body
     sweep_row = page.locator("[role=row]", has_text="ui-check").first
-    sweep_row.wait_for(timeout=180_000)          # the table's own row of the sweep's run
+    sweep_row.wait_for(timeout=180_000)  # the table's own row of the sweep's run
     page.screenshot(path=str(shots / "mlflow-runs.png"))
     assert not [word for word in GENAI_ONLY if word in body], body[:500]
     context.close()

@@ -1,5 +1,5 @@
-"""farm.run.metrics.quality_auc: the area under a run's quality curve, on hand-made traces over
-the synthetic dataset's oracle, against values computed by hand."""
+"""optfarm.farm.run.metrics.quality_auc: the area under a run's quality curve, on hand-made traces
+over the synthetic dataset's oracle, against values computed by hand."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from farm.run.metrics import quality_auc, step_quality
-from oracle.oracle import Oracle
-from oracle.registry import load
+from optfarm.farm.run.metrics import quality_auc, step_quality
+from optfarm.oracle.oracle import Oracle
+from optfarm.oracle.registry import load
 
 
 @pytest.fixture(scope="module")
@@ -21,8 +21,13 @@ def oracle():
 def auc(steps, oracle):
     """quality_auc of a run given as (cumulative cost, incumbent CNO, feasible) steps."""
     cost, cno, feasible = zip(*steps) if steps else ((), (), ())
-    quality = step_quality({"incumbent_cno": np.array(cno, dtype=float),
-                            "incumbent_feasible": np.array(feasible, dtype=bool)}, "cno")
+    quality = step_quality(
+        {
+            "incumbent_cno": np.array(cno, dtype=float),
+            "incumbent_feasible": np.array(feasible, dtype=bool),
+        },
+        "cno",
+    )
     return quality_auc(quality, np.array(cost, dtype=float), oracle)
 
 

@@ -1,4 +1,4 @@
-"""farm.report.ranks on a 3-optimizer x 4-table example computed by hand: ranks with ties and
+"""optfarm.farm.stats.ranks on a 3-optimizer x 4-table example computed by hand: ranks with ties and
 censored runs, Friedman's statistic, Nemenyi's critical difference, the pairwise tests, the
 win/tie/loss counts and the bootstrap intervals."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from farm.report.ranks import (
+from optfarm.farm.stats.ranks import (
     average_ranks,
     censored_share,
     cliques,
@@ -28,16 +28,21 @@ INF = math.inf
 # table -> optimizer -> per-seed scores (0 the optimum, inf: no feasible recommendation)
 EXAMPLE = {
     "t1": {"A": [0.0], "B": [1.0], "C": [2.0]},
-    "t2": {"A": [0.0], "B": [0.0], "C": [1.0]},          # A and B tie
-    "t3": {"A": [1.0], "B": [INF], "C": [0.5]},          # B censored: last
-    "t4": {"A": [0.5], "B": [INF], "C": [INF]},          # B and C censored: tied last
+    "t2": {"A": [0.0], "B": [0.0], "C": [1.0]},  # A and B tie
+    "t3": {"A": [1.0], "B": [INF], "C": [0.5]},  # B censored: last
+    "t4": {"A": [0.5], "B": [INF], "C": [INF]},  # B and C censored: tied last
 }
 
 
 def tidy(example):
-    return pd.DataFrame([{"table": t, "optimizer": o, "seed": s, "score": v}
-                         for t, by in example.items() for o, values in by.items()
-                         for s, v in enumerate(values)])
+    return pd.DataFrame(
+        [
+            {"table": t, "optimizer": o, "seed": s, "score": v}
+            for t, by in example.items()
+            for o, values in by.items()
+            for s, v in enumerate(values)
+        ]
+    )
 
 
 def test_ranks_put_censored_last_and_share_ties():
@@ -48,7 +53,10 @@ def test_ranks_put_censored_last_and_share_ties():
     assert ranks.loc["t4"].tolist() == [1, 2.5, 2.5]
     # rank sums 5.5, 9, 9.5 over N = 4 tables
     assert average_ranks(table_scores(tidy(EXAMPLE))).to_dict() == {
-        "A": 1.375, "B": 2.25, "C": 2.375}
+        "A": 1.375,
+        "B": 2.25,
+        "C": 2.375,
+    }
 
 
 def test_friedman_statistic_by_hand_with_the_tie_correction():
@@ -68,7 +76,7 @@ def test_nemenyi_critical_difference_matches_demsar_table():
 
 def test_the_median_over_seeds_is_censored_when_most_seeds_are():
     example = {t: {o: v * 3 for o, v in by.items()} for t, by in EXAMPLE.items()}
-    example["t1"]["C"] = [INF, INF, 0.0]   # censored on 2 of 3 seeds: the table's value is inf
+    example["t1"]["C"] = [INF, INF, 0.0]  # censored on 2 of 3 seeds: the table's value is inf
     example["t1"]["B"] = [INF, 1.0, 1.0]
     scores = table_scores(tidy(example))
     assert scores.loc["t1"].tolist() == [0.0, 1.0, INF]
@@ -88,8 +96,9 @@ def test_pairwise_wilcoxon_holm_cannot_separate_four_tables():
 
 def test_cliques_split_where_a_pair_differs():
     ranks = pd.Series({"A": 1.2, "B": 1.9, "C": 2.9})
-    pairs = pd.DataFrame({"a": ["A", "A", "B"], "b": ["B", "C", "C"],
-                          "significant": [False, True, False]})
+    pairs = pd.DataFrame(
+        {"a": ["A", "A", "B"], "b": ["B", "C", "C"], "significant": [False, True, False]}
+    )
     assert cliques(ranks, pairs) == [["A", "B"], ["B", "C"]]
 
 
@@ -105,7 +114,7 @@ def test_win_tie_loss_over_tables_and_seeds():
 def test_bootstrap_intervals_hold_the_mean_rank():
     iv = rank_intervals(table_scores(tidy(EXAMPLE)), n_resamples=500).set_index("optimizer")
     assert iv.loc["A", "mean_rank"] == 1.375
-    for name, row in iv.iterrows():
+    for _, row in iv.iterrows():
         assert row.low <= row.mean_rank <= row.high
         assert 1 <= row.low and row.high <= 3
     # A's ranks (1, 1.5, 2, 1) bound any resampled mean

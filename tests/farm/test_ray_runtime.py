@@ -12,23 +12,31 @@ import time
 
 import pytest
 
-from farm.run.loop import run_one
-from farm.run.spec import RunSpec
-from farm.store.store import Store
-from farm.sweep.runner import run_sweep
-from farm.sweep.spec import expand, parse_spec
+from optfarm.farm.run.loop import run_one
+from optfarm.farm.run.spec import RunSpec
+from optfarm.farm.store.store import Store
+from optfarm.farm.sweep.runner import run_sweep
+from optfarm.farm.sweep.spec import expand, parse_spec
 
 from .conftest import LOOPBACK, descendants, listeners_of, same_trace
 
 
 def _spec(seeds=3, iterations=40, **extra):
-    return parse_spec({
-        "name": "ray-test",
-        "datasets": ["synthetic", {"name": "synthetic",
-                                   "problem": {"constraints": ["time<=2000"]}}],
-        "optimizers": [{"name": "random", "params": {"n_init": [1, 3]}}],
-        "seeds": seeds, "limits": {"iterations": iterations},
-        "runtime": {"max_in_flight": 2}, "tracking": {"enabled": False}, **extra})
+    return parse_spec(
+        {
+            "name": "ray-test",
+            "datasets": [
+                "synthetic",
+                {"name": "synthetic", "problem": {"constraints": ["time<=2000"]}},
+            ],
+            "optimizers": [{"name": "random", "params": {"n_init": [1, 3]}}],
+            "seeds": seeds,
+            "limits": {"iterations": iterations},
+            "runtime": {"max_in_flight": 2},
+            "tracking": {"enabled": False},
+            **extra,
+        }
+    )
 
 
 def test_sweep_traces_equal_the_serial_loop(ray_local, tmp_path):
@@ -45,7 +53,7 @@ def test_sweep_traces_equal_the_serial_loop(ray_local, tmp_path):
 
 
 def test_oracle_table_is_shared_zero_copy_one_copy(ray_local):
-    from farm.runtime.ray_runtime import RunActor, share_dataset, shared_memory_fraction
+    from optfarm.farm.runtime.ray_runtime import RunActor, share_dataset, shared_memory_fraction
 
     ray = ray_local
     ref = share_dataset("synthetic")
@@ -101,14 +109,15 @@ def test_interrupted_sweep_finishes_only_the_missing_runs(ray_local, tmp_path):
     assert report.skipped == len(before) and report.done == 8 - len(before)
     records = list(store.records())
     assert len(records) == 8 and all(r["attempts"] == 1 for r in records)
-    assert all(before[r["run_key"]] == r["finished_at"] for r in records
-               if r["run_key"] in before)  # finished runs were not run again
+    assert all(
+        before[r["run_key"]] == r["finished_at"] for r in records if r["run_key"] in before
+    )  # finished runs were not run again
     assert store.write_index().num_rows == 8
 
 
 def test_ray_executor_is_the_serial_map_in_chunks(ray_local):
-    from farm.runtime.ray_runtime import RayExecutor
-    from optimizers.executor import SerialExecutor
+    from optfarm.farm.runtime.ray_runtime import RayExecutor
+    from optfarm.optimizers.executor import SerialExecutor
 
     items = list(range(23))
     expected = SerialExecutor().map(operator.mul, items, 3)
@@ -118,28 +127,39 @@ def test_ray_executor_is_the_serial_map_in_chunks(ray_local):
 
 
 def test_lynceus_paths_over_ray_tasks_match_serial(ray_local):
-    from farm.runtime.ray_runtime import RayExecutor
-    from optimizers.registry import available
+    from optfarm.farm.runtime.ray_runtime import RayExecutor
+    from optfarm.optimizers.registry import available
 
     if "lynceus" not in available():
         pytest.skip("lynceus is not registered yet")
-    spec = RunSpec(dataset="synthetic", optimizer="lynceus", seed=0, iterations=8,
-                   params={"la": 1, "n_trees": 5})
+    spec = RunSpec(
+        dataset="synthetic",
+        optimizer="lynceus",
+        seed=0,
+        iterations=8,
+        params={"la": 1, "n_trees": 5},
+    )
     serial = run_one(spec).trace
     parallel = run_one(spec, executor=RayExecutor(chunk_size=2)).trace
     assert same_trace(parallel, serial)
 
 
 def test_sweep_with_inner_ray_tasks_matches_serial(ray_local, tmp_path):
-    from optimizers.registry import available
+    from optfarm.optimizers.registry import available
 
     if "lynceus" not in available():
         pytest.skip("lynceus is not registered yet")
-    spec = parse_spec({"name": "inner", "datasets": ["synthetic"],
-                       "optimizers": [{"name": "lynceus", "params": {"la": 1, "n_trees": 5}}],
-                       "seeds": 2, "limits": {"iterations": 7},
-                       "runtime": {"executor": "ray", "chunk_size": 2},
-                       "tracking": {"enabled": False}})
+    spec = parse_spec(
+        {
+            "name": "inner",
+            "datasets": ["synthetic"],
+            "optimizers": [{"name": "lynceus", "params": {"la": 1, "n_trees": 5}}],
+            "seeds": 2,
+            "limits": {"iterations": 7},
+            "runtime": {"executor": "ray", "chunk_size": 2},
+            "tracking": {"enabled": False},
+        }
+    )
     assert run_sweep(spec, tmp_path / "out", progress=False).complete
     store = Store(tmp_path / "out")
     for run in expand(spec):
@@ -158,7 +178,7 @@ def _requested() -> int:
     """CPUs in the autoscaler request recorded by the head (the v1 autoscaler's key)."""
     import json
 
-    from farm.runtime.ray_private import autoscaler_v1_channel, internal_kv_get
+    from optfarm.farm.runtime.ray_private import autoscaler_v1_channel, internal_kv_get
 
     return len(json.loads(internal_kv_get(autoscaler_v1_channel()) or "[]"))
 
@@ -168,7 +188,7 @@ def test_autoscaler_request_follows_the_sweep_and_is_released(ray_local):
     (``request_resources``' record in the GCS), bounded by max_in_flight, lowered as the sweep
     drains, withdrawn at its end. Nodes really launched and ended by an autoscaler need a
     cloud run (docs/guide/cluster.md)."""
-    from farm.runtime.ray_runtime import run_on_ray
+    from optfarm.farm.runtime.ray_runtime import run_on_ray
 
     runs = expand(_spec(seeds=3))[:10]
     seen = [_requested() for _ in run_on_ray(runs, max_in_flight=4, autoscale=True)]
@@ -182,8 +202,8 @@ def test_autoscaler_request_of_a_big_sweep_is_what_the_cluster_could_start_next(
     Tune's bound on pending trials), not for every run left: the request for all 20,000 runs
     of a sweep made Ray's v1 autoscaler monitor bin-pack 20,000 entries at every update. It
     comes down as the sweep drains below that, and is withdrawn at the end."""
-    from farm.runtime.capacity import AHEAD, wanted_cpus
-    from farm.runtime.ray_runtime import run_on_ray
+    from optfarm.farm.runtime.capacity import AHEAD, wanted_cpus
+    from optfarm.farm.runtime.ray_runtime import run_on_ray
 
     runs = expand(_spec(seeds=63, iterations=2))[:250]
     seen = [_requested() for _ in run_on_ray(runs, max_in_flight=0, autoscale=True)]
@@ -198,7 +218,7 @@ def test_autoscaler_request_is_written_at_most_once_a_second(ray_local):
     """A 20,000-run sweep without --max-in-flight: the request moves with every run stored,
     the head is asked when it moved by a tenth, once a second at most (it was once per run,
     20,000 entries each time: 9x slower), and the withdrawal goes at once."""
-    from farm.runtime.capacity import Demand, HeadWatch
+    from optfarm.farm.runtime.capacity import Demand, HeadWatch
 
     demand = Demand(HeadWatch(ray_local.get_runtime_context().gcs_address))
     t0 = time.monotonic()
@@ -216,8 +236,8 @@ def test_autoscaler_request_is_written_at_most_once_a_second(ray_local):
 
 
 def test_runs_no_node_can_take_end_the_sweep_in_bounded_time(ray_local):
-    from farm.runtime.capacity import ClusterLost
-    from farm.runtime.ray_runtime import run_on_ray
+    from optfarm.farm.runtime.capacity import ClusterLost
+    from optfarm.farm.runtime.ray_runtime import run_on_ray
 
     ray = ray_local
 
@@ -241,7 +261,7 @@ def test_runs_no_node_can_take_end_the_sweep_in_bounded_time(ray_local):
 def test_head_watch_gives_up_once_the_head_stops_answering():
     import socket
 
-    from farm.runtime.capacity import ClusterLost, HeadWatch
+    from optfarm.farm.runtime.capacity import ClusterLost, HeadWatch
 
     server = socket.create_server(("127.0.0.1", 0))
     watch = HeadWatch(f"127.0.0.1:{server.getsockname()[1]}", timeout=0.5)

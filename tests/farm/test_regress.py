@@ -1,5 +1,5 @@
-"""farm.report.regress: the statistical gate on plain per-seed values, the baseline file, and the
-``farm regress`` command failing on a deliberately degraded optimizer."""
+"""optfarm.farm.gate.regress: the statistical gate on plain per-seed values, the baseline file, and
+the ``farm regress`` command failing on a deliberately degraded optimizer."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from farm.report.regress import (
+from optfarm.farm.gate.regress import (
     BaselineError,
     allowed_change,
     compare,
@@ -28,18 +28,24 @@ from farm.report.regress import (
 def entry(metric="cno", **columns):
     """A baseline/current entry from per-seed columns, e.g. final_cno=[...]."""
     n = len(next(iter(columns.values())))
-    return {"metric": metric, "pick": False,
-            "seeds": {s: {q: float(v[s]) for q, v in columns.items()} for s in range(n)}}
+    return {
+        "metric": metric,
+        "pick": False,
+        "seeds": {s: {q: float(v[s]) for q, v in columns.items()} for s in range(n)},
+    }
 
 
 def cno_entry(final, reach11, reach2=None, auc=None):
-    return entry(final_cno=final, quality_auc=[0.2] * len(final) if auc is None else auc,
-                 **{"cost_to_cno<=1.1": reach11,
-                    "cost_to_cno<=2": reach11 if reach2 is None else reach2})
+    return entry(
+        final_cno=final,
+        quality_auc=[0.2] * len(final) if auc is None else auc,
+        **{"cost_to_cno<=1.1": reach11, "cost_to_cno<=2": reach11 if reach2 is None else reach2},
+    )
 
 
-GOOD = cno_entry([1.0, 1.02, 1.0, 1.05, 1.0, 1.0, 1.1, 1.0, 1.0, 1.03],
-                 [5, 7, 6, 9, 4, 8, 12, 6, 5, 7])
+GOOD = cno_entry(
+    [1.0, 1.02, 1.0, 1.05, 1.0, 1.0, 1.1, 1.0, 1.0, 1.03], [5, 7, 6, 9, 4, 8, 12, 6, 5, 7]
+)
 
 
 def verdicts(rows):
@@ -53,8 +59,10 @@ def test_identical_values_pass():
 
 
 def test_a_clearly_worse_optimizer_is_a_regression_and_a_better_one_an_improvement():
-    worse = cno_entry([1.5, 2.0, 1.8, 3.0, 1.2, 2.2, 1.9, 2.5, 1.6, 4.0],
-                      [40, 70, math.inf, 90, 45, 80, math.inf, 60, 55, 75])
+    worse = cno_entry(
+        [1.5, 2.0, 1.8, 3.0, 1.2, 2.2, 1.9, 2.5, 1.6, 4.0],
+        [40, 70, math.inf, 90, 45, 80, math.inf, 60, 55, 75],
+    )
     v = verdicts(compare({"d / lynceus": GOOD}, {"d / lynceus": worse}))
     assert v[("d / lynceus", "final_cno")] == "REGRESSION"
     assert v[("d / lynceus", "cost_to_cno<=1.1")] == "REGRESSION"
@@ -65,25 +73,39 @@ def test_a_clearly_worse_optimizer_is_a_regression_and_a_better_one_an_improveme
 def test_a_significant_shift_within_the_tolerance_passes_and_a_noisy_one_too():
     # every value 4% worse: the test is certain, but the shift is below the 5% allowed when
     # every seed got worse (10% when 64% did)
-    shifted = cno_entry([v * 1.04 for v in [1.0, 1.02, 1.0, 1.05, 1.0, 1.0, 1.1, 1.0, 1.0, 1.03]],
-                        [v * 1.04 for v in [5, 7, 6, 9, 4, 8, 12, 6, 5, 7]])
+    shifted = cno_entry(
+        [v * 1.04 for v in [1.0, 1.02, 1.0, 1.05, 1.0, 1.0, 1.1, 1.0, 1.0, 1.03]],
+        [v * 1.04 for v in [5, 7, 6, 9, 4, 8, 12, 6, 5, 7]],
+    )
     assert set(verdicts(compare({"k": GOOD}, {"k": shifted})).values()) == {"ok"}
     # medians 40% worse on two of ten seeds only: not significant at alpha 0.01
-    noisy = cno_entry([1.0, 1.02, 1.0, 1.05, 1.0, 1.0, 1.1, 1.0, 1.0, 1.03],
-                      [5, 7, 6, 9, 4, 8, 12, 6, 30, 40])
+    noisy = cno_entry(
+        [1.0, 1.02, 1.0, 1.05, 1.0, 1.0, 1.1, 1.0, 1.0, 1.03], [5, 7, 6, 9, 4, 8, 12, 6, 30, 40]
+    )
     assert set(verdicts(compare({"k": GOOD}, {"k": noisy})).values()) == {"ok"}
 
 
 def test_accuracy_c_is_higher_better_and_seeds_are_matched():
     # 8 seeds: the smallest one-sided signed-rank p-value is 2^-8, below the end points'
     # share of alpha (0.01) after Holm over the two end points
-    base = entry("accuracy_c", final_accuracy_c=[0.9, 0.92, 0.91, 0.93, 0.9, 0.95, 0.9, 0.91],
-                 quality_auc=[0.1] * 8, **{"cost_to_acc_c>=0.9opt": [1, 2, 1, 3, 2, 1, 2, 2]})
-    worse = entry("accuracy_c", final_accuracy_c=[0.5, 0.6, 0.55, 0.52, 0.58, 0.61, 0.5, 0.6],
-                  quality_auc=[0.1] * 8, **{"cost_to_acc_c>=0.9opt": [1, 2, 1, 3, 2, 1, 2, 2]})
+    base = entry(
+        "accuracy_c",
+        final_accuracy_c=[0.9, 0.92, 0.91, 0.93, 0.9, 0.95, 0.9, 0.91],
+        quality_auc=[0.1] * 8,
+        **{"cost_to_acc_c>=0.9opt": [1, 2, 1, 3, 2, 1, 2, 2]},
+    )
+    worse = entry(
+        "accuracy_c",
+        final_accuracy_c=[0.5, 0.6, 0.55, 0.52, 0.58, 0.61, 0.5, 0.6],
+        quality_auc=[0.1] * 8,
+        **{"cost_to_acc_c>=0.9opt": [1, 2, 1, 3, 2, 1, 2, 2]},
+    )
     v = verdicts(compare({"t / tt": base}, {"t / tt": worse}))
-    assert v == {("t / tt", "final_accuracy_c"): "REGRESSION", ("t / tt", "quality_auc"): "ok",
-                 ("t / tt", "cost_to_acc_c>=0.9opt"): "ok"}
+    assert v == {
+        ("t / tt", "final_accuracy_c"): "REGRESSION",
+        ("t / tt", "quality_auc"): "ok",
+        ("t / tt", "cost_to_acc_c>=0.9opt"): "ok",
+    }
     # a short run (seeds 0-2 only) is compared on those seeds
     short = {"metric": "accuracy_c", "seeds": {s: base["seeds"][s] for s in range(3)}}
     rows = compare({"t / tt": base}, {"t / tt": short})
@@ -93,13 +115,15 @@ def test_accuracy_c_is_higher_better_and_seeds_are_matched():
 def test_holm_and_the_paired_statistics_against_hand_computed_values():
     # every test able to reach alpha: Holm, sorted p (0.01, 0.02, 0.04) x (3, 2, 1) = (0.03,
     # 0.04, 0.04), monotone, capped at 1
-    assert holm_tarone([0.04, 0.01, 0.02], [0, 0, 0], 0.05).tolist() == \
-        pytest.approx([0.04, 0.03, 0.04])
+    assert holm_tarone([0.04, 0.01, 0.02], [0, 0, 0], 0.05).tolist() == pytest.approx(
+        [0.04, 0.03, 0.04]
+    )
     assert holm_tarone([0.5, 0.6], [0, 0], 0.05).tolist() == pytest.approx([1.0, 1.0])
     # the third test cannot reach 0.05 (p_min 0.5), so the first step counts 2 testable rows
     # (K = 2), the second 1: (0.01 x 2, 0.03 x 1, 0.5) where Holm gives (0.03, 0.06, 0.5)
-    assert holm_tarone([0.01, 0.03, 0.5], [0.001, 0.001, 0.5], 0.05).tolist() == \
-        pytest.approx([0.02, 0.03, 0.5])
+    assert holm_tarone([0.01, 0.03, 0.5], [0.001, 0.001, 0.5], 0.05).tolist() == pytest.approx(
+        [0.02, 0.03, 0.5]
+    )
     # differences: equal values (inf too) give 0; inf on one side ranks above every finite
     # difference (2 x the largest |finite| + 1 = 2 x 3 + 1)
     d = paired_differences([1, 5, math.inf, math.inf, 2], [1, 2, math.inf, 4, math.inf])
@@ -114,8 +138,9 @@ def test_a_bimodal_regression_is_caught_by_the_trajectory_area():
     rng = [0.18, 0.2, 0.22, 0.19, 0.21, 0.17, 0.23, 0.2, 0.18, 0.22] * 3
     base = cno_entry([1.0] * 30, [4.0] * 30, auc=rng)
     final = [1.0, 2.0] * 15
-    worse = cno_entry(final, [4.0 if f == 1 else math.inf for f in final],
-                      auc=[a + 0.08 for a in rng])
+    worse = cno_entry(
+        final, [4.0 if f == 1 else math.inf for f in final], auc=[a + 0.08 for a in rng]
+    )
     rows = {r.quality: r for r in compare({"k": base}, {"k": worse})}
     assert rows["quality_auc"].verdict == "REGRESSION"
     assert rows["quality_auc"].effect > 0.9
@@ -138,8 +163,10 @@ def test_a_regression_of_a_third_of_the_seeds_is_caught_by_pairing():
     base = cno_entry(final, final * 4, auc=auc)
     worse_auc = auc.copy()
     worse_auc[::3] *= 1.5
-    rows = {r.quality: r for r in compare({"k": base}, {"k": cno_entry(final, final * 4,
-                                                                       auc=worse_auc)})}
+    rows = {
+        r.quality: r
+        for r in compare({"k": base}, {"k": cno_entry(final, final * 4, auc=worse_auc)})
+    }
     auc_row = rows["quality_auc"]
     assert (auc_row.n_changed, auc_row.effect, auc_row.verdict) == (10, 1.0, "REGRESSION")
     assert rows["final_cno"].verdict == "ok" and rows["final_cno"].p_worse == 1.0
@@ -187,8 +214,10 @@ def test_neutral_redraws_of_a_few_entries_keep_the_false_alarm_rate():
     # one entry: 10 of 20 seeds 20% worse, 6 unchanged, 4 a bit better: Wilcoxon p 0.0038
     base = {k: cno_entry([1.0] * 20, [5.0] * 20, auc=np.linspace(0.2, 0.4, 20)) for k in keys}
     auc = np.linspace(0.2, 0.4, 20) * np.r_[[1.2] * 10, [1.0] * 6, [0.95] * 4]
-    rows = {(r.key, r.quality): r for r in compare(base, {**base, keys[0]: cno_entry(
-        [1.0] * 20, [5.0] * 20, auc=auc)})}
+    rows = {
+        (r.key, r.quality): r
+        for r in compare(base, {**base, keys[0]: cno_entry([1.0] * 20, [5.0] * 20, auc=auc)})
+    }
     row = rows[(keys[0], "quality_auc")]
     assert row.verdict == "REGRESSION" and row.p_worse * 15 > 0.04 >= row.p_holm
 
@@ -199,12 +228,16 @@ def test_a_consistent_small_regression_is_caught_and_a_scattered_one_of_its_size
     seeds, the others better, stays within the 9% allowed at a share of 0.7."""
     auc = np.linspace(0.2, 0.4, 10)
     base = cno_entry([1.0] * 10, [5.0] * 10, auc=auc)
-    rows = {r.quality: r for r in compare({"k": base}, {"k": cno_entry([1.0] * 10, [5.0] * 10,
-                                                                       auc=auc * 1.075)})}
+    rows = {
+        r.quality: r
+        for r in compare({"k": base}, {"k": cno_entry([1.0] * 10, [5.0] * 10, auc=auc * 1.075)})
+    }
     assert rows["quality_auc"].verdict == "REGRESSION" and rows["quality_auc"].effect == 1.0
     scattered = auc * np.r_[[1.075] * 7, [0.99] * 3]
-    rows = {r.quality: r for r in compare({"k": base}, {"k": cno_entry([1.0] * 10, [5.0] * 10,
-                                                                       auc=scattered)})}
+    rows = {
+        r.quality: r
+        for r in compare({"k": base}, {"k": cno_entry([1.0] * 10, [5.0] * 10, auc=scattered)})
+    }
     assert rows["quality_auc"].verdict == "ok" and rows["quality_auc"].p_holm <= 0.04
     assert allowed_change(0.64, 0.1, 0.05, 0.64) == pytest.approx(0.1)
     assert allowed_change(0.82, 0.1, 0.05, 0.64) == pytest.approx(0.075)
@@ -223,8 +256,13 @@ def test_tight_neutral_redraws_keep_the_false_alarm_rate_with_the_falling_allowa
         return cno_entry(final, final * 4, reach2=final * 2, auc=rng.lognormal(-1.5, 0.03, 30))
 
     keys = [f"d{i} / o" for i in range(15)]
-    alarms = sum(any(r.verdict == "REGRESSION" for r in compare(
-        {k: draw() for k in keys}, {k: draw() for k in keys})) for _ in range(40))
+    alarms = sum(
+        any(
+            r.verdict == "REGRESSION"
+            for r in compare({k: draw() for k in keys}, {k: draw() for k in keys})
+        )
+        for _ in range(40)
+    )
     assert alarms <= 4
 
 
@@ -235,16 +273,29 @@ def test_float_noise_of_another_machine_is_no_change():
 
     root = Path(__file__).resolve().parents[2]
     base = read_baseline(root / "sweeps" / "nightly-baseline.json")
-    shifted = {k: {"metric": e["metric"],
-                   "seeds": {s: {q: v if math.isinf(v) else
-                                 float(np.nextafter(v, math.inf if s % 2 else -math.inf))
-                                 for q, v in vals.items()} for s, vals in e["seeds"].items()}}
-               for k, e in base.items()}
+    shifted = {
+        k: {
+            "metric": e["metric"],
+            "seeds": {
+                s: {
+                    q: v
+                    if math.isinf(v)
+                    else float(np.nextafter(v, math.inf if s % 2 else -math.inf))
+                    for q, v in vals.items()
+                }
+                for s, vals in e["seeds"].items()
+            },
+        }
+        for k, e in base.items()
+    }
     assert shifted != base
     rows = compare(base, shifted)
     assert {r.n_changed for r in rows} == {0} and {r.verdict for r in rows} == {"ok"}
-    assert same([1.0, math.inf, 1.0], [1.0 + 1e-13, math.inf, 1.0 + 1e-11]).tolist() == \
-        [True, True, False]
+    assert same([1.0, math.inf, 1.0], [1.0 + 1e-13, math.inf, 1.0 + 1e-11]).tolist() == [
+        True,
+        True,
+        False,
+    ]
 
 
 def test_entries_only_on_one_side_are_reported_not_failed():
@@ -255,17 +306,41 @@ def test_entries_only_on_one_side_are_reported_not_failed():
 
 
 def test_quality_values_from_run_summaries():
-    summaries = [{"run_key": f"k{s}", "dataset": "d", "optimizer": "random", "params": {},
-                  "seed": s, "metric": "cno",
-                  "recommendation": {"cno": 1.5, "feasible": s == 0}, "quality_auc": 0.25 * s,
-                  "exploration_cost_to_reach": {"cno<=2": 3.0, "cno<=1.1": None}}
-                 for s in range(2)]
+    summaries = [
+        {
+            "run_key": f"k{s}",
+            "dataset": "d",
+            "optimizer": "random",
+            "params": {},
+            "seed": s,
+            "metric": "cno",
+            "recommendation": {"cno": 1.5, "feasible": s == 0},
+            "quality_auc": 0.25 * s,
+            "exploration_cost_to_reach": {"cno<=2": 3.0, "cno<=1.1": None},
+        }
+        for s in range(2)
+    ]
     values = quality_values(summaries)
-    assert values == {"d / random": {"metric": "cno", "pick": False, "seeds": {
-        0: {"final_cno": 1.5, "quality_auc": 0.0, "cost_to_cno<=2": 3.0,
-            "cost_to_cno<=1.1": math.inf},
-        1: {"final_cno": math.inf, "quality_auc": 0.25, "cost_to_cno<=2": 3.0,
-            "cost_to_cno<=1.1": math.inf}}}}
+    assert values == {
+        "d / random": {
+            "metric": "cno",
+            "pick": False,
+            "seeds": {
+                0: {
+                    "final_cno": 1.5,
+                    "quality_auc": 0.0,
+                    "cost_to_cno<=2": 3.0,
+                    "cost_to_cno<=1.1": math.inf,
+                },
+                1: {
+                    "final_cno": math.inf,
+                    "quality_auc": 0.25,
+                    "cost_to_cno<=2": 3.0,
+                    "cost_to_cno<=1.1": math.inf,
+                },
+            },
+        }
+    }
 
 
 def test_baseline_round_trip_keeps_inf(tmp_path):
@@ -276,22 +351,39 @@ def test_baseline_round_trip_keeps_inf(tmp_path):
     assert read_baseline(path) == values
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, "does not exist"),
-    ("{not json", "not valid JSON"),
-    ('{"version": 9, "entries": {}}', "'version' must be 2"),
-    ('{"version": 2, "entries": []}', "'entries' must be a non-empty mapping"),
-    ('{"version": 2, "entries": {"k": {"metric": "speed", "seeds": {}}}}',
-     "entries.k.metric must be one of"),
-    ('{"version": 2, "entries": {"k": {"metric": "cno", "seeds": {}}}}',
-     "entries.k.seeds must be a non-empty"),
-    ('{"version": 2, "entries": {"k": {"metric": "cno", "seeds": {"x": {}}}}}',
-     "entries.k.seeds.x: seed is not an integer"),
-    ('{"version": 2, "entries": {"k": {"metric": "cno", "seeds": {"0": {"final_cno": 1}}}}}',
-     "entries.k.seeds.0: missing or non-numeric"),
-    (('{"version": 2, "entries": {"k": {"metric": "cno", "seeds": {"0": {"final_cno": "x", '
-      '"cost_to_cno<=1.1": 1, "cost_to_cno<=2": 1}}}}}'), "entries.k.seeds.0: missing or non-num"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "does not exist"),
+        ("{not json", "not valid JSON"),
+        ('{"version": 9, "entries": {}}', "'version' must be 2"),
+        ('{"version": 2, "entries": []}', "'entries' must be a non-empty mapping"),
+        (
+            '{"version": 2, "entries": {"k": {"metric": "speed", "seeds": {}}}}',
+            "entries.k.metric must be one of",
+        ),
+        (
+            '{"version": 2, "entries": {"k": {"metric": "cno", "seeds": {}}}}',
+            "entries.k.seeds must be a non-empty",
+        ),
+        (
+            '{"version": 2, "entries": {"k": {"metric": "cno", "seeds": {"x": {}}}}}',
+            "entries.k.seeds.x: seed is not an integer",
+        ),
+        (
+            '{"version": 2, "entries": {"k": {"metric": "cno", "seeds": {"0": {"final_cno": 1}}}}}',
+            "entries.k.seeds.0: missing or non-numeric",
+        ),
+        (
+            (
+                '{"version": 2, "entries": {"k": {"metric": "cno", "seeds": {"0": '
+                '{"final_cno": "x", '
+                '"cost_to_cno<=1.1": 1, "cost_to_cno<=2": 1}}}}}'
+            ),
+            "entries.k.seeds.0: missing or non-num",
+        ),
+    ],
+)
 def test_malformed_baselines_get_one_line_errors(tmp_path, content, message):
     path = tmp_path / "b.json"
     if content is not None:
@@ -321,31 +413,35 @@ def degrade_lynceus(monkeypatch):
     import sys
     import types
 
-    from optimizers.lynceus import Lynceus
-    from optimizers.random_search import RandomSearch
-    from optimizers.registry import OPTIMIZERS
+    from optfarm.optimizers.lynceus import Lynceus
+    from optfarm.optimizers.random_search import RandomSearch
+    from optfarm.optimizers.registry import OPTIMIZERS
 
     class RandomLynceus(RandomSearch):
         name = "lynceus"
         params = Lynceus.params
 
-    module = types.ModuleType("optimizers._degraded_for_test")
+    module = types.ModuleType("optfarm.optimizers._degraded_for_test")
     module.RandomLynceus = RandomLynceus
     monkeypatch.setitem(sys.modules, module.__name__, module)
     monkeypatch.setitem(OPTIMIZERS, "lynceus", "_degraded_for_test:RandomLynceus")
 
 
-def test_regress_passes_unchanged_code_and_fails_a_degraded_lynceus(tmp_path, monkeypatch,
-                                                                    capsys):
-    from farm.cli import main
+def test_regress_passes_unchanged_code_and_fails_a_degraded_lynceus(tmp_path, monkeypatch, capsys):
+    from optfarm.farm.cli import main
 
     spec = tmp_path / "gate.yaml"
     spec.write_text(GATE_SPEC)
     baseline = tmp_path / "baseline.json"
     # another part's entry and a seed this spec does not run: re-recording keeps both
-    write_baseline(baseline, {"other / random": cno_entry([2.0], [9.0]),
-                              "synthetic / lynceus": {"metric": "cno", "seeds": {
-                                  11: GOOD["seeds"][0]}}}, "other.yaml")
+    write_baseline(
+        baseline,
+        {
+            "other / random": cno_entry([2.0], [9.0]),
+            "synthetic / lynceus": {"metric": "cno", "seeds": {11: GOOD["seeds"][0]}},
+        },
+        "other.yaml",
+    )
     args = [str(spec), "--baseline", str(baseline), "--no-progress"]
     assert main(["regress", *args, "--update-baseline"]) == 0
     doc = json.loads(baseline.read_text())
@@ -361,13 +457,11 @@ def test_regress_passes_unchanged_code_and_fails_a_degraded_lynceus(tmp_path, mo
     # the same runs against the baseline with every value one ulp up: no seed changed, exit 0
     doc = json.loads(baseline.read_text())
     for vals in doc["entries"]["synthetic / lynceus"]["seeds"].values():
-        vals.update({q: float(np.nextafter(v, math.inf)) for q, v in vals.items()
-                     if v != "inf"})
+        vals.update({q: float(np.nextafter(v, math.inf)) for q, v in vals.items() if v != "inf"})
     shifted = tmp_path / "shifted.json"
     shifted.write_text(json.dumps(doc))
     assert read_baseline(shifted) != read_baseline(baseline)
-    assert main(["regress", str(spec), "--baseline", str(shifted), "--no-progress",
-                 "--json"]) == 0
+    assert main(["regress", str(spec), "--baseline", str(shifted), "--no-progress", "--json"]) == 0
     assert {r["n_changed"] for r in json.loads(capsys.readouterr().out)["rows"]} == {0}
 
     # a random Lynceus: worse on 8-10 of the 10 seeds (the farm credits the best tested
@@ -385,7 +479,7 @@ def test_regress_passes_unchanged_code_and_fails_a_degraded_lynceus(tmp_path, mo
 
 
 def test_regress_bad_input_exits_2_with_one_line(tmp_path, capsys):
-    from farm.cli import main
+    from optfarm.farm.cli import main
 
     spec = tmp_path / "gate.yaml"
     spec.write_text(GATE_SPEC)
@@ -396,8 +490,20 @@ def test_regress_bad_input_exits_2_with_one_line(tmp_path, capsys):
     assert "no such sweep spec" in capsys.readouterr().err
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("")
-    assert main(["regress", str(spec), "--baseline", "b.json", "--update-baseline",
-                 "--out", str(tmp_path / "full")]) == 2
+    assert (
+        main(
+            [
+                "regress",
+                str(spec),
+                "--baseline",
+                "b.json",
+                "--update-baseline",
+                "--out",
+                str(tmp_path / "full"),
+            ]
+        )
+        == 2
+    )
     assert "is not empty" in capsys.readouterr().err
     assert main(["regress", str(spec), "--baseline", "b.json", "--alpha", "2"]) == 2
 
@@ -408,8 +514,8 @@ SHORT_SPECS = ["sweeps/nightly-short.yaml", "sweeps/nightly-lynceus.yaml"]  # .c
 def test_the_committed_baseline_covers_the_nightly_specs():
     from pathlib import Path
 
-    from farm.cli.report import DEFAULT_SPECS
-    from farm.sweep.spec import load_spec
+    from optfarm.farm.cli.report import DEFAULT_SPECS
+    from optfarm.farm.sweep.spec import load_spec
 
     root = Path(__file__).resolve().parents[2]
     baseline = read_baseline(root / "sweeps" / "nightly-baseline.json")
@@ -417,8 +523,11 @@ def test_the_committed_baseline_covers_the_nightly_specs():
         spec = load_spec(root / path)
         for d in spec.dataset_entries():
             for o in spec.optimizer_entries():
-                keys = [k for k in baseline if k.split(" / ")[0] == d.name
-                        and k.split(" / ")[1].split("[")[0] == o.name]
+                keys = [
+                    k
+                    for k in baseline
+                    if k.split(" / ")[0] == d.name and k.split(" / ")[1].split("[")[0] == o.name
+                ]
                 assert keys, f"{path}: no baseline entry for {d.name} / {o.name}"
                 for k in keys:
                     assert set(spec.seed_list()) <= set(baseline[k]["seeds"]), (path, k)
@@ -429,14 +538,18 @@ def test_the_nightly_workflow_runs_every_nightly_spec_on_the_datasets_it_fetches
     dataset they run (the Guindani part moved to another table once without it)."""
     from pathlib import Path
 
-    from farm.cli.report import DEFAULT_SPECS
-    from farm.sweep.spec import load_spec
+    from optfarm.farm.cli.report import DEFAULT_SPECS
+    from optfarm.farm.sweep.spec import load_spec
 
     root = Path(__file__).resolve().parents[2]
     workflow = (root / ".github" / "workflows" / "nightly.yml").read_text()
     fetched = re.search(r"farm datasets fetch ([^\n]+)", workflow).group(1).split()
-    regress = re.search(r"farm regress (sweeps/.+?)--baseline sweeps/nightly-baseline", workflow,
-                        re.S).group(1).replace("\\", " ").split()
+    regress = (
+        re.search(r"farm regress (sweeps/.+?)--baseline sweeps/nightly-baseline", workflow, re.S)
+        .group(1)
+        .replace("\\", " ")
+        .split()
+    )
     assert regress == DEFAULT_SPECS
     for path in DEFAULT_SPECS:
         for d in load_spec(root / path).dataset_entries():
@@ -448,32 +561,36 @@ def test_the_short_gate_runs_the_nightly_runs_on_synthetic():
     short gate checks against the same baseline and sees every synthetic row of the nightly."""
     from pathlib import Path
 
-    from farm.cli.report import DEFAULT_SPECS
-    from farm.sweep.spec import expand, load_spec
+    from optfarm.farm.cli.report import DEFAULT_SPECS
+    from optfarm.farm.sweep.spec import expand, load_spec
 
     root = Path(__file__).resolve().parents[2]
-    full = {r.run_key for path in DEFAULT_SPECS for r in expand(load_spec(root / path))
-            if r.dataset == "synthetic"}
+    full = {
+        r.run_key
+        for path in DEFAULT_SPECS
+        for r in expand(load_spec(root / path))
+        if r.dataset == "synthetic"
+    }
     short = {r.run_key for path in SHORT_SPECS for r in expand(load_spec(root / path))}
     assert short and short == full
 
 
 # -- the gate tested on itself ----------------------------------------------------------------
-from farm.report.mutations import MUTATIONS  # noqa: E402  (parametrises the probe test)
+from optfarm.farm.gate.mutations import MUTATIONS  # noqa: E402  (parametrises the probe test)
 
 
 def test_every_mutation_hook_exists_and_is_restored():
     """A refactor that renames a hooked function fails here, not silently in the nightly."""
-    import optimizers.lynceus
-    from farm.report.mutations import MUTATIONS, patched
+    import optfarm.optimizers.lynceus
+    from optfarm.farm.gate.mutations import MUTATIONS, patched
 
-    original = optimizers.lynceus.Lynceus.__init__
+    original = optfarm.optimizers.lynceus.Lynceus.__init__
     for m in MUTATIONS:
         with m.patch():
             pass
-    assert optimizers.lynceus.Lynceus.__init__ is original
-    with pytest.raises(LookupError, match="optimizers.lynceus:Lynceus._no_such_hook"):
-        with patched("optimizers.lynceus:Lynceus._no_such_hook", lambda f: f):
+    assert optfarm.optimizers.lynceus.Lynceus.__init__ is original
+    with pytest.raises(LookupError, match="optfarm.optimizers.lynceus:Lynceus._no_such_hook"):
+        with patched("optfarm.optimizers.lynceus:Lynceus._no_such_hook", lambda f: f):
             pass
     assert len([m for m in MUTATIONS if m.kind == "regression"]) >= 10
     assert len([m for m in MUTATIONS if m.kind == "neutral"]) >= 5
@@ -484,8 +601,8 @@ def test_every_mutation_changes_its_probe_run_in_a_forked_worker(name):
     """Each mutation, applied where the gate's runs go (forked workers), changes the chosen
     configurations or incumbents of a short run against the unmutated run on the same seed:
     a regression the gate misses really ran. Every regression has a probe."""
-    from farm.report.mutations import affects, changes_trajectory
-    from farm.run.spec import RunSpec
+    from optfarm.farm.gate.mutations import affects, changes_trajectory
+    from optfarm.farm.run.spec import RunSpec
 
     mutation = next(m for m in MUTATIONS if m.name == name)
     assert affects(mutation, RunSpec(**mutation.probe))
@@ -504,8 +621,9 @@ tracking: {enabled: false}
 
 
 def test_regress_mutations_catches_a_broken_bootstrap_and_passes_a_new_random_stream(
-        tmp_path, capsys):
-    from farm.cli import main
+    tmp_path, capsys
+):
+    from optfarm.farm.cli import main
 
     spec = tmp_path / "gate.yaml"
     spec.write_text(MUTATION_SPEC)
@@ -513,11 +631,15 @@ def test_regress_mutations_catches_a_broken_bootstrap_and_passes_a_new_random_st
     args = [str(spec), "--baseline", str(baseline), "--no-progress", "--serial"]
     assert main(["regress", *args, "--update-baseline"]) == 0
     capsys.readouterr()
-    assert main(["regress", *args, "--mutations",
-                 "bootstrap-not-latin,optimizer-random-stream"]) == 0
+    assert (
+        main(["regress", *args, "--mutations", "bootstrap-not-latin,optimizer-random-stream"]) == 0
+    )
     out = capsys.readouterr().out
-    rows = {line.split()[0]: line for line in out.splitlines()
-            if line.startswith(("bootstrap-not-latin ", "optimizer-random-stream "))}
+    rows = {
+        line.split()[0]: line
+        for line in out.splitlines()
+        if line.startswith(("bootstrap-not-latin ", "optimizer-random-stream "))
+    }
     assert "caught" in rows["bootstrap-not-latin"]
     assert "passed" in rows["optimizer-random-stream"]
     assert "detection rate: 1/1" in out and "false-alarm rate: 0/1" in out
@@ -525,44 +647,75 @@ def test_regress_mutations_catches_a_broken_bootstrap_and_passes_a_new_random_st
     store = tmp_path / "store"
     half = tmp_path / "half.yaml"
     half.write_text(MUTATION_SPEC.replace("seeds: 8", "seeds: 4"))
-    for gate, code, expected in ((half, 1, "4 runs, 4 rerun"),   # 4 seeds: min p 1/16, missed
-                                 (spec, 0, "8 runs, 4 rerun in"), (spec, 0, "8 runs, 8 reused")):
-        assert main(["regress", str(gate), *args[1:], "--mutations", "bootstrap-not-latin",
-                     "--out", str(store)]) == code
+    for gate, code, expected in (
+        (half, 1, "4 runs, 4 rerun"),  # 4 seeds: min p 1/16, missed
+        (spec, 0, "8 runs, 4 rerun in"),
+        (spec, 0, "8 runs, 8 reused"),
+    ):
+        assert (
+            main(
+                [
+                    "regress",
+                    str(gate),
+                    *args[1:],
+                    "--mutations",
+                    "bootstrap-not-latin",
+                    "--out",
+                    str(store),
+                ]
+            )
+            == code
+        )
         assert expected in capsys.readouterr().out
-    assert len(read_baseline(store / "bootstrap-not-latin.json")["synthetic / eic-usd"][
-        "seeds"]) == 8
+    assert (
+        len(read_baseline(store / "bootstrap-not-latin.json")["synthetic / eic-usd"]["seeds"]) == 8
+    )
     assert main(["regress", *args, "--mutations", "no-such-mutation"]) == 2
     assert "unknown mutation 'no-such-mutation'" in capsys.readouterr().err
 
 
 # -- issue 37: the pick, the median's test, the true model-guided share ------------------------
 def _summary(seed, optimizer="guindani", final=1.0, pick=1.0, auc=0.2, pick_auc=0.2):
-    return {"run_key": f"{optimizer}{seed}", "dataset": "d", "optimizer": optimizer,
-            "params": {}, "seed": seed, "metric": "cno",
-            "recommendation": {"cno": final, "feasible": True}, "quality_auc": auc,
-            "exploration_cost_to_reach": {"cno<=2": 3.0, "cno<=1.1": 5.0},
-            "pick": {"cno": pick, "feasible": True}, "pick_quality_auc": pick_auc}
+    return {
+        "run_key": f"{optimizer}{seed}",
+        "dataset": "d",
+        "optimizer": optimizer,
+        "params": {},
+        "seed": seed,
+        "metric": "cno",
+        "recommendation": {"cno": final, "feasible": True},
+        "quality_auc": auc,
+        "exploration_cost_to_reach": {"cno<=2": 3.0, "cno<=1.1": 5.0},
+        "pick": {"cno": pick, "feasible": True},
+        "pick_quality_auc": pick_auc,
+    }
 
 
 def test_the_pick_is_gated_for_the_papers_optimizers_and_flags_a_second_best_pick():
     """Guindani recommending its second-cheapest feasible configuration: the credited values
     do not move, the pick's final CNO is 12% worse on every seed; random search recommends
     its best observed configuration (the credited one): no pick rows."""
-    from farm.report.regress import gates_pick
+    from optfarm.farm.gate.regress import gates_pick
 
     assert gates_pick("guindani") and gates_pick("trimtuner") and gates_pick("lynceus")
     assert not gates_pick("random") and not gates_pick("optuna-tpe")
-    base = quality_values([_summary(s) for s in range(20)]
-                          + [_summary(s, "random", 1.3, 1.3) for s in range(20)])
+    base = quality_values(
+        [_summary(s) for s in range(20)] + [_summary(s, "random", 1.3, 1.3) for s in range(20)]
+    )
     assert base["d / guindani"]["pick"] and not base["d / random"]["pick"]
     assert set(base["d / guindani"]["seeds"][0]) == {
-        "quality_auc", "final_cno", "cost_to_cno<=1.1", "cost_to_cno<=2", "pick_quality_auc",
-        "pick_final_cno"}
+        "quality_auc",
+        "final_cno",
+        "cost_to_cno<=1.1",
+        "cost_to_cno<=2",
+        "pick_quality_auc",
+        "pick_final_cno",
+    }
     assert "pick_final_cno" not in base["d / random"]["seeds"][0]
-    worse = quality_values([_summary(s, pick=1.12, pick_auc=0.2 + 0.01 * (s + 1))
-                            for s in range(20)]
-                           + [_summary(s, "random", 1.3, 1.3) for s in range(20)])
+    worse = quality_values(
+        [_summary(s, pick=1.12, pick_auc=0.2 + 0.01 * (s + 1)) for s in range(20)]
+        + [_summary(s, "random", 1.3, 1.3) for s in range(20)]
+    )
     rows = {(r.key, r.quality): r for r in compare(base, worse)}
     assert rows[("d / guindani", "pick_final_cno")].verdict == "REGRESSION"
     assert rows[("d / guindani", "final_cno")].verdict == "ok"
@@ -571,17 +724,28 @@ def test_the_pick_is_gated_for_the_papers_optimizers_and_flags_a_second_best_pic
 
 
 def test_a_baseline_without_the_pick_reports_its_rows_and_re_recording_adds_it(tmp_path):
-    from farm.report.regress import merge_baseline
+    from optfarm.farm.gate.regress import merge_baseline
 
     current = quality_values([_summary(s) for s in range(4)])
-    old = {"d / guindani": {"metric": "cno", "pick": False, "seeds": {
-        s: {q: v for q, v in vals.items() if not q.startswith("pick")}
-        for s, vals in current["d / guindani"]["seeds"].items()}}}
+    old = {
+        "d / guindani": {
+            "metric": "cno",
+            "pick": False,
+            "seeds": {
+                s: {q: v for q, v in vals.items() if not q.startswith("pick")}
+                for s, vals in current["d / guindani"]["seeds"].items()
+            },
+        }
+    }
     verdict = {r.quality: r.verdict for r in compare(old, current)}
     assert verdict["pick_final_cno"] == "no baseline" and verdict["final_cno"] == "ok"
     # seeds 0-1 re-recorded only: the entry keeps its pick ungated (seeds 2-3 lack it)
-    part = {"d / guindani": {**current["d / guindani"], "seeds": {
-        s: current["d / guindani"]["seeds"][s] for s in (0, 1)}}}
+    part = {
+        "d / guindani": {
+            **current["d / guindani"],
+            "seeds": {s: current["d / guindani"]["seeds"][s] for s in (0, 1)},
+        }
+    }
     merged = merge_baseline(old, part)
     assert not merged["d / guindani"]["pick"]
     assert "pick_final_cno" not in merged["d / guindani"]["seeds"][0]
@@ -592,7 +756,7 @@ def test_a_baseline_without_the_pick_reports_its_rows_and_re_recording_adds_it(t
 
 
 def test_the_quantile_test_against_hand_computed_values():
-    from farm.report.regress import distribution_shift
+    from optfarm.farm.gate.regress import distribution_shift
 
     # 3 seeds, each worse: of the 8 swap patterns only the observed one puts every current
     # value above every baseline value (p 1/8); nothing is better
@@ -613,13 +777,17 @@ def test_a_halved_median_is_caught_when_the_changed_seeds_split_both_ways():
     cur[up] = acc[up] + rng.uniform(0.26, 0.32, 9)
 
     def part(values):
-        return entry("accuracy_c", final_accuracy_c=values, quality_auc=[0.3] * 20,
-                     **{"cost_to_acc_c>=0.9opt": [2.0] * 20})
+        return entry(
+            "accuracy_c",
+            final_accuracy_c=values,
+            quality_auc=[0.3] * 20,
+            **{"cost_to_acc_c>=0.9opt": [2.0] * 20},
+        )
 
     rows = {r.quality: r for r in compare({"k": part(acc)}, {"k": part(cur)})}
     row = rows["final_accuracy_c"]
     assert np.median(cur) < 0.5 * np.median(acc) and row.n_changed == 18
-    assert row.p_worse > 0.01                    # the signed-rank test alone: not significant
+    assert row.p_worse > 0.01  # the signed-rank test alone: not significant
     assert (row.verdict, row.by) == ("REGRESSION", "median")
     # the same 18 seeds redrawn from the baseline's values: nothing flagged
     redrawn = acc.copy()
@@ -663,11 +831,16 @@ def test_neutral_redraws_keep_the_false_alarm_rate_with_the_quantile_test():
 def test_the_model_guided_share_leaves_out_re_runs_of_the_recommendation():
     import pyarrow as pa
 
-    from farm.report.regress import model_guided_share
+    from optfarm.farm.gate.regress import model_guided_share
 
-    trace = pa.table({"optimizer": ["guindani"] * 8 + ["random"] * 2 + ["optuna-random"] * 2
-                      + ["optuna-tpe"] * 2,
-                      "phase": ["init"] * 3 + ["search"] * 2 + ["exploit"] * 3
-                      + ["init", "search"] * 3})
+    trace = pa.table(
+        {
+            "optimizer": ["guindani"] * 8
+            + ["random"] * 2
+            + ["optuna-random"] * 2
+            + ["optuna-tpe"] * 2,
+            "phase": ["init"] * 3 + ["search"] * 2 + ["exploit"] * 3 + ["init", "search"] * 3,
+        }
+    )
     # the random samplers have no model: their search steps are not model-guided
     assert model_guided_share(trace) == {"guindani": 2 / 8, "optuna-tpe": 1 / 2}

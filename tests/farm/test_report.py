@@ -1,6 +1,6 @@
-"""farm.report.analysis: curves, reach costs and tables on hand-made traces with known answers; the
-figures and the self-contained page from real runs; the papers' numbers shown only where the
-sweep matches their experiment."""
+"""optfarm.farm.report.analysis: curves, reach costs and tables on hand-made traces with known
+answers; the figures and the self-contained page from real runs; the papers' numbers shown only
+where the sweep matches their experiment."""
 
 from __future__ import annotations
 
@@ -13,42 +13,87 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from farm.report.analysis import analyse, paper_rows, peer_rows, variant_labels
-from farm.report.page import write_report
-from farm.report.papers import PAPER_NUMBERS, PaperNumber, Selector
-from farm.run.loop import TRACE_SCHEMA, run_one
-from farm.run.spec import RunSpec
+from optfarm.farm.report.analysis import analyse, paper_rows, peer_rows, variant_labels
+from optfarm.farm.report.page import write_report
+from optfarm.farm.report.papers import PAPER_NUMBERS, PaperNumber, Selector
+from optfarm.farm.run.loop import TRACE_SCHEMA, run_one
+from optfarm.farm.run.spec import RunSpec
 
 
-def make_run(run_key, dataset, optimizer, seed, costs, cnos, feasible, params=None,
-             metric="cno", latency=0.01, optimum=1.0, extra=None):
+def make_run(
+    run_key,
+    dataset,
+    optimizer,
+    seed,
+    costs,
+    cnos,
+    feasible,
+    params=None,
+    metric="cno",
+    latency=0.01,
+    optimum=1.0,
+    extra=None,
+):
     """A trace and summary of a CNO (or Accuracy_C) run with the given per-step values."""
     params = params or {}
     n = len(costs)
     cum = np.cumsum(costs)
-    rows = [{"run_key": run_key, "dataset": dataset, "optimizer": optimizer,
-             "params": json.dumps(params), "seed": seed, "step": i, "phase": "search",
-             "config_id": i, "config": "{}", "fidelity": 1.0, "time": 10.0 * costs[i],
-             "cost": costs[i], "accuracy": 0.9, "timed_out": False,
-             "cum_exploration_cost": float(cum[i]), "cum_exploration_time": 10.0 * cum[i],
-             "incumbent_config_id": i,
-             "incumbent_cno": cnos[i] if metric == "cno" else math.nan,
-             "incumbent_accuracy_c": math.nan if metric == "cno" else cnos[i],
-             "incumbent_feasible": feasible[i], "recommendation_latency_s": latency,
-             "model_fit_s": 0.0} for i in range(n)]
-    for row in rows:   # the optimizer's own pick: the credited incumbent
-        row.update({f"pick_{k[len('incumbent_'):]}": v for k, v in list(row.items())
-                    if k.startswith("incumbent_")})
+    rows = [
+        {
+            "run_key": run_key,
+            "dataset": dataset,
+            "optimizer": optimizer,
+            "params": json.dumps(params),
+            "seed": seed,
+            "step": i,
+            "phase": "search",
+            "config_id": i,
+            "config": "{}",
+            "fidelity": 1.0,
+            "time": 10.0 * costs[i],
+            "cost": costs[i],
+            "accuracy": 0.9,
+            "timed_out": False,
+            "cum_exploration_cost": float(cum[i]),
+            "cum_exploration_time": 10.0 * cum[i],
+            "incumbent_config_id": i,
+            "incumbent_cno": cnos[i] if metric == "cno" else math.nan,
+            "incumbent_accuracy_c": math.nan if metric == "cno" else cnos[i],
+            "incumbent_feasible": feasible[i],
+            "recommendation_latency_s": latency,
+            "model_fit_s": 0.0,
+        }
+        for i in range(n)
+    ]
+    for row in rows:  # the optimizer's own pick: the credited incumbent
+        row.update(
+            {
+                f"pick_{k[len('incumbent_') :]}": v
+                for k, v in list(row.items())
+                if k.startswith("incumbent_")
+            }
+        )
     trace = pa.Table.from_pylist(rows, schema=TRACE_SCHEMA)
     value = cnos[-1]
-    summary = {"run_key": run_key, "dataset": dataset, "optimizer": optimizer,
-               "params": params, "seed": seed, "metric": metric,
-               "problem": {"objective": "min cost" if metric == "cno" else "max accuracy",
-                           "constraints": ["time<=100"], "budget": None},
-               "n_evaluations": n, "exploration_cost": float(cum[-1]),
-               "recommendation": {"config_id": n - 1, metric: value, "feasible": feasible[-1]},
-               "optimum": {"config_id": 0, metric: optimum},
-               "exploration_cost_to_reach": {}, **(extra or {})}
+    summary = {
+        "run_key": run_key,
+        "dataset": dataset,
+        "optimizer": optimizer,
+        "params": params,
+        "seed": seed,
+        "metric": metric,
+        "problem": {
+            "objective": "min cost" if metric == "cno" else "max accuracy",
+            "constraints": ["time<=100"],
+            "budget": None,
+        },
+        "n_evaluations": n,
+        "exploration_cost": float(cum[-1]),
+        "recommendation": {"config_id": n - 1, metric: value, "feasible": feasible[-1]},
+        "optimum": {"config_id": 0, metric: optimum},
+        "exploration_cost_to_reach": {},
+        **(extra or {}),
+    }
     return trace, summary
 
 
@@ -58,12 +103,14 @@ def sweep(runs):
 
 
 def test_cno_percentiles_are_step_functions_over_seeds_and_reach_costs_are_exact():
-    trace, summaries = sweep([
-        make_run("a", "d", "opt", 0, [1, 1, 2], [5.0, 1.5, 1.0], [True, True, True]),
-        make_run("b", "d", "opt", 1, [1, 3, 4], [3.0, 3.0, 1.05], [True, True, True]),
-        # an infeasible incumbent is no valid recommendation: CNO inf until step 2
-        make_run("c", "d", "opt", 2, [2, 2, 2], [0.5, 0.5, 2.0], [False, False, True]),
-    ])
+    trace, summaries = sweep(
+        [
+            make_run("a", "d", "opt", 0, [1, 1, 2], [5.0, 1.5, 1.0], [True, True, True]),
+            make_run("b", "d", "opt", 1, [1, 3, 4], [3.0, 3.0, 1.05], [True, True, True]),
+            # an infeasible incumbent is no valid recommendation: CNO inf until step 2
+            make_run("c", "d", "opt", 2, [2, 2, 2], [0.5, 0.5, 2.0], [False, False, True]),
+        ]
+    )
     a = analyse(trace, summaries)["d"]
     grid = a.cost_grid
     assert grid[0] == pytest.approx(1.0) and grid[-1] == pytest.approx(8.0)
@@ -90,10 +137,12 @@ def test_cno_percentiles_are_step_functions_over_seeds_and_reach_costs_are_exact
 
 
 def test_accuracy_c_curves_average_seeds_and_reach_ninety_percent_of_the_optimum():
-    trace, summaries = sweep([
-        make_run("a", "tt", "opt", 0, [1, 1], [0.5, 0.95], [True, True], metric="accuracy_c"),
-        make_run("b", "tt", "opt", 1, [1, 1], [0.8, 0.85], [True, True], metric="accuracy_c"),
-    ])
+    trace, summaries = sweep(
+        [
+            make_run("a", "tt", "opt", 0, [1, 1], [0.5, 0.95], [True, True], metric="accuracy_c"),
+            make_run("b", "tt", "opt", 1, [1, 1], [0.8, 0.85], [True, True], metric="accuracy_c"),
+        ]
+    )
     a = analyse(trace, summaries)["tt"]
     mean = a.curves["opt"]["mean"]
     assert mean[0] == pytest.approx(0.65) and mean[-1] == pytest.approx(0.9)
@@ -104,8 +153,10 @@ def test_accuracy_c_curves_average_seeds_and_reach_ninety_percent_of_the_optimum
 
 
 def test_variants_of_one_optimizer_are_labelled_by_the_parameters_that_differ():
-    runs = [make_run(k, "d", "lynceus", 0, [1], [1.0], [True], params={"la": la, "gamma": 0.9})
-            for k, la in (("x", 1), ("y", 2))]
+    runs = [
+        make_run(k, "d", "lynceus", 0, [1], [1.0], [True], params={"la": la, "gamma": 0.9})
+        for k, la in (("x", 1), ("y", 2))
+    ]
     runs.append(make_run("z", "d", "random", 0, [1], [1.0], [True], params={"n_init": 1}))
     labels = variant_labels(sweep(runs)[1])
     assert labels == {"x": "lynceus[la=1]", "y": "lynceus[la=2]", "z": "random"}
@@ -116,11 +167,24 @@ LYNCEUS = {"la": 2, "gamma": 0.9, "timeout": "tg"}  # the paper's settings
 
 def test_paper_numbers_appear_only_where_the_sweep_matches_the_experiment():
     def runs(dataset, lynceus=LYNCEUS):
-        return [make_run(f"{dataset}{opt}{s}{params}", dataset, opt, s, [1.0] * 4, cnos,
-                         [True] * 4, params=params)
-                for s in range(3)
-                for opt, cnos, params in (("lynceus", [3.0, 1.5, 1.0, 1.0], lynceus),
-                                          ("eic-usd", [3.0, 3.0, 1.9, 1.05], {}))]
+        return [
+            make_run(
+                f"{dataset}{opt}{s}{params}",
+                dataset,
+                opt,
+                s,
+                [1.0] * 4,
+                cnos,
+                [True] * 4,
+                params=params,
+            )
+            for s in range(3)
+            for opt, cnos, params in (
+                ("lynceus", [3.0, 1.5, 1.0, 1.0], lynceus),
+                ("eic-usd", [3.0, 3.0, 1.9, 1.05], {}),
+            )
+        ]
+
     a = analyse(*sweep(runs("lynceus-cnn") + runs("synthetic")))
     rows = paper_rows(a)
     assert rows and all(r["section"] == "lynceus-cnn" for r in rows)
@@ -136,8 +200,16 @@ def test_paper_numbers_appear_only_where_the_sweep_matches_the_experiment():
     assert fig4["ours"] == math.inf and fig4["our values"] == "never / 3"
     assert not paper_rows(analyse(*sweep(runs("synthetic"))))
     # a number needing a baseline variant that is absent is not shown
-    lonely = PaperNumber("P", "Fig. 0", r"lynceus-cnn", "q", "final_p50", Selector("lynceus"),
-                         1.0, baseline=Selector("cherrypick"))
+    lonely = PaperNumber(
+        "P",
+        "Fig. 0",
+        r"lynceus-cnn",
+        "q",
+        "final_p50",
+        Selector("lynceus"),
+        1.0,
+        baseline=Selector("cherrypick"),
+    )
     assert paper_rows(a, [lonely]) == []
 
 
@@ -147,16 +219,51 @@ def test_lynceus_fig4_and_fig5_are_read_at_the_papers_points():
     p90 is the 9th smallest value."""
     lynceus = (
         # five runs reach the optimum at cost 2, then spend a lot more
-        [make_run(f"l{s}", "lynceus-multilayer", "lynceus", s, [1, 1, 28, 10], [2, 1, 1, 1],
-                  [True] * 4, params=LYNCEUS) for s in range(5)]
+        [
+            make_run(
+                f"l{s}",
+                "lynceus-multilayer",
+                "lynceus",
+                s,
+                [1, 1, 28, 10],
+                [2, 1, 1, 1],
+                [True] * 4,
+                params=LYNCEUS,
+            )
+            for s in range(5)
+        ]
         # four reach it at cost 9
-        + [make_run(f"l{s}", "lynceus-multilayer", "lynceus", s, [3, 3, 3, 3], [2, 2, 1, 1],
-                    [True] * 4, params=LYNCEUS) for s in range(5, 9)]
+        + [
+            make_run(
+                f"l{s}",
+                "lynceus-multilayer",
+                "lynceus",
+                s,
+                [3, 3, 3, 3],
+                [2, 2, 1, 1],
+                [True] * 4,
+                params=LYNCEUS,
+            )
+            for s in range(5, 9)
+        ]
         # one stops after two steps at CNO 1.5 (it keeps cost 2 and CNO 1.5)
-        + [make_run("l9", "lynceus-multilayer", "lynceus", 9, [1, 1], [0.5, 1.5],
-                    [False, True], params=LYNCEUS)])
-    bo = [make_run(f"b{s}", "lynceus-multilayer", "eic-usd", s, [10] * 4, [3, 2, 1.05, 1],
-                   [True] * 4) for s in range(10)]
+        + [
+            make_run(
+                "l9",
+                "lynceus-multilayer",
+                "lynceus",
+                9,
+                [1, 1],
+                [0.5, 1.5],
+                [False, True],
+                params=LYNCEUS,
+            )
+        ]
+    )
+    bo = [
+        make_run(f"b{s}", "lynceus-multilayer", "eic-usd", s, [10] * 4, [3, 2, 1.05, 1], [True] * 4)
+        for s in range(10)
+    ]
     a = analyse(*sweep(lynceus + bo))["lynceus-multilayer"]
     # per step, the 9th of the 10 cumulative costs and CNOs:
     #   costs {1 x5, 3 x4, 1}, {2 x5, 6 x4, 2}, {30 x5, 9 x4, 2}, {40 x5, 12 x4, 2}
@@ -187,12 +294,27 @@ def test_lynceus_fig4_and_fig5_are_read_at_the_papers_points():
 
 
 def test_every_published_number_names_a_statistic_the_report_computes():
-    trace, summaries = sweep([
-        make_run("a", "d", "o", 0, [1], [1.0], [True],
-                 extra={"recurring_job": {"unfeasible_executions": 3,
-                                          "unfeasible_cost_ratio": 0.1,
-                                          "mean_feasible_cost": 1.2}}),
-        make_run("b", "t", "o", 0, [1], [0.9], [True], metric="accuracy_c")])
+    trace, summaries = sweep(
+        [
+            make_run(
+                "a",
+                "d",
+                "o",
+                0,
+                [1],
+                [1.0],
+                [True],
+                extra={
+                    "recurring_job": {
+                        "unfeasible_executions": 3,
+                        "unfeasible_cost_ratio": 0.1,
+                        "mean_feasible_cost": 1.2,
+                    }
+                },
+            ),
+            make_run("b", "t", "o", 0, [1], [0.9], [True], metric="accuracy_c"),
+        ]
+    )
     a = analyse(trace, summaries)
     known = set(a["d"].stats["o"]) | set(a["t"].stats["o"])
     assert {n.stat for n in PAPER_NUMBERS} <= known
@@ -205,13 +327,17 @@ def test_the_papers_optimizers_are_compared_with_the_best_peer(tmp_path):
     runs = []
     for opt, costs in (("lynceus", (2, 4)), ("optuna-tpe", (3, 8)), ("optuna-random", (5, 6))):
         for seed, c in enumerate(costs):
-            runs.append(make_run(f"{opt}{seed}", "d", opt, seed, [1, c - 1], [3.0, 1.0],
-                                 [True, True]))
+            runs.append(
+                make_run(f"{opt}{seed}", "d", opt, seed, [1, c - 1], [3.0, 1.0], [True, True])
+            )
     analyses = analyse(*sweep(runs))
     rows = {r["optimizer"]: r for r in peer_rows(analyses)}
     # p90 over two seeds is the larger (inverted CDF): lynceus 4, tpe 8, random 6
-    assert {k: r["value"] for k, r in rows.items()} == {"lynceus": 4, "optuna-tpe": 8,
-                                                         "optuna-random": 6}
+    assert {k: r["value"] for k, r in rows.items()} == {
+        "lynceus": 4,
+        "optuna-tpe": 8,
+        "optuna-random": 6,
+    }
     assert {r["best peer"] for r in rows.values()} == {"optuna-random"}
     assert rows["lynceus"]["ratio to the best peer"] == pytest.approx(4 / 6)
     assert rows["lynceus"]["kind"] == "paper" and rows["optuna-tpe"]["kind"] == "peer"
@@ -225,19 +351,48 @@ def test_the_papers_optimizers_are_compared_with_the_best_peer(tmp_path):
 
 def test_guindani_and_trimtuner_sections_compare_the_peers_on_their_papers_statistics():
     def job(unfeasible, cost):
-        return {"recurring_job": {"unfeasible_executions": unfeasible,
-                                  "unfeasible_cost_ratio": 0.1, "mean_feasible_cost": cost}}
-    runs = [make_run(f"{opt}{s}", "guindani-kmeans", opt, s, [1, 1], [2.0, cno], [True, True],
-                     params=params, extra=job(n, cost))
-            for opt, params, n, cost, cno in (("guindani", {"variant": "d"}, 2, 1.0, 1.0),
-                                              ("optuna-tpe", {}, 6, 1.5, 1.2),
-                                              ("optuna-random", {}, 8, 1.2, 1.1))
-            for s in range(2)]
+        return {
+            "recurring_job": {
+                "unfeasible_executions": unfeasible,
+                "unfeasible_cost_ratio": 0.1,
+                "mean_feasible_cost": cost,
+            }
+        }
+
+    runs = [
+        make_run(
+            f"{opt}{s}",
+            "guindani-kmeans",
+            opt,
+            s,
+            [1, 1],
+            [2.0, cno],
+            [True, True],
+            params=params,
+            extra=job(n, cost),
+        )
+        for opt, params, n, cost, cno in (
+            ("guindani", {"variant": "d"}, 2, 1.0, 1.0),
+            ("optuna-tpe", {}, 6, 1.5, 1.2),
+            ("optuna-random", {}, 8, 1.2, 1.1),
+        )
+        for s in range(2)
+    ]
     # TrimTuner's statistic: the mean cost to 90% of the optimum's Accuracy_C (optimum 1)
-    runs += [make_run(f"t{opt}{s}", "trimtuner-cnn", opt, s, [1, c], [0.5, 0.95],
-                      [True, True], metric="accuracy_c")
-             for opt, costs in (("trimtuner", (1, 3)), ("optuna-gp", (4, 6))) for s, c in
-             enumerate(costs)]
+    runs += [
+        make_run(
+            f"t{opt}{s}",
+            "trimtuner-cnn",
+            opt,
+            s,
+            [1, c],
+            [0.5, 0.95],
+            [True, True],
+            metric="accuracy_c",
+        )
+        for opt, costs in (("trimtuner", (1, 3)), ("optuna-gp", (4, 6)))
+        for s, c in enumerate(costs)
+    ]
     rows = peer_rows(analyse(*sweep(runs)))
     by = {(r["section"], r["statistic"], r["optimizer"]): r for r in rows}
     unfeasible = by["guindani-kmeans", "mean unfeasible executions", "guindani"]
@@ -262,30 +417,60 @@ def test_trimtuner_against_eic_gives_the_own_pick_and_the_tested_incumbent_side_
     # configuration it tested only at the second; EIc's pick is what it tested (issue 33)
     runs = []
     for s in range(2):
-        trace, summary = make_run(f"t{s}", "trimtuner-cnn", "trimtuner", s, [1, 3], [0.5, 0.95],
-                                  [True, True], params={"model": "dt"}, metric="accuracy_c")
+        trace, summary = make_run(
+            f"t{s}",
+            "trimtuner-cnn",
+            "trimtuner",
+            s,
+            [1, 3],
+            [0.5, 0.95],
+            [True, True],
+            params={"model": "dt"},
+            metric="accuracy_c",
+        )
         pick = trace.column_names.index("pick_accuracy_c")
-        runs.append((trace.set_column(pick, "pick_accuracy_c", pa.array([0.95, 0.95])),
-                     summary))
-        runs.append(make_run(f"e{s}", "trimtuner-cnn", "eic", s, [1, 1], [0.5, 0.95],
-                             [True, True], metric="accuracy_c"))
-    rows = [r for r in paper_rows(analyse(*sweep(runs)))
-            if r["quantity"].startswith("exploration cost") and "EIc / TrimTuner-DT" in
-            r["quantity"]]
+        runs.append((trace.set_column(pick, "pick_accuracy_c", pa.array([0.95, 0.95])), summary))
+        runs.append(
+            make_run(
+                f"e{s}",
+                "trimtuner-cnn",
+                "eic",
+                s,
+                [1, 1],
+                [0.5, 0.95],
+                [True, True],
+                metric="accuracy_c",
+            )
+        )
+    rows = [
+        r
+        for r in paper_rows(analyse(*sweep(runs)))
+        if r["quantity"].startswith("exploration cost") and "EIc / TrimTuner-DT" in r["quantity"]
+    ]
     assert len(rows) == 1 and rows[0]["statistic"] == "own pick"
-    assert rows[0]["ours"] == pytest.approx(2 / 1)                 # by the pick: EIc 2x
-    assert rows[0]["ours, tested incumbent"] == pytest.approx(2 / 4)   # tested: EIc ahead
+    assert rows[0]["ours"] == pytest.approx(2 / 1)  # by the pick: EIc 2x
+    assert rows[0]["ours, tested incumbent"] == pytest.approx(2 / 4)  # tested: EIc ahead
 
 
 def test_scout_and_cherrypick_pool_together_against_the_best_peer():
-    from farm.report.pooled import pooled_reach_rows
+    from optfarm.farm.report.pooled import pooled_reach_rows
 
     runs = []
     for job, u in {"scout-a": 2.0, "scout-b": 1.0, "cherrypick-c": 4.0}.items():
         for opt, first in (("lynceus", 1), ("optuna-tpe", 2), ("optuna-cmaes", 3)):
             cnos = [2.0] * first + [1.0] * (4 - first)
-            runs.append(make_run(f"{job}{opt}", job, opt, 0, [u] * 4, cnos, [True] * 4,
-                                 extra={"mean_config_cost": u}))
+            runs.append(
+                make_run(
+                    f"{job}{opt}",
+                    job,
+                    opt,
+                    0,
+                    [u] * 4,
+                    cnos,
+                    [True] * 4,
+                    extra={"mean_config_cost": u},
+                )
+            )
     rows = pooled_reach_rows(analyse(*sweep(runs)))
     joint = {r["optimizer"]: r for r in rows if r["family"] == "Scout and CherryPick"}
     assert joint["lynceus"]["runs"] == 3 and joint["lynceus"]["jobs"] == 3
@@ -300,22 +485,36 @@ def test_scout_and_cherrypick_pool_together_against_the_best_peer():
 
 
 def test_report_page_is_self_contained_with_figures_and_tables(tmp_path):
-    results = [run_one(RunSpec("synthetic", "random", seed=s, iterations=25,
-                               params={"n_init": n_init}))
-               for s in range(4) for n_init in (1, 2)]
-    results += [run_one(RunSpec("synthetic", "random", seed=s, iterations=15,
-                                objective="max accuracy", constraints=("cost<=0.5",)))
-                for s in range(3)]
+    results = [
+        run_one(RunSpec("synthetic", "random", seed=s, iterations=25, params={"n_init": n_init}))
+        for s in range(4)
+        for n_init in (1, 2)
+    ]
+    results += [
+        run_one(
+            RunSpec(
+                "synthetic",
+                "random",
+                seed=s,
+                iterations=15,
+                objective="max accuracy",
+                constraints=("cost<=0.5",),
+            )
+        )
+        for s in range(3)
+    ]
     trace = pa.concat_tables([r.trace for r in results])
-    files = write_report(analyse(trace, [r.summary for r in results]), tmp_path / "out",
-                         title="test sweep")
+    files = write_report(
+        analyse(trace, [r.summary for r in results]), tmp_path / "out", title="test sweep"
+    )
     names = sorted(f.name for f in files)
     pngs = [n for n in names if n.endswith(".png") and not n.startswith("sensitivity_")]
     assert len(pngs) == 3 and any(n.startswith("cno_") for n in pngs)
     # random's n_init grid (CNO problem only) gets main-effect panels per response
     assert "sensitivity_random__cno__quality_auc.png" in names
-    assert any(n.startswith("reach_") for n in pngs) and any(n.startswith("accuracy_")
-                                                             for n in pngs)
+    assert any(n.startswith("reach_") for n in pngs) and any(
+        n.startswith("accuracy_") for n in pngs
+    )
     for f in files:
         if f.suffix == ".png":
             assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f.stat().st_size > 10_000
@@ -331,12 +530,31 @@ def test_report_page_is_self_contained_with_figures_and_tables(tmp_path):
 
 def test_guindani_table_when_summaries_carry_its_metrics(tmp_path):
     def job(unfeasible, cost):
-        return {"recurring_job": {"unfeasible_executions": unfeasible,
-                                  "unfeasible_cost_ratio": 0.2, "mean_feasible_cost": cost}}
-    trace, summaries = sweep([
-        make_run(f"g{v}{s}", "guindani-query26", "guindani", s, [1, 1], [2.0, 1.0],
-                 [True, True], params={"variant": v}, extra=job(n + s, cost))
-        for v, n, cost in (("a", 10, 2.0), ("b", 4, 1.5)) for s in range(2)])
+        return {
+            "recurring_job": {
+                "unfeasible_executions": unfeasible,
+                "unfeasible_cost_ratio": 0.2,
+                "mean_feasible_cost": cost,
+            }
+        }
+
+    trace, summaries = sweep(
+        [
+            make_run(
+                f"g{v}{s}",
+                "guindani-query26",
+                "guindani",
+                s,
+                [1, 1],
+                [2.0, 1.0],
+                [True, True],
+                params={"variant": v},
+                extra=job(n + s, cost),
+            )
+            for v, n, cost in (("a", 10, 2.0), ("b", 4, 1.5))
+            for s in range(2)
+        ]
+    )
     a = analyse(trace, summaries)
     assert a["guindani-query26"].stats["guindani[variant=b]"]["unfeasible_executions_mean"] == 4.5
     rows = {(r["quantity"]): r for r in paper_rows(a) if r["paper"] == "Guindani"}
@@ -362,41 +580,79 @@ def test_bad_inputs_are_named():
 def test_farm_report_reads_a_sweep_folder_and_logs_to_its_mlflow_parent_run(tmp_path, capsys):
     from mlflow.tracking import MlflowClient
 
-    from farm.cli import main
+    from optfarm.farm.cli import main
 
     out = tmp_path / "sweep"
-    assert main(["sweep", "--datasets", "synthetic", "--optimizers", "random", "--seeds", "2",
-                 "--iterations", "10", "--serial", "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "--datasets",
+                "synthetic",
+                "--optimizers",
+                "random",
+                "--seeds",
+                "2",
+                "--iterations",
+                "10",
+                "--serial",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert main(["report", str(out)]) == 0
     assert "logged 4 report files" in capsys.readouterr().out
     page = (out / "report" / "report.html").read_text()
     assert "synthetic" in page and page.count("data:image/png;base64,") == 2
     client = MlflowClient(f"sqlite:///{out.resolve() / 'mlflow.db'}")
     sweep_id = json.loads((out / "sweep.json").read_text())["sweep_id"]
-    parent, = client.search_runs([client.get_experiment_by_name("inline").experiment_id],
-                                 f"tags.`optfarm.sweep_id` = '{sweep_id}' and "
-                                 "tags.`optfarm.kind` = 'sweep'")
+    (parent,) = client.search_runs(
+        [client.get_experiment_by_name("inline").experiment_id],
+        f"tags.`optfarm.sweep_id` = '{sweep_id}' and tags.`optfarm.kind` = 'sweep'",
+    )
     logged = {Path(a.path).name for a in client.list_artifacts(parent.info.run_id, "report")}
     assert logged == {"report.html", "stats.json", "cno_synthetic.png", "reach_synthetic.png"}
     # --current: only the runs the stored spec expands to now (here: seed 0 only, the sweep
     # run again with one seed)
-    assert main(["sweep", "--datasets", "synthetic", "--optimizers", "random", "--seeds", "1",
-                 "--iterations", "10", "--serial", "--out", str(out), "--no-progress",
-                 "--no-tracking"]) == 0
-    assert main(["report", str(out), "--current", "--no-tracking",
-                 "--out", str(tmp_path / "r")]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "--datasets",
+                "synthetic",
+                "--optimizers",
+                "random",
+                "--seeds",
+                "1",
+                "--iterations",
+                "10",
+                "--serial",
+                "--out",
+                str(out),
+                "--no-progress",
+                "--no-tracking",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(["report", str(out), "--current", "--no-tracking", "--out", str(tmp_path / "r")]) == 0
+    )
     assert "report of 1 runs" in capsys.readouterr().out
 
 
 def test_farm_report_bad_input_exits_2(tmp_path, capsys):
-    from farm.cli import main
+    from optfarm.farm.cli import main
 
     assert main(["report", str(tmp_path)]) == 2
     assert "not a sweep output folder" in capsys.readouterr().err
 
 
 def test_scout_jobs_pool_into_one_cdf_in_mean_configuration_cost_units():
-    from farm.report.pooled import pooled_reach_rows
+    from optfarm.farm.report.pooled import pooled_reach_rows
 
     runs, unit = [], {"scout-a": 2.0, "scout-b": 10.0}
     for job, u in unit.items():
@@ -404,8 +660,18 @@ def test_scout_jobs_pool_into_one_cdf_in_mean_configuration_cost_units():
             for opt, first in (("lynceus", 1), ("eic-usd", 3)):
                 # CNO <= 1.1 reached at step `first`: cumulative cost (first + 1) x u
                 cnos = [2.0] * first + [1.0] * (4 - first)
-                runs.append(make_run(f"{job}{opt}{seed}", job, opt, seed, [u] * 4, cnos,
-                                     [True] * 4, extra={"mean_config_cost": u}))
+                runs.append(
+                    make_run(
+                        f"{job}{opt}{seed}",
+                        job,
+                        opt,
+                        seed,
+                        [u] * 4,
+                        cnos,
+                        [True] * 4,
+                        extra={"mean_config_cost": u},
+                    )
+                )
     rows = pooled_reach_rows(analyse(*sweep(runs)))
     by = {r["optimizer"]: r for r in rows}
     assert {r["family"] for r in rows} == {"Scout"} and by["lynceus"]["runs"] == 4
@@ -434,7 +700,7 @@ def test_a_grid_sweep_gets_a_sensitivity_section_with_figures(tmp_path, capsys):
     main-effect and interaction figures and sensitivity.json; random (no grid) is left out."""
     import json
 
-    from farm.cli import main
+    from optfarm.farm.cli import main
 
     spec, out = tmp_path / "sens.yaml", tmp_path / "out"
     spec.write_text(SENSITIVITY_SPEC)
@@ -455,65 +721,80 @@ def test_a_grid_sweep_gets_a_sensitivity_section_with_figures(tmp_path, capsys):
 
 
 def test_a_large_grid_draws_its_best_worst_and_default_variants_only():
-    from farm.report.page import MAX_CURVES, chosen_variants
+    from optfarm.farm.report.page import MAX_CURVES, chosen_variants
 
-    results = [run_one(RunSpec("synthetic", "random", seed=s, iterations=12,
-                               params={"n_init": n}))
-               for s in range(2) for n in range(1, MAX_CURVES + 2)]
+    results = [
+        run_one(RunSpec("synthetic", "random", seed=s, iterations=12, params={"n_init": n}))
+        for s in range(2)
+        for n in range(1, MAX_CURVES + 2)
+    ]
     trace = pa.concat_tables([r.trace for r in results])
     [a] = analyse(trace, [r.summary for r in results]).values()
     assert len(a.groups) == MAX_CURVES + 1
     chosen = chosen_variants(a)
-    auc = {label: np.median([s["quality_auc"] for s in g.summaries])
-           for label, g in a.groups.items()}
+    auc = {
+        label: np.median([s["quality_auc"] for s in g.summaries]) for label, g in a.groups.items()
+    }
     # each is drawn with its role in the legend (ties: either of the tied variants)
     [best] = [label for label, role in chosen.items() if "best quality_auc" in role]
     [worst] = [label for label, role in chosen.items() if "worst quality_auc" in role]
     assert auc[best] == min(auc.values()) and auc[worst] == max(auc.values())
-    assert "default" in chosen["random[n_init=1]"]          # the default setting
+    assert "default" in chosen["random[n_init=1]"]  # the default setting
     assert len(chosen) <= 3
+
+
 def test_lookahead_table_gives_quantiles_per_la_and_the_p90_ratio_to_la0():
     """Lynceus Fig. 8: one family per variant that differs only in ``la``; p90 LA0 / LA."""
-    from farm.report.lookahead_window import lookahead_rows
+    from optfarm.farm.report.lookahead_window import lookahead_rows
 
     runs = []
     for la, first in ((0, 3), (1, 1)):
         for seed in range(4):
             # one cost unit per step; CNO <= 1.1 at step `first` (seed 3 of LA=0: never)
             cnos = [2.0] * first + [1.0] * (4 - first) if (la, seed) != (0, 3) else [2.0] * 4
-            runs.append(make_run(f"r{la}{seed}", "lynceus-cnn", "lynceus", seed, [1.0] * 4,
-                                 cnos, [True] * 4, params={"la": la, "timeout": "none"}))
-    runs.append(make_run("other", "lynceus-cnn", "eic-usd", 0, [1.0] * 4, [1.0] * 4,
-                         [True] * 4))
+            runs.append(
+                make_run(
+                    f"r{la}{seed}",
+                    "lynceus-cnn",
+                    "lynceus",
+                    seed,
+                    [1.0] * 4,
+                    cnos,
+                    [True] * 4,
+                    params={"la": la, "timeout": "none"},
+                )
+            )
+    runs.append(make_run("other", "lynceus-cnn", "eic-usd", 0, [1.0] * 4, [1.0] * 4, [True] * 4))
     rows = lookahead_rows(analyse(*sweep(runs)))
     assert [r["la"] for r in rows] == [0, 1]
     la0, la1 = rows
     assert la0["p50 ($)"] == 4.0 and la0["p90 ($)"] == math.inf and la0["seeds"] == 4
     assert la1["p90 ($)"] == 2.0 and la1["p90 LA0 / LA"] == math.inf
-    assert la0["p90 LA0 / LA"] is None   # never reached at p90: no ratio
+    assert la0["p90 LA0 / LA"] is None  # never reached at p90: no ratio
 
 
 def _drawn(monkeypatch, draw):
     """The matplotlib figure ``draw()`` saves (captured before it is closed)."""
-    from farm.report import plots
+    from optfarm.farm.report import plots
 
     figures, save = [], plots._save
-    monkeypatch.setattr(plots, "_save", lambda fig, *a, **k: (figures.append(fig),
-                                                               save(fig, *a, **k))[1])
+    monkeypatch.setattr(
+        plots, "_save", lambda fig, *a, **k: (figures.append(fig), save(fig, *a, **k))[1]
+    )
     draw()
-    fig, = figures
+    (fig,) = figures
     fig.canvas.draw()
     return fig
 
 
 def _legend_clear_of_the_axes(fig):
-    legend, = fig.legends
+    (legend,) = fig.legends
     box = legend.get_window_extent()
     assert all(box.y1 <= ax.get_window_extent().y0 for ax in fig.axes)
 
 
 def test_cno_figure_shows_no_feasible_recommendation_as_such(tmp_path, monkeypatch):
-    from farm.report import plots
+    from optfarm.farm.report import plots
 
     grid = np.geomspace(1, 100, 20)
     curve = np.where(grid < 10, np.inf, 2.0)
@@ -525,33 +806,46 @@ def test_cno_figure_shows_no_feasible_recommendation_as_such(tmp_path, monkeypat
     none_at = ax.get_yticks()[labels.index("no feasible\nrecommendation")]
     x, y = ax.lines[0].get_data()
     assert np.all(y[x < 10] == none_at) and np.all(y[x >= 10] == 2.0)
-    assert none_at > 2.0 * 2 and ax.get_ylim()[1] < 100   # a band just above the values
+    assert none_at > 2.0 * 2 and ax.get_ylim()[1] < 100  # a band just above the values
     _legend_clear_of_the_axes(fig)
 
 
 def test_reach_figure_says_cno_and_draws_the_read_off_line(tmp_path, monkeypatch):
-    from farm.report import plots
+    from optfarm.farm.report import plots
 
-    reach = {"random": {"cno<=2": np.array([1.0, 2.0, np.inf]),
-                        "cno<=1.1": np.array([3.0, np.inf, np.inf])}}
+    reach = {
+        "random": {
+            "cno<=2": np.array([1.0, 2.0, np.inf]),
+            "cno<=1.1": np.array([3.0, np.inf, np.inf]),
+        }
+    }
     fig = _drawn(monkeypatch, lambda: plots.plot_reach_cdf(tmp_path / "r.png", "d", reach))
-    assert [ax.get_title() for ax in fig.axes] == ["CDF over seeds, CNO <= 2",
-                                                   "CDF over seeds, CNO <= 1.1"]
+    assert [ax.get_title() for ax in fig.axes] == [
+        "CDF over seeds, CNO <= 2",
+        "CDF over seeds, CNO <= 1.1",
+    ]
     for ax in fig.axes:
         assert any(np.allclose(line.get_ydata(), 0.9) for line in ax.lines[1:])
     _legend_clear_of_the_axes(fig)
 
 
 def test_never_says_whether_runs_hit_their_limits_or_stopped_themselves():
-    from farm.report.analysis import never_text
+    from optfarm.farm.report.analysis import never_text
 
     def run(reason, n, cost):
         return {"stop_reason": reason, "n_evaluations": n, "exploration_cost": cost}
-    runs = [run("iterations", 400, 50.0), run("iterations", 380, 40.0),
-            run("gave up: 2000 repeats", 30, 2.3), run("converged", 25, 3.2),
-            run("target", 60, 4.0), run("iterations", 400, 9.0)]
+
+    runs = [
+        run("iterations", 400, 50.0),
+        run("iterations", 380, 40.0),
+        run("gave up: 2000 repeats", 30, 2.3),
+        run("converged", 25, 3.2),
+        run("target", 60, 4.0),
+        run("iterations", 400, 9.0),
+    ]
     reach = np.array([math.inf] * 5 + [8.0])
     assert never_text(runs, reach) == (
         "1 stopped at the run's own target (until); 2 not within 400 runs; 2 stopped "
-        "themselves at 2.3-3.2 (converged, gave up: 2000 repeats)")
+        "themselves at 2.3-3.2 (converged, gave up: 2000 repeats)"
+    )
     assert never_text(runs[-1:], reach[-1:]) == ""

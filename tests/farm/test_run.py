@@ -11,17 +11,26 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
-from farm.cli import main
-from farm.run.loop import TIMING_COLUMNS, TRACE_SCHEMA, run_one
-from farm.run.spec import RunSpec
+from optfarm.farm.cli import main
+from optfarm.farm.run.loop import TIMING_COLUMNS, TRACE_SCHEMA, run_one
+from optfarm.farm.run.spec import RunSpec
 
 
 def test_run_json_summary_has_the_documented_fields(capsys):
-    assert main(["run", "--optimizer", "random", "--seed", "4", "--iterations", "25",
-                 "--json"]) == 0
+    assert (
+        main(["run", "--optimizer", "random", "--seed", "4", "--iterations", "25", "--json"]) == 0
+    )
     out = json.loads(capsys.readouterr().out)
-    for key in ("dataset", "optimizer", "seed", "n_evaluations", "exploration_cost",
-                "recommendation", "exploration_cost_to_reach", "recommendation_latency_s"):
+    for key in (
+        "dataset",
+        "optimizer",
+        "seed",
+        "n_evaluations",
+        "exploration_cost",
+        "recommendation",
+        "exploration_cost_to_reach",
+        "recommendation_latency_s",
+    ):
         assert key in out
     assert out["dataset"] == "synthetic" and out["optimizer"] == "random" and out["seed"] == 4
     assert out["n_evaluations"] == 25
@@ -43,8 +52,9 @@ def test_trace_rows_add_up(tmp_path):
     assert len(set(trace.column("config_id").to_pylist())) == 30  # random never repeats
     assert result.summary["exploration_cost"] == pytest.approx(cum[-1])
     # the incumbent's CNO is >= 1 whenever it is truly feasible
-    for cno, feasible in zip(trace.column("incumbent_cno").to_pylist(),
-                             trace.column("incumbent_feasible").to_pylist()):
+    for cno, feasible in zip(
+        trace.column("incumbent_cno").to_pylist(), trace.column("incumbent_feasible").to_pylist()
+    ):
         assert not feasible or cno >= 1.0 - 1e-12
 
 
@@ -54,8 +64,7 @@ def test_cost_to_reach_is_the_first_crossing():
     assert s["stop_reason"] == "exhausted" and s["n_evaluations"] == 360
     t = result.trace.to_pylist()
     for label, thr in (("cno<=2", 2.0), ("cno<=1.1", 1.1)):
-        first = next((r for r in t if r["incumbent_feasible"] and r["incumbent_cno"] <= thr),
-                     None)
+        first = next((r for r in t if r["incumbent_feasible"] and r["incumbent_cno"] <= thr), None)
         expected = None if first is None else first["cum_exploration_cost"]
         assert s["exploration_cost_to_reach"][label] == expected
 
@@ -63,7 +72,7 @@ def test_cost_to_reach_is_the_first_crossing():
 def test_budget_stops_the_run():
     result = run_one(RunSpec("synthetic", "random", seed=1, budget=5.0))
     s = result.summary
-    assert s["stop_reason"] == "budget"   # the loop's or random's own budget check
+    assert s["stop_reason"] == "budget"  # the loop's or random's own budget check
     cum = result.trace.column("cum_exploration_cost").to_pylist()
     assert cum[-2] < 5.0  # every run but the last started under the budget
 
@@ -74,8 +83,11 @@ def test_until_stops_at_the_first_step_that_meets_the_target():
     result = run_one(spec)
     s, cno = result.summary, result.trace.column("incumbent_cno").to_pylist()
     assert s["stop_reason"] == "target" and cno[-1] <= 1.1 and min(cno[:-1]) > 1.1
-    assert s["exploration_cost_to_reach"]["cno<=1.1"] == full["exploration_cost_to_reach"][
-        "cno<=1.1"] == result.trace.column("cum_exploration_cost").to_pylist()[-1]
+    assert (
+        s["exploration_cost_to_reach"]["cno<=1.1"]
+        == full["exploration_cost_to_reach"]["cno<=1.1"]
+        == result.trace.column("cum_exploration_cost").to_pylist()[-1]
+    )
     # a key written before the field existed still matches; the target is part of the key
     assert RunSpec("synthetic", "random", seed=9).run_key == "269b20208bc4fe83"
     assert spec.run_key != RunSpec("synthetic", "random", seed=5).run_key
@@ -89,23 +101,27 @@ def test_same_spec_same_trace_and_key():
     drop = list(TIMING_COLUMNS)
     assert a.trace.drop_columns(drop).to_pandas().equals(b.trace.drop_columns(drop).to_pandas())
     assert a.summary["run_key"] == b.summary["run_key"]
-    assert RunSpec("synthetic", "random", seed=9).run_key != RunSpec("synthetic", "random",
-                                                                     seed=10).run_key
+    assert (
+        RunSpec("synthetic", "random", seed=9).run_key
+        != RunSpec("synthetic", "random", seed=10).run_key
+    )
     # defaults made explicit do not change the key
-    assert RunSpec("synthetic", "random", params={"n_init": 1}).run_key == \
-        RunSpec("synthetic", "random").run_key
+    assert (
+        RunSpec("synthetic", "random", params={"n_init": 1}).run_key
+        == RunSpec("synthetic", "random").run_key
+    )
 
 
 def test_run_keys_survive_an_added_parameter_and_change_with_the_version(monkeypatch):
-    from optimizers.base import Param
-    from optimizers.registry import get
+    from optfarm.optimizers.base import Param
+    from optfarm.optimizers.registry import get
 
     lynceus = get("lynceus")
     plain = RunSpec("lynceus-cnn", "lynceus", seed=3)
     tuned = RunSpec("lynceus-cnn", "lynceus", seed=3, params={"la": 2, "gamma": 0.5})
     before = plain.run_key, tuned.run_key
     monkeypatch.setattr(lynceus, "params", lynceus.params + (Param("new_knob", 3),))
-    assert (plain.run_key, tuned.run_key) == before       # stored runs still match
+    assert (plain.run_key, tuned.run_key) == before  # stored runs still match
     assert RunSpec("lynceus-cnn", "lynceus", seed=3, params={"new_knob": 3}).run_key == before[0]
     assert RunSpec("lynceus-cnn", "lynceus", seed=3, params={"new_knob": 4}).run_key != before[0]
     monkeypatch.setattr(lynceus, "version", lynceus.version + 1)
@@ -113,8 +129,21 @@ def test_run_keys_survive_an_added_parameter_and_change_with_the_version(monkeyp
 
 
 def test_constraint_override_changes_the_problem(capsys):
-    assert main(["run", "--optimizer", "random", "--iterations", "5", "--constraint",
-                 "time<=100000", "--json"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--optimizer",
+                "random",
+                "--iterations",
+                "5",
+                "--constraint",
+                "time<=100000",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["problem"]["constraints"] == ["time<=100000"]
 
@@ -126,23 +155,30 @@ def test_trace_file_is_written(tmp_path, capsys):
     assert "recommended" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["run", "--optimizer", "nope"], "unknown optimizer 'nope'"),
-    (["run", "--dataset", "nope"], "unknown dataset 'nope'"),
-    (["run", "--param", "n_init"], "is not of the form key=value"),
-    (["run", "--param", "n_init=abc"], "parameter 'n_init' must be int"),
-    (["run", "--iterations", "0"], "--iterations must be at least 1, got 0"),
-    (["run", "--budget", "-1"], "--budget must be positive"),
-    (["run", "--until", "cno<1"], "--until 'cno<1' is not a target"),
-    (["run", "--param", "bogus=1"], "unknown parameter 'bogus'"),
-    (["run", "--constraint", "time<300"], "is not of the form"),
-    (["run", "--objective", "cheapest"], "is not of the form"),
-    # a problem the optimizer cannot pose (ProblemError)
-    (["run", "--optimizer", "lynceus", "--objective", "max accuracy"],
-     "lynceus: the objective must be 'min cost'"),
-    (["run", "--optimizer", "guindani", "--objective", "min time"],
-     "guindani: the objective must be 'min cost'"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["run", "--optimizer", "nope"], "unknown optimizer 'nope'"),
+        (["run", "--dataset", "nope"], "unknown dataset 'nope'"),
+        (["run", "--param", "n_init"], "is not of the form key=value"),
+        (["run", "--param", "n_init=abc"], "parameter 'n_init' must be int"),
+        (["run", "--iterations", "0"], "--iterations must be at least 1, got 0"),
+        (["run", "--budget", "-1"], "--budget must be positive"),
+        (["run", "--until", "cno<1"], "--until 'cno<1' is not a target"),
+        (["run", "--param", "bogus=1"], "unknown parameter 'bogus'"),
+        (["run", "--constraint", "time<300"], "is not of the form"),
+        (["run", "--objective", "cheapest"], "is not of the form"),
+        # a problem the optimizer cannot pose (ProblemError)
+        (
+            ["run", "--optimizer", "lynceus", "--objective", "max accuracy"],
+            "lynceus: the objective must be 'min cost'",
+        ),
+        (
+            ["run", "--optimizer", "guindani", "--objective", "min time"],
+            "guindani: the objective must be 'min cost'",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
@@ -150,8 +186,12 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
 
 
 def test_console_script_runs_the_default_job():
-    out = subprocess.run([sys.executable, "-m", "farm", "run", "--iterations", "3"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "optfarm", "run", "--iterations", "3"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     # a 3-evaluation run: a bootstrap of 2 (init_share), then Lynceus may stop by itself
     assert re.match(r"lynceus on synthetic, seed 0: [23] evaluations in [\d.]+ s; ", out)
 

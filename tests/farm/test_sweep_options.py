@@ -7,25 +7,32 @@ import dataclasses
 
 import pytest
 
-from farm.sweep.runner import SweepOptions, run_sweep
-from farm.sweep.spec import parse_spec
+from optfarm.farm.sweep.runner import SweepOptions, run_sweep
+from optfarm.farm.sweep.spec import parse_spec
 
 
 def _spec():
-    return parse_spec({"name": "options", "datasets": ["synthetic"],
-                       "optimizers": [{"name": "random", "params": {"n_init": [1, 3]}}],
-                       "seeds": 2, "limits": {"iterations": 10},
-                       "runtime": {"backend": "serial"}})
+    return parse_spec(
+        {
+            "name": "options",
+            "datasets": ["synthetic"],
+            "optimizers": [{"name": "random", "params": {"n_init": [1, 3]}}],
+            "seeds": 2,
+            "limits": {"iterations": 10},
+            "runtime": {"backend": "serial"},
+        }
+    )
 
 
 def _results(report) -> dict[str, tuple]:
-    return {key: (rec["status"], rec["summary"]["n_evaluations"],
-                  rec["summary"]["exploration_cost"]) for key, rec in report.records.items()}
+    return {
+        key: (rec["status"], rec["summary"]["n_evaluations"], rec["summary"]["exploration_cost"])
+        for key, rec in report.records.items()
+    }
 
 
 def test_an_options_value_and_keywords_run_the_same_sweep(tmp_path):
-    by_value = run_sweep(_spec(), tmp_path / "value", SweepOptions(tracking=False,
-                                                                    progress=False))
+    by_value = run_sweep(_spec(), tmp_path / "value", SweepOptions(tracking=False, progress=False))
     by_keywords = run_sweep(_spec(), tmp_path / "keywords", tracking=False, progress=False)
     assert by_value.complete and by_keywords.complete and by_value.done == 4
     assert by_value.keys == by_keywords.keys

@@ -13,18 +13,23 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from farm.cli import main
-from farm.run.loop import run_one
-from farm.run.spec import RunSpec
-from farm.store.store import Store, spec_from_dict
-from farm.sweep.board_spec import parse_board_spec
-from farm.sweep.spec import SpecError, expand, load_spec, parse_spec, read_yaml
-from optimizers.base import Suggestion
-from optimizers.random_search import RandomSearch
+from optfarm.farm.cli import main
+from optfarm.farm.run.loop import run_one
+from optfarm.farm.run.spec import RunSpec
+from optfarm.farm.store.store import Store, spec_from_dict
+from optfarm.farm.sweep.board_spec import parse_board_spec
+from optfarm.farm.sweep.spec import SpecError, expand, load_spec, parse_spec, read_yaml
+from optfarm.optimizers.base import Suggestion
+from optfarm.optimizers.random_search import RandomSearch
 
 SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
-GOOD = {"name": "t", "datasets": ["synthetic"], "optimizers": ["random"], "seeds": 2,
-        "limits": {"iterations": 5}}
+GOOD = {
+    "name": "t",
+    "datasets": ["synthetic"],
+    "optimizers": ["random"],
+    "seeds": 2,
+    "limits": {"iterations": 5},
+}
 
 # (spec, the key the one-line error must name)
 MALFORMED = [
@@ -32,10 +37,14 @@ MALFORMED = [
     ({k: v for k, v in GOOD.items() if k != "optimizers"}, "optimizers: required key"),
     ({**GOOD, "datasets": []}, "datasets:"),
     ({**GOOD, "optimizers": [{"nme": "random"}]}, "optimizers[0].nme: unknown key"),
-    ({**GOOD, "optimizers": [{"name": "random", "params": {"n_init": []}}]},
-     "optimizers[0].params:"),
-    ({**GOOD, "optimizers": [{"name": "random", "params": {"n_init": {"a": 1}}}]},
-     "optimizers[0].params.n_init:"),
+    (
+        {**GOOD, "optimizers": [{"name": "random", "params": {"n_init": []}}]},
+        "optimizers[0].params:",
+    ),
+    (
+        {**GOOD, "optimizers": [{"name": "random", "params": {"n_init": {"a": 1}}}]},
+        "optimizers[0].params.n_init:",
+    ),
     ({**GOOD, "seeds": 0}, "seeds:"),
     ({**GOOD, "seeds": {"start": 3}}, "seeds.count: required key"),
     ({**GOOD, "seeds": [1, 1]}, "seeds:"),
@@ -44,16 +53,22 @@ MALFORMED = [
     ({**GOOD, "limits": {"until": "cno<1"}}, "limits.until:"),
     ({**GOOD, "problem": {"constraints": ["time<<300"]}}, "problem.constraints:"),
     ({**GOOD, "problem": {"objective": "maximise cost"}}, "problem.objective:"),
-    ({**GOOD, "datasets": [{"name": "synthetic", "limits": {"budget": -1}}]},
-     "datasets[0].limits.budget:"),
+    (
+        {**GOOD, "datasets": [{"name": "synthetic", "limits": {"budget": -1}}]},
+        "datasets[0].limits.budget:",
+    ),
     ({**GOOD, "runtime": {"executor": "dask"}}, "runtime.executor:"),
     ({**GOOD, "tracking": {"enabled": "maybe"}}, "tracking.enabled:"),
     ({**GOOD, "aggregate": "median"}, "aggregate:"),
     ({**GOOD, "optimizers": ["no-such-optimizer"]}, "optimizers[0].name: unknown optimizer"),
-    ({**GOOD, "optimizers": [{"name": "random", "params": {"bogus": 1}}]},
-     "optimizers[0].params: random: unknown parameter 'bogus'"),
-    ({**GOOD, "optimizers": [{"name": "random", "params": {"n_init": -2}}]},
-     "optimizers[0].params: random: parameter 'n_init'"),
+    (
+        {**GOOD, "optimizers": [{"name": "random", "params": {"bogus": 1}}]},
+        "optimizers[0].params: random: unknown parameter 'bogus'",
+    ),
+    (
+        {**GOOD, "optimizers": [{"name": "random", "params": {"n_init": -2}}]},
+        "optimizers[0].params: random: parameter 'n_init'",
+    ),
     ({**GOOD, "datasets": ["no-such-dataset"]}, "'no-such-dataset'"),
     (["not", "a", "mapping"], "a sweep spec is a mapping"),
     ({**GOOD, "seeds": True}, "seeds:"),
@@ -61,9 +76,14 @@ MALFORMED = [
     ({**GOOD, "seeds": {"start": False, "count": 2}}, "seeds.start:"),
     ({**GOOD, "name": "../../x"}, "name: '../../x' is not a sweep name"),
     ({**GOOD, "name": "/tmp/abs"}, "name: '/tmp/abs' is not a sweep name"),
-    ({**GOOD, "optimizers": [{"name": "random", "params": {"n_init": list(range(1, 101))}}],
-      "seeds": {"start": 0, "count": 10 ** 7}},
-     "expands to 1,000,000,000 runs, more than the limit of 200,000"),
+    (
+        {
+            **GOOD,
+            "optimizers": [{"name": "random", "params": {"n_init": list(range(1, 101))}}],
+            "seeds": {"start": 0, "count": 10**7},
+        },
+        "expands to 1,000,000,000 runs, more than the limit of 200,000",
+    ),
 ]
 
 
@@ -71,8 +91,17 @@ MALFORMED = [
 def test_malformed_spec_is_one_line_naming_the_key(spec, key, tmp_path, capsys):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(spec))
-    code = main(["sweep", str(path), "--out", str(tmp_path / "out"), "--serial",
-                 "--no-tracking", "--no-progress"])
+    code = main(
+        [
+            "sweep",
+            str(path),
+            "--out",
+            str(tmp_path / "out"),
+            "--serial",
+            "--no-tracking",
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert len(err.splitlines()) == 1, err
@@ -90,10 +119,13 @@ def test_invalid_yaml_names_the_line(tmp_path, capsys):
 
 def test_a_key_given_twice_in_yaml_is_refused_naming_it(tmp_path, capsys):
     path = tmp_path / "twice.yaml"
-    path.write_text("name: x\ndatasets: [synthetic]\noptimizers: [random]\nseeds: 2\n"
-                    "limits: {iterations: 5}\nseeds: 3\n")
-    assert main(["sweep", str(path), "--serial", "--no-tracking",
-                 "--out", str(tmp_path / "out")]) == 2
+    path.write_text(
+        "name: x\ndatasets: [synthetic]\noptimizers: [random]\nseeds: 2\n"
+        "limits: {iterations: 5}\nseeds: 3\n"
+    )
+    assert (
+        main(["sweep", str(path), "--serial", "--no-tracking", "--out", str(tmp_path / "out")]) == 2
+    )
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "key 'seeds' is given twice" in err, err
     assert "(line 6)" in err, err
@@ -101,7 +133,7 @@ def test_a_key_given_twice_in_yaml_is_refused_naming_it(tmp_path, capsys):
 
 
 def test_the_run_limit_is_counted_before_expansion_and_can_be_lifted(tmp_path, capsys):
-    huge = parse_spec({**GOOD, "seeds": {"start": 0, "count": 10 ** 9}})
+    huge = parse_spec({**GOOD, "seeds": {"start": 0, "count": 10**9}})
     with pytest.raises(SpecError, match="1,000,000,000 runs"):
         expand(huge)  # counted: enumerating 10^9 runs would not end
     assert _sweep(tmp_path, "--max-runs", "3", seeds=4) == 2
@@ -110,46 +142,81 @@ def test_the_run_limit_is_counted_before_expansion_and_can_be_lifted(tmp_path, c
 
 
 def test_expansion_is_the_grid_with_stable_deduplicated_keys():
-    spec = parse_spec({
-        "name": "grid", "datasets": ["synthetic", {"name": "synthetic",
-                                                   "problem": {"constraints": ["time<=900"]}}],
-        "optimizers": [{"name": "random", "params": {"n_init": [1, 2, 2]}}],
-        "seeds": {"start": 5, "count": 3}, "limits": {"iterations": 7, "budget": 40}})
+    spec = parse_spec(
+        {
+            "name": "grid",
+            "datasets": [
+                "synthetic",
+                {"name": "synthetic", "problem": {"constraints": ["time<=900"]}},
+            ],
+            "optimizers": [{"name": "random", "params": {"n_init": [1, 2, 2]}}],
+            "seeds": {"start": 5, "count": 3},
+            "limits": {"iterations": 7, "budget": 40},
+        }
+    )
     runs = expand(spec)
     assert len(runs) == 2 * 2 * 3  # the repeated grid value is one run
     assert len({r.run_key for r in runs}) == len(runs)
     assert {r.seed for r in runs} == {5, 6, 7}
     assert {r.constraints for r in runs} == {None, ("time<=900",)}
     first = runs[0]
-    assert first.run_key == RunSpec(dataset="synthetic", optimizer="random", seed=5,
-                                    params={"n_init": 1}, budget=40, iterations=7).run_key
+    assert (
+        first.run_key
+        == RunSpec(
+            dataset="synthetic",
+            optimizer="random",
+            seed=5,
+            params={"n_init": 1},
+            budget=40,
+            iterations=7,
+        ).run_key
+    )
     assert [r.run_key for r in expand(spec)] == [r.run_key for r in runs]  # stable
 
 
 def test_dataset_overrides_merge_key_by_key():
-    spec = parse_spec({**GOOD, "datasets": [{"name": "synthetic", "limits": {"budget": 9}}],
-                       "limits": {"iterations": 5, "budget": 50, "until": "cno<=1.1"},
-                       "problem": {"objective": "min cost", "constraints": ["time<=900"]}})
+    spec = parse_spec(
+        {
+            **GOOD,
+            "datasets": [{"name": "synthetic", "limits": {"budget": 9}}],
+            "limits": {"iterations": 5, "budget": 50, "until": "cno<=1.1"},
+            "problem": {"objective": "min cost", "constraints": ["time<=900"]},
+        }
+    )
     [first, _] = expand(spec)
     assert (first.iterations, first.budget, first.until) == (5, 9.0, "cno<=1.1")
     assert (first.objective, first.constraints) == ("min cost", ("time<=900",))
 
 
 def test_shipped_specs_validate():
-    from optimizers.registry import available
+    from optfarm.optimizers.registry import available
     from tests.optimizers.extras import missing_extra
 
     paths = sorted(SWEEPS.glob("*.yaml"))
     names = {p.stem for p in paths}
-    assert {"quickstart", "lynceus-tf", "lynceus-sensitivity", "trimtuner-filters",
-            "guindani-variants", "nightly", "lynceus-timeouts", "lynceus-scout-cherrypick",
-            "obol", "nephele", "trimtuner-comparison", "peers-lynceus-tf",
-            "peers-scout-cherrypick", "peers-trimtuner", "peers-guindani"} <= names
+    assert {
+        "quickstart",
+        "lynceus-tf",
+        "lynceus-sensitivity",
+        "trimtuner-filters",
+        "guindani-variants",
+        "nightly",
+        "lynceus-timeouts",
+        "lynceus-scout-cherrypick",
+        "obol",
+        "nephele",
+        "trimtuner-comparison",
+        "peers-lynceus-tf",
+        "peers-scout-cherrypick",
+        "peers-trimtuner",
+        "peers-guindani",
+    } <= names
     for path in paths:
-        data = read_yaml(path)   # a leaderboard spec is a sweep spec with a board section
+        data = read_yaml(path)  # a leaderboard spec is a sweep spec with a board section
         spec = parse_board_spec(data, str(path))[0] if "board" in data else load_spec(path)
-        if all(o.name in available() and not missing_extra(o.name)
-               for o in spec.optimizer_entries()):
+        if all(
+            o.name in available() and not missing_extra(o.name) for o in spec.optimizer_entries()
+        ):
             assert expand(spec), path  # names and parameters known to the registry
     tf = load_spec(SWEEPS / "lynceus-tf.yaml")
     assert len(tf.seed_list()) == 100
@@ -157,9 +224,25 @@ def test_shipped_specs_validate():
 
 
 def _sweep(tmp_path, *extra, seeds=4, optimizers="random"):
-    return main(["sweep", "--datasets", "synthetic", "--optimizers", optimizers,
-                 "--seeds", str(seeds), "--iterations", "6", "--out", str(tmp_path / "out"),
-                 "--serial", "--no-tracking", "--no-progress", *extra])
+    return main(
+        [
+            "sweep",
+            "--datasets",
+            "synthetic",
+            "--optimizers",
+            optimizers,
+            "--seeds",
+            str(seeds),
+            "--iterations",
+            "6",
+            "--out",
+            str(tmp_path / "out"),
+            "--serial",
+            "--no-tracking",
+            "--no-progress",
+            *extra,
+        ]
+    )
 
 
 def test_serial_sweep_stores_traces_atomically_and_resumes(tmp_path, capsys):
@@ -200,9 +283,11 @@ class FailingSearch(RandomSearch):
 
 
 def test_failed_runs_are_recorded_exit_1_and_retried_next_time(tmp_path, monkeypatch, capsys):
-    from optimizers import registry
+    from optfarm.optimizers import registry
 
-    monkeypatch.setitem(sys.modules, "optimizers.failing_test_plugin", sys.modules[__name__])
+    monkeypatch.setitem(
+        sys.modules, "optfarm.optimizers.failing_test_plugin", sys.modules[__name__]
+    )
     monkeypatch.setitem(registry.OPTIMIZERS, "failing", "failing_test_plugin:FailingSearch")
     flag = tmp_path / "break"
     flag.touch()
@@ -244,11 +329,11 @@ def test_inline_sweep_takes_optimizer_parameters(tmp_path, capsys):
 def test_a_held_folder_is_refused_and_a_stale_lock_is_not(tmp_path, capsys):
     """The lock file of a driver that died (its pid written, no flock held) does not block;
     a live holder does, named on one line."""
-    from farm.store.locks import FolderLock
+    from optfarm.farm.store.locks import FolderLock
 
     out = tmp_path / "out"
     out.mkdir()
-    (out / "lock").write_text(json.dumps({"pid": 2 ** 22 + 7, "host": "elsewhere"}))
+    (out / "lock").write_text(json.dumps({"pid": 2**22 + 7, "host": "elsewhere"}))
     assert _sweep(tmp_path, seeds=1) == 0
     with FolderLock(out):
         assert _sweep(tmp_path, seeds=2) == 2
@@ -295,8 +380,7 @@ def test_a_resume_hashes_only_files_changed_since_they_were_verified(tmp_path, c
     store = Store(out)
     a, b, c = sorted(store.finished())
     kept = json.loads((out / "verified.json").read_text())["files"]
-    assert kept[a] == [store.signature(store.record_path(a)),
-                       store.signature(store.trace_path(a))]
+    assert kept[a] == [store.signature(store.record_path(a)), store.signature(store.trace_path(a))]
     index_written = (out / "index.parquet").stat().st_mtime_ns
     capsys.readouterr()
     assert _sweep(tmp_path, seeds=3) == 0  # nothing run: nothing rewritten
@@ -333,9 +417,11 @@ def test_a_truncated_sweep_json_is_one_line_naming_it(tmp_path, capsys):
     spec = tmp_path / "out" / "sweep.json"
     spec.write_text(spec.read_text()[:40])
     capsys.readouterr()
-    for command in (lambda: _sweep(tmp_path, seeds=1), lambda: main(["sync", str(spec.parent)]),
-                    lambda: main(["report", str(spec.parent)])):
+    for command in (
+        lambda: _sweep(tmp_path, seeds=1),
+        lambda: main(["sync", str(spec.parent)]),
+        lambda: main(["report", str(spec.parent)]),
+    ):
         assert command() == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith(f"farm: error: {spec}: not valid JSON") and "\n" not in err, err
-

@@ -1,7 +1,7 @@
-"""One thread per run on the farm (``optimizers.blas.OneThread`` in ``farm.run.loop.run_one``):
-inside a run, every numeric library threadpoolctl sees, and torch's pool once an optimizer has
-imported it mid-run, runs one thread, in this process and in a Ray actor; after the run the
-process has its own limits back."""
+"""One thread per run on the farm (``optfarm.optimizers.blas.OneThread`` in
+``optfarm.farm.run.loop.run_one``): inside a run, every numeric library threadpoolctl sees, and
+torch's pool once an optimizer has imported it mid-run, runs one thread, in this process and in a
+Ray actor; after the run the process has its own limits back."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from farm.run.loop import run_one
-from farm.run.spec import RunSpec
+from optfarm.farm.run.loop import run_one
+from optfarm.farm.run.spec import RunSpec
 from tests.farm.thread_probe import NAME, register, threads
 
 SPEC = RunSpec(dataset="synthetic", optimizer=NAME, seed=0, iterations=4)
@@ -28,16 +28,23 @@ def ray_with_probe():
     libraries on two threads (so that one inside a run is the run's doing)."""
     import ray
 
-    from farm.runtime.ray_setup import start_local_ray
+    from optfarm.farm.runtime.ray_setup import start_local_ray
 
     if ray.is_initialized():
         ray.shutdown()
-    root = str(Path(__file__).resolve().parents[2])   # the workers import tests.farm too
-    start_local_ray(1, log_to_driver=False, runtime_env={
-        "worker_process_setup_hook": "tests.farm.thread_probe.register",
-        "env_vars": {"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2",
-                     "PYTHONPATH": os.pathsep.join(
-                         p for p in (root, os.environ.get("PYTHONPATH")) if p)}})
+    root = str(Path(__file__).resolve().parents[2])  # the workers import tests.farm too
+    start_local_ray(
+        1,
+        log_to_driver=False,
+        runtime_env={
+            "worker_process_setup_hook": "tests.farm.thread_probe.register",
+            "env_vars": {
+                "OMP_NUM_THREADS": "2",
+                "OPENBLAS_NUM_THREADS": "2",
+                "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
+            },
+        },
+    )
     yield ray
     ray.shutdown()
 
@@ -46,14 +53,14 @@ def test_a_serial_run_runs_one_thread_and_gives_the_limits_back():
     register()
     with threadpool_limits(limits=2):
         before = {lib["filepath"]: lib["num_threads"] for lib in threadpool_info()}
-        assert max(before.values()) == 2   # so that one thread inside is the run's doing
+        assert max(before.values()) == 2  # so that one thread inside is the run's doing
         assert _phases(run_one(SPEC)) == ["threads=1"] * 4
         after = {lib["filepath"]: lib["num_threads"] for lib in threadpool_info()}
         assert {k: after[k] for k in before} == before
 
 
 def test_a_run_in_a_ray_actor_runs_one_thread(ray_with_probe):
-    from farm.runtime.ray_runtime import RunActor, share_dataset
+    from optfarm.farm.runtime.ray_runtime import RunActor, share_dataset
 
     ray = ray_with_probe
     assert ray.get(ray.remote(threads).remote()) == 2

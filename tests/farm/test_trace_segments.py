@@ -1,8 +1,8 @@
-"""Trace segments (``farm.store.trace_segments``): a report reads a real sweep's traces from the
-segments the sweep wrote and gets exactly what it gets from the runs' own trace files; a
+"""Trace segments (``optfarm.farm.store.trace_segments``): a report reads a real sweep's traces from
+the segments the sweep wrote and gets exactly what it gets from the runs' own trace files; a
 damaged segment, or one listing an older trace of a run since redone, is passed over; and the
-report's numbers, computed over all runs at once (``farm.report.analysis``), are those of the
-per-run definitions in ``farm.run.metrics``."""
+report's numbers, computed over all runs at once (``optfarm.farm.report.analysis``), are those of
+the per-run definitions in ``optfarm.farm.run.metrics``."""
 
 from __future__ import annotations
 
@@ -13,17 +13,17 @@ import shutil
 import numpy as np
 import pytest
 
-from farm.cli import main
-from farm.report.analysis import TRACE_COLUMNS, analyse
-from farm.run.metrics import (
+from optfarm.farm.cli import main
+from optfarm.farm.report.analysis import TRACE_COLUMNS, analyse
+from optfarm.farm.run.metrics import (
     REACH_TARGETS,
     finite_json,
     first_reach,
     pick_quality,
     step_quality,
 )
-from farm.store.store import Store
-from farm.sweep.results import load_sweep
+from optfarm.farm.store.store import Store
+from optfarm.farm.sweep.results import load_sweep
 
 SPEC = """\
 name: segments
@@ -40,7 +40,7 @@ tracking: {enabled: false}
 
 def _sweep(tmp_path, monkeypatch, runs_per_segment=5):
     """A real sweep of 12 runs, stored with a segment every ``runs_per_segment`` runs."""
-    monkeypatch.setattr("farm.store.store.SEGMENT_RUNS", runs_per_segment)
+    monkeypatch.setattr("optfarm.farm.store.store.SEGMENT_RUNS", runs_per_segment)
     spec, out = tmp_path / "spec.yaml", tmp_path / "out"
     spec.write_text(SPEC)
     assert main(["sweep", str(spec), "--out", str(out), "--serial", "--no-progress"]) == 0
@@ -61,8 +61,11 @@ def _same(a, b) -> None:
     """The two tables hold the same columns and rows, in the same order (NaN equal to NaN)."""
     assert a.schema.remove_metadata() == b.schema.remove_metadata()
     for name in a.column_names:
-        np.testing.assert_array_equal(a.column(name).to_numpy(zero_copy_only=False),
-                                      b.column(name).to_numpy(zero_copy_only=False), name)
+        np.testing.assert_array_equal(
+            a.column(name).to_numpy(zero_copy_only=False),
+            b.column(name).to_numpy(zero_copy_only=False),
+            name,
+        )
 
 
 def _from_segments(out) -> set[str]:
@@ -73,12 +76,14 @@ def _from_segments(out) -> set[str]:
 
 
 def _stats(trace, summaries) -> str:
-    return json.dumps(finite_json({n: a.stats for n, a in analyse(trace, summaries).items()}),
-                      sort_keys=True)
+    return json.dumps(
+        finite_json({n: a.stats for n, a in analyse(trace, summaries).items()}), sort_keys=True
+    )
 
 
-def test_segments_hold_every_run_and_give_the_per_run_tables_and_report(tmp_path, capsys,
-                                                                        monkeypatch):
+def test_segments_hold_every_run_and_give_the_per_run_tables_and_report(
+    tmp_path, capsys, monkeypatch
+):
     out = _sweep(tmp_path, monkeypatch)
     segments = sorted((out / "traces").iterdir())
     assert len(segments) == 3  # 12 runs: 5 + 5, then the rest when the sweep ended
@@ -98,8 +103,9 @@ def test_segments_hold_every_run_and_give_the_per_run_tables_and_report(tmp_path
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 
-def test_a_damaged_segment_or_an_older_trace_of_a_redone_run_is_not_read(tmp_path, capsys,
-                                                                         monkeypatch):
+def test_a_damaged_segment_or_an_older_trace_of_a_redone_run_is_not_read(
+    tmp_path, capsys, monkeypatch
+):
     out = _sweep(tmp_path, monkeypatch)
     expected, _ = _per_run(out, tmp_path)
     first = sorted((out / "traces").iterdir())[0]
@@ -116,8 +122,10 @@ def test_a_damaged_segment_or_an_older_trace_of_a_redone_run_is_not_read(tmp_pat
     old_sha = store.record(key)["trace_sha256"]
     store.record_path(key).unlink()
     store.trace_path(key).unlink()
-    assert main(["sweep", str(tmp_path / "spec.yaml"), "--out", str(out), "--serial",
-                 "--no-progress"]) == 0
+    assert (
+        main(["sweep", str(tmp_path / "spec.yaml"), "--out", str(out), "--serial", "--no-progress"])
+        == 0
+    )
     assert Store(out).record(key)["trace_sha256"] != old_sha
     assert len(list((out / "traces").iterdir())) == 4  # the redone run's own segment
     assert key in _from_segments(out)
@@ -129,7 +137,7 @@ def test_a_damaged_segment_or_an_older_trace_of_a_redone_run_is_not_read(tmp_pat
 
 def test_the_reports_numbers_are_the_per_run_definitions(tmp_path, monkeypatch):
     """Every run's cost and time to each target, its curve on the cost grid and Lynceus
-    Fig. 4's p90 curve, as ``farm.run.metrics`` defines them run by run."""
+    Fig. 4's p90 curve, as ``optfarm.farm.run.metrics`` defines them run by run."""
     out = _sweep(tmp_path, monkeypatch)
     a = analyse(*load_sweep(out, columns=TRACE_COLUMNS))["synthetic"]
     assert set(a.groups) == {"random", "lynceus[la=0]", "lynceus[la=1]"}
@@ -137,23 +145,34 @@ def test_the_reports_numbers_are_the_per_run_definitions(tmp_path, monkeypatch):
         for target, threshold in REACH_TARGETS["cno"].items():
             costs, own = [], []
             for run in g.traces:
-                for quality, into in ((step_quality(run, "cno"), costs),
-                                      (pick_quality(run, "cno"), own)):
+                for quality, into in (
+                    (step_quality(run, "cno"), costs),
+                    (pick_quality(run, "cno"), own),
+                ):
                     i = first_reach(quality, "cno", threshold, a.optimum)
                     into.append(math.inf if i is None else run["cum_exploration_cost"][i])
             assert a.reach[label][target].tolist() == costs
             assert a.stats[label][f"pick_reach_p90:{target}"] == pytest.approx(
-                np.quantile(own, 0.9, method="inverted_cdf"))
+                np.quantile(own, 0.9, method="inverted_cdf")
+            )
         curves = []
         for run in g.traces:
             idx = np.searchsorted(run["cum_exploration_cost"], a.cost_grid, side="right") - 1
             quality = step_quality(run, "cno")
             curves.append(np.where(idx >= 0, quality[np.maximum(idx, 0)], math.inf))
-        assert a.curves[label]["p50"].tolist() == np.quantile(
-            curves, 0.5, axis=0, method="inverted_cdf").tolist()
+        assert (
+            a.curves[label]["p50"].tolist()
+            == np.quantile(curves, 0.5, axis=0, method="inverted_cdf").tolist()
+        )
         last = max(len(run["cum_exploration_cost"]) for run in g.traces)
-        held = [np.r_[step_quality(run, "cno"),
-                      [step_quality(run, "cno")[-1]] * (last - len(run["cum_exploration_cost"]))]
-                for run in g.traces]
-        assert a.curves[label]["fig4_cno"].tolist() == np.quantile(
-            held, 0.9, axis=0, method="inverted_cdf").tolist()
+        held = [
+            np.r_[
+                step_quality(run, "cno"),
+                [step_quality(run, "cno")[-1]] * (last - len(run["cum_exploration_cost"])),
+            ]
+            for run in g.traces
+        ]
+        assert (
+            a.curves[label]["fig4_cno"].tolist()
+            == np.quantile(held, 0.9, axis=0, method="inverted_cdf").tolist()
+        )

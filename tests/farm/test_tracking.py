@@ -10,17 +10,23 @@ from pathlib import Path
 
 import pytest
 
-from farm.cli import main
-from farm.store.store import Store
-from farm.sweep.runner import run_sweep
-from farm.sweep.spec import expand, parse_spec
+from optfarm.farm.cli import main
+from optfarm.farm.store.store import Store
+from optfarm.farm.sweep.runner import run_sweep
+from optfarm.farm.sweep.spec import expand, parse_spec
 
 
 def _spec(name, seeds):
-    return parse_spec({"name": name, "datasets": ["synthetic"],
-                       "optimizers": [{"name": "random", "params": {"n_init": [1, 3]}}],
-                       "seeds": seeds, "limits": {"iterations": 12},
-                       "runtime": {"backend": "serial"}})
+    return parse_spec(
+        {
+            "name": name,
+            "datasets": ["synthetic"],
+            "optimizers": [{"name": "random", "params": {"n_init": [1, 3]}}],
+            "seeds": seeds,
+            "limits": {"iterations": 12},
+            "runtime": {"backend": "serial"},
+        }
+    )
 
 
 def _nested(client, experiment):
@@ -40,8 +46,9 @@ def test_sweep_is_logged_as_nested_runs_with_metrics_and_trace(server, tmp_path)
     from mlflow.tracking import MlflowClient
 
     spec = _spec("track-online", 2)
-    report = run_sweep(spec, tmp_path / "out", tracking_uri=server.url, artifacts=True,
-                       progress=False)
+    report = run_sweep(
+        spec, tmp_path / "out", tracking_uri=server.url, artifacts=True, progress=False
+    )
     assert report.complete and not report.tracking_offline
     client = MlflowClient(server.url)
     exp, parents, children = _nested(client, "track-online")
@@ -52,15 +59,22 @@ def test_sweep_is_logged_as_nested_runs_with_metrics_and_trace(server, tmp_path)
     assert len(variants) == 2
     assert all(v.data.tags["mlflow.parentRunId"] == parent.info.run_id for v in variants)
     holder = {v.info.run_id: v.data.params["opt.n_init"] for v in variants}
-    assert sorted(holder[c.data.tags["mlflow.parentRunId"]] for c in children) == \
-        ["1", "1", "3", "3"]
-    assert all(holder[c.data.tags["mlflow.parentRunId"]] == c.data.params["opt.n_init"]
-               for c in children)
+    assert sorted(holder[c.data.tags["mlflow.parentRunId"]] for c in children) == [
+        "1",
+        "1",
+        "3",
+        "3",
+    ]
+    assert all(
+        holder[c.data.tags["mlflow.parentRunId"]] == c.data.params["opt.n_init"] for c in children
+    )
     store = Store(tmp_path / "out")
     keys = {r.run_key for r in expand(spec)}
     assert {c.data.tags["optfarm.run_key"] for c in children} == keys
-    found = client.search_runs([exp.experiment_id], "params.`opt.n_init` = '3' and "
-                               "params.optimizer = 'random' and metrics.n_evaluations = 12")
+    found = client.search_runs(
+        [exp.experiment_id],
+        "params.`opt.n_init` = '3' and params.optimizer = 'random' and metrics.n_evaluations = 12",
+    )
     assert len(found) == 2 and {r.data.params["opt.n_init"] for r in found} == {"3"}
     for child in children:
         key = child.data.tags["optfarm.run_key"]
@@ -70,8 +84,9 @@ def test_sweep_is_logged_as_nested_runs_with_metrics_and_trace(server, tmp_path)
         assert child.data.params["dataset"] == "synthetic"
         cost = client.get_metric_history(child.info.run_id, "exploration_cost")
         assert [m.step for m in sorted(cost, key=lambda m: m.step)] == list(range(12))
-        assert [m.value for m in sorted(cost, key=lambda m: m.step)] == \
-            pytest.approx(trace.column("cum_exploration_cost").to_pylist())
+        assert [m.value for m in sorted(cost, key=lambda m: m.step)] == pytest.approx(
+            trace.column("cum_exploration_cost").to_pylist()
+        )
         cno = client.get_metric_history(child.info.run_id, "incumbent_cno")
         finite = [v for v in trace.column("incumbent_cno").to_pylist() if v != float("inf")]
         assert sorted(m.value for m in cno) == pytest.approx(sorted(finite))
@@ -107,8 +122,7 @@ def test_server_down_sweep_completes_and_sync_uploads_later(server, tmp_path, ca
     client = MlflowClient(server.url)
     _, parents, children = _nested(client, "track-offline")
     assert len(parents) == 1 and len(children) == 6
-    assert {c.data.tags["optfarm.run_key"] for c in children} == \
-        {r.run_key for r in expand(spec)}
+    assert {c.data.tags["optfarm.run_key"] for c in children} == {r.run_key for r in expand(spec)}
     assert all(c.info.status == "FINISHED" for c in children)
     assert main(["sync", str(tmp_path / "out"), "--tracking-uri", server.url]) == 0
     assert "synced 0 runs" in capsys.readouterr().out

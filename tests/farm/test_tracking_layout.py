@@ -3,8 +3,8 @@ server`` on 127.0.0.1 (and from the folder-style sqlite store the bulk path writ
 variant -> seed runs; seed runs' start and end times are the stored run's; parameters are the
 resolved problem and every resolved optimizer parameter; names are short and unique; variant
 runs carry the report's seed-aggregated statistics; the parent's span covers every invocation;
-and runs written by the bulk path (``farm.tracking.mlflow_bulk``) read back exactly as runs written
-through the client."""
+and runs written by the bulk path (``optfarm.farm.tracking.mlflow_bulk``) read back exactly as runs
+written through the client."""
 
 from __future__ import annotations
 
@@ -13,23 +13,29 @@ import math
 
 import pytest
 
-from farm.report.analysis import analyse
-from farm.report.sensitivity import sensitivity
-from farm.report.tracked import STATISTICS
-from farm.run.spec import RunSpec
-from farm.store.store import Store
-from farm.sweep.results import load_sweep
-from farm.sweep.runner import run_sweep
-from farm.sweep.spec import parse_spec
-from farm.tracking.tracking import sync
-from farm.tracking.variants import metric_name
+from optfarm.farm.report.analysis import analyse
+from optfarm.farm.report.sensitivity import sensitivity
+from optfarm.farm.report.tracked import STATISTICS
+from optfarm.farm.run.spec import RunSpec
+from optfarm.farm.store.store import Store
+from optfarm.farm.sweep.results import load_sweep
+from optfarm.farm.sweep.runner import run_sweep
+from optfarm.farm.sweep.spec import parse_spec
+from optfarm.farm.tracking.tracking import sync
+from optfarm.farm.tracking.variants import metric_name
 
 
 def _spec(name, seeds):
-    return parse_spec({"name": name, "datasets": ["synthetic"],
-                       "optimizers": [{"name": "random", "params": {"n_init": [1, 3]}}],
-                       "seeds": seeds, "limits": {"iterations": 10},
-                       "runtime": {"backend": "serial"}})
+    return parse_spec(
+        {
+            "name": name,
+            "datasets": ["synthetic"],
+            "optimizers": [{"name": "random", "params": {"n_init": [1, 3]}}],
+            "seeds": seeds,
+            "limits": {"iterations": 10},
+            "runtime": {"backend": "serial"},
+        }
+    )
 
 
 def _runs(client, experiment):
@@ -44,17 +50,19 @@ def _runs(client, experiment):
 def test_runs_tell_the_truth_and_variants_carry_the_reports_statistics(server, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from optimizers.registry import get
-    from oracle.registry import load
+    from optfarm.optimizers.registry import get
+    from optfarm.oracle.registry import load
 
     out = tmp_path / "out"
-    assert run_sweep(_spec("truth", 1), out, tracking_uri=server.url, progress=False,
-                     statistics=STATISTICS).complete
+    assert run_sweep(
+        _spec("truth", 1), out, tracking_uri=server.url, progress=False, statistics=STATISTICS
+    ).complete
     client = MlflowClient(server.url)
     (first,) = _runs(client, "truth")["sweep"]
     # resumed with two more seeds: the same parent, its start kept
-    again = run_sweep(_spec("truth", 3), out, tracking_uri=server.url, progress=False,
-                      statistics=STATISTICS)
+    again = run_sweep(
+        _spec("truth", 3), out, tracking_uri=server.url, progress=False, statistics=STATISTICS
+    )
     assert again.skipped == 2 and again.done == 4
     runs = _runs(client, "truth")
     (parent,) = runs["sweep"]
@@ -68,8 +76,7 @@ def test_runs_tell_the_truth_and_variants_carry_the_reports_statistics(server, t
         rec = records[r.data.tags["optfarm.run_key"]]
         assert r.info.end_time == int(rec["finished_at"] * 1000)
         assert r.info.start_time == int((rec["finished_at"] - rec["duration_s"]) * 1000)
-        assert r.info.end_time - r.info.start_time == pytest.approx(1000 * rec["duration_s"],
-                                                                    abs=2)
+        assert r.info.end_time - r.info.start_time == pytest.approx(1000 * rec["duration_s"], abs=2)
     starts = [r.info.start_time for r in runs["run"]]
     ends = [r.info.end_time for r in runs["run"]]
     assert parent.info.start_time <= min(starts) and parent.info.end_time >= max(ends)
@@ -80,7 +87,8 @@ def test_runs_tell_the_truth_and_variants_carry_the_reports_statistics(server, t
     for r in runs["run"] + runs["variant"]:
         p = r.data.params
         assert set(p) == {"dataset", "optimizer", "opt.n_init"} | (
-            {"seed"} if r in runs["run"] else set())
+            {"seed"} if r in runs["run"] else set()
+        )
         full = json.loads(r.data.tags["optfarm.params"])
         assert {k: v for k, v in full.items() if k in p} == p
         assert full["objective"] == str(problem.objective) == "min cost"
@@ -88,17 +96,21 @@ def test_runs_tell_the_truth_and_variants_carry_the_reports_statistics(server, t
         assert full["constraints"] == "accuracy>=0.85, time<=5330"
         assert full["budget"] == "inf" and full["iterations"] == "10"
         resolved = get("random").resolve_params({"n_init": int(p["opt.n_init"])})
-        assert {k: v for k, v in full.items() if k.startswith("opt.")} == \
-            {f"opt.{k}": str(v) for k, v in resolved.items()}
+        assert {k: v for k, v in full.items() if k.startswith("opt.")} == {
+            f"opt.{k}": str(v) for k, v in resolved.items()
+        }
         assert "None" not in full.values()
 
     # names: short and unique
     names = [r.info.run_name for kind in runs.values() for r in kind]
     assert len(set(names)) == len(names) == 9
-    assert {r.info.run_name for r in runs["variant"]} == {"random ni=1 · synthetic",
-                                                          "random ni=3 · synthetic"}
+    assert {r.info.run_name for r in runs["variant"]} == {
+        "random ni=1 · synthetic",
+        "random ni=3 · synthetic",
+    }
     assert {r.info.run_name for r in runs["run"]} == {  # the seed first: MLflow cuts names
-        f"s{s} · random ni={n} · synthetic" for n in (1, 3) for s in range(3)}
+        f"s{s} · random ni={n} · synthetic" for n in (1, 3) for s in range(3)
+    }
 
     # variants: the seed runs nested in them, the report's statistics over their seeds
     trace, summaries = load_sweep(out)
@@ -113,10 +125,18 @@ def test_runs_tell_the_truth_and_variants_carry_the_reports_statistics(server, t
         assert v.info.start_time == min(r.info.start_time for r in seeds)
         assert v.info.end_time == max(r.info.end_time for r in seeds)
         stats = analysis.stats[f"random[n_init={n_init}]"]
-        finite = {metric_name(k.replace(":", "_")): x for k, x in stats.items()
-                  if isinstance(x, (int, float)) and math.isfinite(x)}
-        assert {"runs", "nex_median", "exploration_cost_median", "latency_median_s",
-                "reach_frac_cno_le_1.1"} <= set(finite)
+        finite = {
+            metric_name(k.replace(":", "_")): x
+            for k, x in stats.items()
+            if isinstance(x, (int, float)) and math.isfinite(x)
+        }
+        assert {
+            "runs",
+            "nex_median",
+            "exploration_cost_median",
+            "latency_median_s",
+            "reach_frac_cno_le_1.1",
+        } <= set(finite)
         assert finite == pytest.approx({k: v.data.metrics[k] for k in finite})
         assert v.data.metrics["runs_done"] == 3 and v.data.metrics["runs_failed"] == 0
         history = client.get_metric_history(v.info.run_id, "runs_done")
@@ -140,23 +160,30 @@ def _read_back(uri: str, experiment: str) -> dict:
 
     def ident(r):
         tags = r.data.tags
-        return tags["optfarm.kind"], tags.get("optfarm.run_key") or tags.get(
-            "optfarm.variant_key")
+        return tags["optfarm.kind"], tags.get("optfarm.run_key") or tags.get("optfarm.variant_key")
 
     out = {}
     for run_id, r in runs.items():
         tags = dict(r.data.tags)
         parent = tags.pop("mlflow.parentRunId", None)
         tags["parent"] = ident(runs[parent]) if parent else None
-        history = {k: sorted((m.step, m.timestamp, m.value)
-                             for m in client.get_metric_history(run_id, k))
-                   for k in r.data.metrics}
+        history = {
+            k: sorted((m.step, m.timestamp, m.value) for m in client.get_metric_history(run_id, k))
+            for k in r.data.metrics
+        }
         out[ident(r)] = {
-            "name": r.info.run_name, "status": r.info.status, "user": r.info.user_id,
-            "start": r.info.start_time, "end": r.info.end_time,
-            "stage": r.info.lifecycle_stage, "params": r.data.params, "tags": tags,
-            "metrics": r.data.metrics, "history": history,
-            "artifacts_of_the_run": r.info.artifact_uri.endswith(f"/{run_id}/artifacts")}
+            "name": r.info.run_name,
+            "status": r.info.status,
+            "user": r.info.user_id,
+            "start": r.info.start_time,
+            "end": r.info.end_time,
+            "stage": r.info.lifecycle_stage,
+            "params": r.data.params,
+            "tags": tags,
+            "metrics": r.data.metrics,
+            "history": history,
+            "artifacts_of_the_run": r.info.artifact_uri.endswith(f"/{run_id}/artifacts"),
+        }
     return out
 
 
@@ -165,8 +192,13 @@ def stored_with_a_failure(out, name: str) -> RunSpec:
     stored as failed beside it (returned): 5 seed runs to log."""
     assert run_sweep(_spec(name, 2), out, tracking=False, progress=False).complete
     failed = RunSpec("synthetic", "random", seed=7, params={"n_init": 3}, iterations=10)
-    Store(out).write_failure(failed.resolved(), "RuntimeError: injected", attempts=2,
-                             duration_s=0.25, where={"node_id": "n1"})
+    Store(out).write_failure(
+        failed.resolved(),
+        "RuntimeError: injected",
+        attempts=2,
+        duration_s=0.25,
+        where={"node_id": "n1"},
+    )
     return failed
 
 
@@ -186,21 +218,22 @@ def assert_read_back_alike(bulk: dict, client: dict, runs: int) -> None:
         assert other["start"] == run["start"]
         if key[0] == "variant":
             assert other["end"] == run["end"]
-        assert {k: [(s, v) for s, _, v in h] for k, h in other["history"].items()} == \
-            {k: [(s, v) for s, _, v in h] for k, h in run["history"].items()}
+        assert {k: [(s, v) for s, _, v in h] for k, h in other["history"].items()} == {
+            k: [(s, v) for s, _, v in h] for k, h in run["history"].items()
+        }
 
 
 def test_bulk_path_reads_back_exactly_as_the_client_path(server, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from farm.tracking.mlflow_bulk import bulk_store
+    from optfarm.farm.tracking.mlflow_bulk import bulk_store
 
     out = tmp_path / "out"
     failed = stored_with_a_failure(out, "bulk")
     local = f"sqlite:///{tmp_path / 'bulk' / 'mlflow.db'}"
     (tmp_path / "bulk").mkdir()
-    assert bulk_store(MlflowClient(local)) is not None      # the bulk path
-    assert bulk_store(MlflowClient(server.url)) is None     # the client path
+    assert bulk_store(MlflowClient(local)) is not None  # the bulk path
+    assert bulk_store(MlflowClient(server.url)) is None  # the client path
     assert sync(out, local) == (5, 0)
     assert sync(out, server.url) == (5, 0)
 
@@ -217,8 +250,11 @@ def test_bulk_path_reads_back_exactly_as_the_client_path(server, tmp_path):
     for uri in (local, server.url):
         c = MlflowClient(uri)
         exp = c.get_experiment_by_name("bulk")
-        found = c.search_runs([exp.experiment_id], "params.`opt.n_init` = '3' and "
-                              "metrics.n_evaluations = 10 and attributes.status = 'FINISHED'")
+        found = c.search_runs(
+            [exp.experiment_id],
+            "params.`opt.n_init` = '3' and "
+            "metrics.n_evaluations = 10 and attributes.status = 'FINISHED'",
+        )
         assert len(found) == 2
 
     # exactly once: synced again, and again without the folder's cache, nothing is added
@@ -228,8 +264,9 @@ def test_bulk_path_reads_back_exactly_as_the_client_path(server, tmp_path):
     assert len(_read_back(local, "bulk")) == 8
 
 
-def test_every_stop_ends_the_sweeps_runs_and_a_logged_sweep_resumes_without_mlflow(server,
-                                                                                   tmp_path):
+def test_every_stop_ends_the_sweeps_runs_and_a_logged_sweep_resumes_without_mlflow(
+    server, tmp_path
+):
     """A stop (``close(drain=True)``: Ctrl-C, SIGTERM, a lost Ray head) and a driver that died
     (``close_open_runs`` from another process) leave no run RUNNING; the experiment opens on
     the runs (its kind); a finished, logged sweep resumes without importing MLflow."""
@@ -239,7 +276,7 @@ def test_every_stop_ends_the_sweeps_runs_and_a_logged_sweep_resumes_without_mlfl
 
     from mlflow.tracking import MlflowClient
 
-    from farm.tracking.tracking import Tracker, close_open_runs
+    from optfarm.farm.tracking.tracking import Tracker, close_open_runs
 
     out = tmp_path / "out"
     spec = _spec("stops", 2)  # two variants of two seeds
@@ -263,16 +300,20 @@ def test_every_stop_ends_the_sweeps_runs_and_a_logged_sweep_resumes_without_mlfl
         return tracker
 
     # seed 0 of each variant
-    first, second = sorted((k for k in records if records[k]["spec"]["seed"] == 0),
-                           key=lambda k: records[k]["spec"]["params"]["n_init"])
+    first, second = sorted(
+        (k for k in records if records[k]["spec"]["seed"] == 0),
+        key=lambda k: records[k]["spec"]["params"]["n_init"],
+    )
     log_one(first).close(failed=True, drain=True, records={first: records[first]})
     assert running() == []
     runs = _runs(client, "stops")
     assert [r.info.status for r in runs["sweep"]] == ["FAILED"]
     (variant,) = runs["variant"]  # one seed of two logged: its variant KILLED
     assert variant.info.status == "KILLED"
-    assert (variant.info.start_time, variant.info.end_time) == \
-        (runs["run"][0].info.start_time, runs["run"][0].info.end_time)
+    assert (variant.info.start_time, variant.info.end_time) == (
+        runs["run"][0].info.start_time,
+        runs["run"][0].info.end_time,
+    )
 
     log_one(second)  # the driver dies here: its runs are ended from outside
     assert len(running()) == 2  # the sweep's run and the second variant's
@@ -283,8 +324,9 @@ def test_every_stop_ends_the_sweeps_runs_and_a_logged_sweep_resumes_without_mlfl
     exp = client.get_experiment_by_name("stops")
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
 
-    assert run_sweep(spec, out, tracking_uri=server.url, progress=False,
-                     statistics=STATISTICS).complete
+    assert run_sweep(
+        spec, out, tracking_uri=server.url, progress=False, statistics=STATISTICS
+    ).complete
     assert running() == []
     runs = _runs(client, "stops")
     assert len(runs["run"]) == 4 and len(runs["variant"]) == 2
@@ -295,13 +337,20 @@ def test_every_stop_ends_the_sweeps_runs_and_a_logged_sweep_resumes_without_mlfl
         assert v.info.end_time == max(r.info.end_time for r in seeds)
         assert v.data.metrics["runs_done"] == 2 and "final_p50" in v.data.metrics
 
-    code = ("import sys; from farm.sweep.runner import run_sweep; "
-            "from farm.sweep.spec import parse_spec; "
-            "r = run_sweep(parse_spec({'name': 'stops', 'datasets': ['synthetic'], "
-            "'optimizers': [{'name': 'random', 'params': {'n_init': [1, 3]}}], 'seeds': 2, "
-            "'limits': {'iterations': 10}, 'runtime': {'backend': 'serial'}}), sys.argv[1], "
-            "tracking_uri=sys.argv[2], progress=False); "
-            "print(r.skipped, r.tracking_offline, 'mlflow' in sys.modules)")
-    resumed = subprocess.run([sys.executable, "-c", code, str(out), server.url],
-                             capture_output=True, text=True, timeout=300, check=False)
+    code = (
+        "import sys; from optfarm.farm.sweep.runner import run_sweep; "
+        "from optfarm.farm.sweep.spec import parse_spec; "
+        "r = run_sweep(parse_spec({'name': 'stops', 'datasets': ['synthetic'], "
+        "'optimizers': [{'name': 'random', 'params': {'n_init': [1, 3]}}], 'seeds': 2, "
+        "'limits': {'iterations': 10}, 'runtime': {'backend': 'serial'}}), sys.argv[1], "
+        "tracking_uri=sys.argv[2], progress=False); "
+        "print(r.skipped, r.tracking_offline, 'mlflow' in sys.modules)"
+    )
+    resumed = subprocess.run(
+        [sys.executable, "-c", code, str(out), server.url],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert resumed.stdout.split() == ["4", "False", "False"], resumed.stderr[-2000:]

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from threadpoolctl import threadpool_info
 
-from optimizers.random_search import RandomSearch
+from optfarm.optimizers.random_search import RandomSearch
 
 NAME = "thread-probe"
 
@@ -35,6 +35,6 @@ class ThreadProbe(RandomSearch):
 
 
 def register() -> None:
-    from optimizers.registry import OPTIMIZERS
+    from optfarm.optimizers.registry import OPTIMIZERS
 
     OPTIMIZERS[NAME] = "tests.farm.thread_probe:ThreadProbe"

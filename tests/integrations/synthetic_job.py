@@ -9,10 +9,10 @@ import functools
 import math
 from typing import Any
 
-from farm.run.loop import run_one
-from farm.run.spec import RunSpec
-from oracle.oracle import Observation, Oracle
-from oracle.synthetic import make_synthetic
+from optfarm.farm.run.loop import run_one
+from optfarm.farm.run.spec import RunSpec
+from optfarm.oracle.oracle import Observation, Oracle
+from optfarm.oracle.synthetic import make_synthetic
 
 OPTIMIZER, SEED, PARAMS, EVALUATIONS = "lynceus", 0, {"la": 1}, 40
 
@@ -30,12 +30,17 @@ def run_job(config: dict[str, Any], fidelity: float, time_cap: float | None) -> 
 
 def farm_run():
     """``farm run`` of the same optimizer and seed on the same job: its trace."""
-    spec = RunSpec("synthetic", OPTIMIZER, SEED, PARAMS, iterations=EVALUATIONS,
-                   aggregate="mean")
+    spec = RunSpec("synthetic", OPTIMIZER, SEED, PARAMS, iterations=EVALUATIONS, aggregate="mean")
     return run_one(spec, oracle()).trace
 
 
 def evaluations_to(cnos: list[float], feasible: list[bool], target: float = 1.1) -> int | None:
     """1-based evaluation at which the recommendation first is feasible with CNO <= target."""
-    return next((i + 1 for i, (c, f) in enumerate(zip(cnos, feasible))
-                 if f and c <= target + 1e-12 and not math.isnan(c)), None)
+    return next(
+        (
+            i + 1
+            for i, (c, f) in enumerate(zip(cnos, feasible))
+            if f and c <= target + 1e-12 and not math.isnan(c)
+        ),
+        None,
+    )

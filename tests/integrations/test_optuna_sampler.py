@@ -8,8 +8,8 @@ import pytest
 
 optuna = pytest.importorskip("optuna", reason="the Optuna adapter needs optfarm[peers]")
 
-from farm.run.metrics import cno  # noqa: E402
-from integrations.optuna_sampler import OptfarmSampler  # noqa: E402
+from optfarm.farm.run.metrics import cno  # noqa: E402
+from optfarm.integrations.optuna_sampler import OptfarmSampler  # noqa: E402
 
 from .synthetic_job import (  # noqa: E402
     EVALUATIONS,
@@ -27,8 +27,9 @@ def _study(sampler, n_trials):
     space = oracle().space
 
     def objective(trial):
-        config = {d.name: trial.suggest_categorical(d.name, list(d.values))
-                  for d in space.dimensions}
+        config = {
+            d.name: trial.suggest_categorical(d.name, list(d.values)) for d in space.dimensions
+        }
         s = sampler.suggestion(trial)
         obs = run_job(config, s.fidelity, s.time_cap)
         trial.set_user_attr("time", obs.time)
@@ -52,8 +53,9 @@ def _study(sampler, n_trials):
 
 def test_optuna_study_runs_lynceus_as_farm_run_does():
     trace = farm_run()
-    sampler = OptfarmSampler(OPTIMIZER, oracle().space, oracle().problem, seed=SEED,
-                             evaluations=EVALUATIONS, **PARAMS)
+    sampler = OptfarmSampler(
+        OPTIMIZER, oracle().space, oracle().problem, seed=SEED, evaluations=EVALUATIONS, **PARAMS
+    )
     study, cnos, feasible = _study(sampler, EVALUATIONS)
     ids = [sampler.suggestion(t).config_id for t in study.trials]
     assert ids == trace.column("config_id").to_pylist()
@@ -61,10 +63,12 @@ def test_optuna_study_runs_lynceus_as_farm_run_does():
     assert pruned == trace.column("timed_out").to_pylist() and any(pruned)
     reached = evaluations_to(cnos, feasible)
     assert reached is not None
-    assert reached == evaluations_to(trace.column("incumbent_cno").to_pylist(),
-                                     trace.column("incumbent_feasible").to_pylist())
+    assert reached == evaluations_to(
+        trace.column("incumbent_cno").to_pylist(), trace.column("incumbent_feasible").to_pylist()
+    )
     assert sampler.recommendation() == oracle().space.config(
-        trace.column("incumbent_config_id").to_pylist()[-1])
+        trace.column("incumbent_config_id").to_pylist()[-1]
+    )
 
 
 def test_a_parameter_outside_the_space_is_named():
@@ -101,11 +105,11 @@ def test_best_trial_is_the_best_feasible_one_as_with_optunas_own_samplers():
         done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
         assert all(len(t.constraints) == len(o.problem.constraints) for t in done)
         feasible = [t for t in done if all(v <= 0 for v in t.constraints.values())]
-        if not feasible:   # as Optuna says of a constrained study with no feasible trial
+        if not feasible:  # as Optuna says of a constrained study with no feasible trial
             with pytest.raises(ValueError):
-                study.best_trial
+                _ = study.best_trial
             continue
         traps += min(t.value for t in done) < min(t.value for t in feasible)
         assert study.best_trial.value == min(t.value for t in feasible)
-        assert o.is_feasible(o.space.index(study.best_params))   # mean job: observed = true
+        assert o.is_feasible(o.space.index(study.best_params))  # mean job: observed = true
     assert traps  # in some study the cheapest trial broke a constraint: best_trial skipped it

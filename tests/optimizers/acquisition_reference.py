@@ -1,6 +1,6 @@
-"""The test reference of the numba look-ahead kernel (``optimizers/models/_kernels.py``): the
-cost-aware acquisition of the Lynceus family written out over the closed forms of
-``optimizers.acquisition.analytic``, vectorised with numpy and scipy. The optimizers use the
+"""The test reference of the numba look-ahead kernel (``optfarm/optimizers/models/_kernels.py``):
+the cost-aware acquisition of the Lynceus family written out over the closed forms of
+``optfarm.optimizers.acquisition.analytic``, vectorised with numpy and scipy. The optimizers use the
 kernel; ``test_acquisition.py`` checks that the two agree.
 
 References:
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from optimizers.acquisition.analytic import (
+from optfarm.optimizers.acquisition.analytic import (
     expected_improvement,
     gauss_hermite,
     log_probability_of_feasibility,
@@ -35,8 +35,7 @@ def constrained_ei(mu, sigma, best, log_pf=0.0):
     return expected_improvement(mu, sigma, best) * np.exp(log_pf)
 
 
-def eic_on_cost(mu, sigma, best, price=None, time_max=np.inf, cost_max=np.inf,
-                log_pf_other=0.0):
+def eic_on_cost(mu, sigma, best, price=None, time_max=np.inf, cost_max=np.inf, log_pf_other=0.0):
     """EIc of a cost model [Lynceus Sec. IV-A]: EI(best) x P(C <= T_max U(x)) x
     P(C <= C_max) x exp(log_pf_other) (e.g. an accuracy model's feasibility)."""
     mu, sigma = np.asarray(mu, dtype=float), np.asarray(sigma, dtype=float)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from optimizers.base import MissingExtra
-from optimizers.registry import available, get
+from optfarm.optimizers.base import MissingExtra
+from optfarm.optimizers.registry import available, get
 
 
 def missing_extra(name: str) -> str | None:
@@ -19,6 +19,10 @@ def missing_extra(name: str) -> str | None:
 
 def optimizer_names(where=lambda cls: True) -> list:
     """The names of the optimizers whose class satisfies ``where``."""
-    return [pytest.param(n, marks=pytest.mark.skipif(bool(missing_extra(n)),
-                                                     reason=missing_extra(n) or ""))
-            for n in available() if where(get(n))]
+    return [
+        pytest.param(
+            n, marks=pytest.mark.skipif(bool(missing_extra(n)), reason=missing_extra(n) or "")
+        )
+        for n in available()
+        if where(get(n))
+    ]

@@ -9,21 +9,26 @@ import math
 import numpy as np
 import pytest
 
-from farm.run.loop import execute
-from optimizers import make_optimizer
-from optimizers.acquisition.analytic import constraints_log_pf
-from optimizers.base import Suggestion
-from optimizers.lynceus import bootstrap_size
-from oracle import Constraint, Dimension, Objective, Observation, Problem, SearchSpace
-from oracle.formats.table import load as load_table
-from oracle.oracle import Oracle
+from optfarm.farm.run.loop import execute
+from optfarm.optimizers import make_optimizer
+from optfarm.optimizers.acquisition.analytic import constraints_log_pf
+from optfarm.optimizers.base import Suggestion
+from optfarm.optimizers.lynceus import bootstrap_size
+from optfarm.oracle import Constraint, Dimension, Objective, Observation, Problem, SearchSpace
+from optfarm.oracle.formats.table import load as load_table
+from optfarm.oracle.oracle import Oracle
 
 from ..oracle.corpus import TABLES
 
 SMALL = ("spark-vms-1d", "serverless-memory-1d", "hpc-energy-2d")
-ANSWERING = {"lynceus": {}, "obol": {}, "eic": {"hyper": "ml"},
-             "guindani-a": {"variant": "a", "n_iter": 5}, "guindani-d": {"variant": "d", "n_iter": 5},
-             "random": {}}
+ANSWERING = {
+    "lynceus": {},
+    "obol": {},
+    "eic": {"hyper": "ml"},
+    "guindani-a": {"variant": "a", "n_iter": 5},
+    "guindani-d": {"variant": "d", "n_iter": 5},
+    "random": {},
+}
 
 
 def _oracle(name, tmp_path):
@@ -55,8 +60,9 @@ def test_no_run_ends_without_a_recommendation_while_evaluations_remain(table, la
 def test_lynceus_on_a_20_configuration_line_goes_on_until_it_has_an_answer():
     """The paper's bootstrap, max(3% x 20, 1) = 1 run, then the 1% stop: the run ended after
     one evaluation with no recommendation. Now: 2 bootstrap runs, and no stop without one."""
-    space = SearchSpace.product([Dimension("n", "ordinal", tuple(range(1, 21)))],
-                                price_per_s=lambda c: float(c["n"]))
+    space = SearchSpace.product(
+        [Dimension("n", "ordinal", tuple(range(1, 21)))], price_per_s=lambda c: float(c["n"])
+    )
     problem = Problem(Objective("cost", "min"), (Constraint("time", "<=", 30.0),))
     opt = make_optimizer("lynceus", space, problem, seed=0)
     steps = []
@@ -70,10 +76,10 @@ def test_lynceus_on_a_20_configuration_line_goes_on_until_it_has_an_answer():
 
 
 def test_bootstrap_keeps_the_papers_sizes_and_bounds_the_others():
-    assert bootstrap_size(384, 5) == 12 and bootstrap_size(360, 5) == 11   # TF, synthetic
-    assert bootstrap_size(69, 3) == 3 and bootstrap_size(47, 2) == 2       # Scout, CherryPick
-    assert bootstrap_size(72, 2) == 3 and bootstrap_size(288, 5) == 9      # CherryPick, TrimTuner
-    assert bootstrap_size(20, 1) == 2                                      # was 1
+    assert bootstrap_size(384, 5) == 12 and bootstrap_size(360, 5) == 11  # TF, synthetic
+    assert bootstrap_size(69, 3) == 3 and bootstrap_size(47, 2) == 2  # Scout, CherryPick
+    assert bootstrap_size(72, 2) == 3 and bootstrap_size(288, 5) == 9  # CherryPick, TrimTuner
+    assert bootstrap_size(20, 1) == 2  # was 1
     assert bootstrap_size(10_000, 4) == 20 and bootstrap_size(9_000, 8) == 20  # was 300, 270
     assert bootstrap_size(100_000, 30) == 32 and bootstrap_size(1, 1) == 1
 
@@ -83,9 +89,13 @@ RMSD = Problem(Objective("cost", "min"), (Constraint("rmsd", "<=", 2.0),))
 
 
 def _md_space():
-    return SearchSpace.product([Dimension("dt", "ordinal", (1.0, 2.0, 3.0, 4.0)),
-                                Dimension("nodes", "ordinal", (1, 2, 4, 8))],
-                               price_per_s=lambda c: float(c["nodes"]))
+    return SearchSpace.product(
+        [
+            Dimension("dt", "ordinal", (1.0, 2.0, 3.0, 4.0)),
+            Dimension("nodes", "ordinal", (1, 2, 4, 8)),
+        ],
+        price_per_s=lambda c: float(c["nodes"]),
+    )
 
 
 def _md_run(space, cid):
@@ -107,8 +117,11 @@ def test_lynceus_models_a_named_metric_constraint_with_its_second_ensemble():
     best = opt.recommend().config_id
     assert 0.5 * space.config(best)["dt"] + 0.3 <= 2.0
     with pytest.raises(ValueError, match="at most one constraint besides time and cost"):
-        make_optimizer("lynceus", space, Problem(constraints=(
-            Constraint("rmsd", "<=", 2.0), Constraint("accuracy", ">=", 0.5))))
+        make_optimizer(
+            "lynceus",
+            space,
+            Problem(constraints=(Constraint("rmsd", "<=", 2.0), Constraint("accuracy", ">=", 0.5))),
+        )
 
 
 def test_eic_fits_a_gp_on_the_constrained_metric_and_prefers_feasible_configurations():
@@ -138,20 +151,21 @@ def test_guindani_corrects_with_a_ridge_model_on_the_constrained_metric():
     dt = np.array([space.config(i)["dt"] for i in range(space.n_configs)])
     assert t_hat[dt == 4.0].mean() > t_hat[dt == 1.0].mean() + 0.5
     # a ">=" constraint is a load 1 + (m_min - m) / |m_min|: at the limit, the load limit
-    acc = make_optimizer("guindani", space, Problem(constraints=(
-        Constraint("accuracy", ">=", 0.8),)))
+    acc = make_optimizer(
+        "guindani", space, Problem(constraints=(Constraint("accuracy", ">=", 0.8),))
+    )
     assert acc._load(np.array([0.8, 0.9]))[0] == acc.t_max == 0.8
     assert acc._load(np.array([0.8, 0.9]))[1] == pytest.approx(0.7)
 
 
 # -- Guindani's stopping band --------------------------------------------------------------
 def test_guindani_band_waits_for_min_search_steps_and_labels_its_repeats():
-    space = SearchSpace.product([Dimension("a", "ordinal", tuple(range(1, 9))),
-                                 Dimension("b", "ordinal", (1, 2))],
-                                price_per_s=lambda c: float(c["a"] * c["b"]))
+    space = SearchSpace.product(
+        [Dimension("a", "ordinal", tuple(range(1, 9))), Dimension("b", "ordinal", (1, 2))],
+        price_per_s=lambda c: float(c["a"] * c["b"]),
+    )
     problem = Problem(Objective("cost", "min"), (Constraint("time", "<=", 100.0),))
-    opt = make_optimizer("guindani", space, problem, seed=0, variant="a", n_iter=8,
-                         min_search=2)
+    opt = make_optimizer("guindani", space, problem, seed=0, variant="a", n_iter=8, min_search=2)
     # default: one step per 50 configurations, at most one per dimension (the paper's 1)
     assert make_optimizer("guindani", space, problem).min_search == 1
     phases = []
@@ -163,10 +177,12 @@ def test_guindani_band_waits_for_min_search_steps_and_labels_its_repeats():
 
 
 def test_guindani_band_needs_a_feasible_incumbent():
-    space = SearchSpace.product([Dimension("n", "ordinal", tuple(range(1, 11)))],
-                                price_per_s=lambda c: float(c["n"]))
-    problem = Problem(Objective("cost", "min"), (Constraint("time", "<=", 100.0),
-                                                 Constraint("cost", "<=", 100.0)))
+    space = SearchSpace.product(
+        [Dimension("n", "ordinal", tuple(range(1, 11)))], price_per_s=lambda c: float(c["n"])
+    )
+    problem = Problem(
+        Objective("cost", "min"), (Constraint("time", "<=", 100.0), Constraint("cost", "<=", 100.0))
+    )
     opt = make_optimizer("guindani", space, problem, seed=0, n0=1, n_iter=4)
     opt.observe(Suggestion(9, phase="init"), Observation(time=200.0, cost=2000.0))
     # in the time band, but over the cost cap: no feasible incumbent, the search goes on
@@ -187,19 +203,20 @@ def test_guindani_default_min_search_grows_with_the_space_not_on_the_papers():
     problem = Problem(Objective("cost", "min"), (Constraint("time", "<=", 100.0),))
 
     def space(*sizes):
-        return SearchSpace.product([Dimension(f"x{i}", "ordinal", tuple(range(1, n + 1)))
-                                    for i, n in enumerate(sizes)],
-                                   price_per_s=lambda c: 1.0)
+        return SearchSpace.product(
+            [Dimension(f"x{i}", "ordinal", tuple(range(1, n + 1))) for i, n in enumerate(sizes)],
+            price_per_s=lambda c: 1.0,
+        )
 
-    assert make_optimizer("guindani", space(20), problem).min_search == 1      # K-means
-    assert make_optimizer("guindani", space(41), problem).min_search == 1      # vm x ram
+    assert make_optimizer("guindani", space(20), problem).min_search == 1  # K-means
+    assert make_optimizer("guindani", space(41), problem).min_search == 1  # vm x ram
     assert make_optimizer("guindani", space(10, 10, 10, 10), problem).min_search == 4
     assert make_optimizer("guindani", space(60, 2), problem).min_search == 2
 
 
 # -- a peer whose objective is a declared metric ------------------------------------------------
 def _peer_names():
-    from optimizers.peers.table_peer import TablePeer
+    from optfarm.optimizers.peers.table_peer import TablePeer
 
     from .extras import optimizer_names
 
@@ -211,8 +228,9 @@ def test_every_peer_is_told_a_declared_metric_as_its_objective(name, tmp_path):
     """``min energy`` on a table that declares energy (issue 35: the peers read the objective
     as an attribute of the observation and crashed with AttributeError 'energy')."""
     dataset = _oracle("hpc-energy-2d", tmp_path).dataset
-    problem = dataset.meta.problem.with_overrides(objective=Objective.parse("min energy"),
-                                                  constraints=[Constraint.parse("time<=2000")])
+    problem = dataset.meta.problem.with_overrides(
+        objective=Objective.parse("min energy"), constraints=[Constraint.parse("time<=2000")]
+    )
     oracle = Oracle(dataset, problem)
     opt = make_optimizer(name, oracle.space, problem, seed=0)
     noise = np.random.default_rng(0)
@@ -228,7 +246,7 @@ def test_every_peer_is_told_a_declared_metric_as_its_objective(name, tmp_path):
         assert math.isfinite(energy) and energy > 0
         if opt.constrained:
             assert told == energy and constraints == pytest.approx([obs.time / 2000.0 - 1.0])
-        else:   # made worse by its violation of the time limit, never better (at least
+        else:  # made worse by its violation of the time limit, never better (at least
             # cost x (1 + violation); the penalty's floor may raise it above the best feasible)
             violation = max(obs.time / 2000.0 - 1.0, 0.0)
             if violation == 0.0:

@@ -7,24 +7,28 @@ import math
 
 import pytest
 
-from optimizers import make_optimizer
-from oracle import Constraint, Dimension, Objective, Observation, Problem, SearchSpace
+from optfarm.optimizers import make_optimizer
+from optfarm.oracle import Constraint, Dimension, Objective, Observation, Problem, SearchSpace
 
 PRICES = {"m5.large": 0.096, "m5.xlarge": 0.192}
 
 
 def _space():
     return SearchSpace.product(
-        [Dimension("vm", "categorical", tuple(PRICES)),
-         Dimension("workers", "ordinal", (2, 4, 8), log=True)],
-        price_per_s=lambda c: c["workers"] * PRICES[c["vm"]] / 3600)
+        [
+            Dimension("vm", "categorical", tuple(PRICES)),
+            Dimension("workers", "ordinal", (2, 4, 8), log=True),
+        ],
+        price_per_s=lambda c: c["workers"] * PRICES[c["vm"]] / 3600,
+    )
 
 
 def test_product_space_enumerates_every_combination():
     space = _space()
     assert space.n_configs == 6
     assert {tuple(space.config(i).values()) for i in range(6)} == {
-        (vm, w) for vm in PRICES for w in (2, 4, 8)}
+        (vm, w) for vm in PRICES for w in (2, 4, 8)
+    }
     i = space.index({"vm": "m5.xlarge", "workers": 8})
     assert space.price_per_s[i] == pytest.approx(8 * 0.192 / 3600)
     assert space.features.shape == (6, 3)  # one-hot vm (2) + scaled workers (1)

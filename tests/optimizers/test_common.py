@@ -11,11 +11,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from farm.run.loop import Stepper, execute
-from optimizers.base import ParameterError, Recommendation
-from optimizers.registry import get, is_peer, make_optimizer
-from oracle.oracle import Oracle
-from oracle.synthetic import make_synthetic
+from optfarm.farm.run.loop import Stepper, execute
+from optfarm.optimizers.base import ParameterError, Recommendation
+from optfarm.optimizers.registry import get, is_peer, make_optimizer
+from optfarm.oracle.oracle import Oracle
+from optfarm.oracle.synthetic import make_synthetic
 
 from .extras import optimizer_names
 
@@ -25,7 +25,9 @@ FAST_PARAMS: dict[str, dict] = {
     "trimtuner": {"hyper": "ml", "n_mc": 200, "n_representers": 20, "beta": 0.03},
     "fabolas": {"hyper": "ml", "n_mc": 200, "n_representers": 20, "beta": 0.02},
     "fabulinus": {"hyper": "ml", "n_mc": 200, "n_representers": 20, "beta": 0.03},
-    "eic": {"hyper": "ml"}, "eic-usd-gp": {"hyper": "ml"}, "bo-ei": {"hyper": "ml"},
+    "eic": {"hyper": "ml"},
+    "eic-usd-gp": {"hyper": "ml"},
+    "bo-ei": {"hyper": "ml"},
 }
 STEPS = 8
 
@@ -138,12 +140,18 @@ def test_rejects_nan_and_inf_observations(oracle, name):
     opt = make_optimizer(name, oracle.space, oracle.problem, 0, **FAST_PARAMS.get(name, {}))
     s = opt.suggest()
     good = execute(oracle, s, np.random.default_rng(0))
-    for field, value in (("time", math.nan), ("cost", math.inf), ("cost", math.nan),
-                         ("time", -1.0), ("accuracy", math.inf), ("accuracy", -math.inf)):
+    for field, value in (
+        ("time", math.nan),
+        ("cost", math.inf),
+        ("cost", math.nan),
+        ("time", -1.0),
+        ("accuracy", math.inf),
+        ("accuracy", -math.inf),
+    ):
         with pytest.raises(ValueError, match=rf"{name}: observation {field} = {value!r}"):
             opt.observe(s, replace(good, **{field: value}))
-        assert opt.history == []        # nothing recorded
-    opt.observe(s, good)                # and the optimizer carries on
+        assert opt.history == []  # nothing recorded
+    opt.observe(s, good)  # and the optimizer carries on
     assert len(opt.history) == 1 and opt.suggest() is not None
 
 
@@ -174,16 +182,21 @@ def test_every_parameter_the_code_reads_is_in_the_table(oracle, name, monkeypatc
     # its table; a fixed one accepts its value (a resolved run spec passes it back) but no other
     cls = get(name)
     resolve = cls.resolve_params.__func__
-    monkeypatch.setattr(cls, "resolve_params", classmethod(
-        lambda klass, params: _RecordedConfig(resolve(klass, params))))
+    monkeypatch.setattr(
+        cls,
+        "resolve_params",
+        classmethod(lambda klass, params: _RecordedConfig(resolve(klass, params))),
+    )
     opt, trace, _ = _drive(oracle, name, seed=1, steps=16)
     assert isinstance(opt.config, _RecordedConfig) and trace
-    assert is_peer(name) or any(phase == "search" for _, _, phase, _ in trace), \
+    assert is_peer(name) or any(phase == "search" for _, _, phase, _ in trace), (
         f"{name} never left its bootstrap"
+    )
     declared = [p.name for p in cls.params]
     assert list(opt.config) == declared
-    assert opt.config.read <= set(declared), \
+    assert opt.config.read <= set(declared), (
         f"{name} reads {sorted(opt.config.read - set(declared))}, which its table lacks"
+    )
     monkeypatch.undo()
     for p in get(name).params:
         if p.fixed:

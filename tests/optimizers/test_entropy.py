@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from optimizers.acquisition.analytic import gauss_hermite
-from optimizers.acquisition.entropy import (
+from optfarm.optimizers.acquisition.analytic import gauss_hermite
+from optfarm.optimizers.acquisition.entropy import (
     RepresenterDraws,
     entropy,
     information_gain_gp,
@@ -15,8 +15,8 @@ from optimizers.acquisition.entropy import (
     pmax_from_samples,
     pmax_monte_carlo,
 )
-from optimizers.models.gp import GaussianProcess
-from optimizers.models.trees import TreeEnsemble
+from optfarm.optimizers.models.gp import GaussianProcess
+from optfarm.optimizers.models.trees import TreeEnsemble
 
 
 def _problem():
@@ -51,9 +51,10 @@ def test_information_gain_matches_brute_force_and_is_zero_when_uninformative():
     rng = np.random.default_rng(2)
     z, e = rng.standard_normal((4000, 3)), rng.standard_normal((4000, 2))
     t, w = gauss_hermite(20)
-    ig = information_gain_gp(RepresenterDraws.of(mean_r, cov_r, z), cov_rc, mean_c, var_c,
-                             noise, e, t, w)
-    assert ig[1] == 0.0                        # independent of the representers: no gain
+    ig = information_gain_gp(
+        RepresenterDraws.of(mean_r, cov_r, z), cov_rc, mean_c, var_c, noise, e, t, w
+    )
+    assert ig[1] == 0.0  # independent of the representers: no gain
     assert ig[0] > 0.05
 
     # brute force for candidate 0: sample y, condition the Gaussian exactly, p_max by sampling
@@ -65,8 +66,9 @@ def test_information_gain_matches_brute_force_and_is_zero_when_uninformative():
     hs = []
     for y in brute_rng.normal(mean_c[0], np.sqrt(var_y), 40):
         post_mean = mean_r + k * (y - mean_c[0]) / var_y
-        hs.append(entropy(pmax_from_samples(
-            brute_rng.multivariate_normal(post_mean, post_cov, 20_000))))
+        hs.append(
+            entropy(pmax_from_samples(brute_rng.multivariate_normal(post_mean, post_cov, 20_000)))
+        )
     assert abs(ig[0] - (h0 - np.mean(hs))) < 0.04
 
 
@@ -85,7 +87,7 @@ def _reference_information_gain(mean_r, cov_r, cov_rc, mean_c, var_c, noise, z, 
         y_nodes = mean_c[c] + np.sqrt(var_y[c]) * t
         shift = y_nodes[:, None] - y_sample[None, :, c]
         Fy = F[None, :, :] + shift[:, :, None] * (cov_rc[:, c] / var_y[c])[None, None, :]
-        winners = np.argmin(Fy, axis=-1)                                  # (K, M)
+        winners = np.argmin(Fy, axis=-1)  # (K, M)
         p = np.stack([np.bincount(wk, minlength=len(mean_r)) for wk in winners]) / len(z)
         gains[c] = h0 - np.dot(w, entropy(p))
     return gains
@@ -97,18 +99,18 @@ def test_fused_information_gain_equals_the_reference_formula():
     rng = np.random.default_rng(11)
     B = rng.standard_normal((18, 18))
     joint = B @ B.T / 18 + 0.05 * np.eye(18)
-    joint[12, :12] = joint[:12, 12] = 0.0                 # candidate 0: independent
-    joint[13, :] = joint[:, 13] = joint[3, :]             # candidate 1: representer 3 itself
+    joint[12, :12] = joint[:12, 12] = 0.0  # candidate 0: independent
+    joint[13, :] = joint[:, 13] = joint[3, :]  # candidate 1: representer 3 itself
     joint[13, 13] = joint[3, 3]
     mean = rng.normal(0.0, 0.3, 18)
     mean_r, cov_r = mean[:12], joint[:12, :12]
     cov_rc, mean_c, var_c = joint[:12, 12:], mean[12:], np.diag(joint)[12:]
     z, e = rng.standard_normal((3000, 12)), rng.standard_normal((3000, 6))
     t, w = gauss_hermite(5)
-    fused = information_gain_gp(RepresenterDraws.of(mean_r, cov_r, z), cov_rc, mean_c, var_c,
-                                0.02, e, t, w)
-    reference = _reference_information_gain(mean_r, cov_r, cov_rc, mean_c, var_c, 0.02, z, e,
-                                            t, w)
+    fused = information_gain_gp(
+        RepresenterDraws.of(mean_r, cov_r, z), cov_rc, mean_c, var_c, 0.02, e, t, w
+    )
+    reference = _reference_information_gain(mean_r, cov_r, cov_rc, mean_c, var_c, 0.02, z, e, t, w)
     np.testing.assert_allclose(fused, reference, rtol=0, atol=1e-12)
     assert fused[0] == 0.0 and fused[1] > 0.05
 
@@ -120,8 +122,7 @@ def test_information_gain_does_not_depend_on_batching():
     t, w = gauss_hermite(5)
     draws = RepresenterDraws.of(mean_r, cov_r, z)
     both = information_gain_gp(draws, cov_rc, mean_c, var_c, 0.01, e, t, w)
-    first = information_gain_gp(draws, cov_rc[:, :1], mean_c[:1], var_c[:1], 0.01, e[:, :1],
-                                t, w)
+    first = information_gain_gp(draws, cov_rc[:, :1], mean_c[:1], var_c[:1], 0.01, e[:, :1], t, w)
     np.testing.assert_array_equal(both[:1], first)
 
 
@@ -137,9 +138,16 @@ def test_gp_gain_is_larger_near_the_contested_optimum():
     rng = np.random.default_rng(5)
     t, w = gauss_hermite(7)
     draws = RepresenterDraws.of(means[0, :3], covs[0, :3, :3], rng.standard_normal((2000, 3)))
-    ig = information_gain_gp(draws, covs[0, :3, 3:], means[0, 3:], np.diag(covs[0])[3:],
-                             gp.noise_[0] * gp.y_scale_ ** 2, rng.standard_normal((2000, 2)),
-                             t, w)
+    ig = information_gain_gp(
+        draws,
+        covs[0, :3, 3:],
+        means[0, 3:],
+        np.diag(covs[0])[3:],
+        gp.noise_[0] * gp.y_scale_**2,
+        rng.standard_normal((2000, 2)),
+        t,
+        w,
+    )
     assert ig[0] > 10 * abs(ig[1])
 
 
@@ -158,7 +166,7 @@ def test_refit_gain_is_zero_when_the_fantasy_cannot_move_the_model():
 def test_joint_samples_have_the_moments_of_a_rank_deficient_covariance():
     rng = np.random.default_rng(0)
     B = rng.standard_normal((40, 3))
-    cov = B @ B.T                                       # rank 3 of 40
+    cov = B @ B.T  # rank 3 of 40
     mean = rng.standard_normal(40)
     F = joint_samples(mean, cov, rng.standard_normal((20000, 40)))
     np.testing.assert_allclose(F.mean(axis=0), mean, atol=0.08)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from optimizers.acquisition.analytic import log_probability_of_feasibility
-from optimizers.acquisition.filters import FILTERS, cea, n_selected, select
+from optfarm.optimizers.acquisition.analytic import log_probability_of_feasibility
+from optfarm.optimizers.acquisition.filters import FILTERS, cea, n_selected, select
 
 
 def test_cea_orders_by_accuracy_times_probability_of_feasibility():
@@ -32,7 +32,10 @@ def test_budget_and_random_and_none():
     assert n_selected(1440, 0.1) == 144
     assert n_selected(5, 0.0) == 1 and n_selected(5, 1.0) == 5
     feats = np.random.default_rng(0).random((50, 3))
-    ev = lambda idx: feats[idx, 0]
+
+    def ev(idx):
+        return feats[idx, 0]
+
     a, _ = select("random", feats, 0.1, ev, np.random.default_rng(1))
     b, _ = select("random", feats, 0.1, ev, np.random.default_rng(1))
     assert len(a) == 5 and len(set(a.tolist())) == 5 and np.array_equal(a, b)

@@ -9,12 +9,12 @@ import pickle
 import numpy as np
 import pytest
 
-import optimizers.models.gp as gp_module
-import optimizers.models.gp_posterior as gp_posterior
-from optimizers.models.gp import GaussianProcess
-from optimizers.models.gp_posterior import Design, log_posterior
-from oracle.formats import FORMATS
-from oracle.oracle import Oracle
+import optfarm.optimizers.models.gp as gp_module
+import optfarm.optimizers.models.gp_posterior as gp_posterior
+from optfarm.optimizers.models.gp import GaussianProcess
+from optfarm.optimizers.models.gp_posterior import Design, log_posterior
+from optfarm.oracle.formats import FORMATS
+from optfarm.oracle.oracle import Oracle
 
 
 def _data(n=25, d=3, seed=0):
@@ -27,10 +27,10 @@ def _data(n=25, d=3, seed=0):
 def _numpy_kernel(A, B, theta, basis):
     """Matern 5/2 ARD x amplitude [x (1 + b phi2(s) phi2(s'))], written out by hand."""
     n_x = A.shape[1] - (1 if basis else 0)
-    ls2 = np.exp(theta[1:1 + n_x])
+    ls2 = np.exp(theta[1 : 1 + n_x])
     diff = A[:, None, :n_x] - B[None, :, :n_x]
-    r = np.sqrt(5.0 * (diff ** 2 / ls2).sum(-1))
-    k = np.exp(theta[0]) * (1 + r + r ** 2 / 3) * np.exp(-r)
+    r = np.sqrt(5.0 * (diff**2 / ls2).sum(-1))
+    k = np.exp(theta[0]) * (1 + r + r**2 / 3) * np.exp(-r)
     if basis:
         phi = (lambda s: (1 - s) ** 2) if basis == "loss" else (lambda s: s)
         k = k * (1 + np.exp(theta[1 + n_x]) * np.outer(phi(A[:, -1]), phi(B[:, -1])))
@@ -76,7 +76,7 @@ def test_mcmc_returns_finite_distinct_samples_and_averages_predictions():
     means, variances = gp.predict_per_sample(Xq)
     m, s = gp.predict(Xq)
     np.testing.assert_allclose(m, means.mean(0))
-    np.testing.assert_allclose(s ** 2, variances.mean(0) + means.var(0))
+    np.testing.assert_allclose(s**2, variances.mean(0) + means.var(0))
     again = GaussianProcess(basis="loss", hyper="mcmc", burn_in=20, chain_length=20, seed=3)
     np.testing.assert_array_equal(again.fit(X, y).theta_, gp.theta_)
 
@@ -91,9 +91,10 @@ def test_with_points_equals_conditioning_on_all_data_with_the_same_hyperparamete
     K = _numpy_kernel(X, X, theta, "cost") + noise * np.eye(len(X))
     Ks = _numpy_kernel(X, Xq, theta, "cost")
     m, _ = fantasy.predict(Xq)
-    np.testing.assert_allclose(m, Ks.T @ np.linalg.solve(K, yn) * gp.y_scale_ + gp.y_mean_,
-                               rtol=1e-6, atol=1e-8)
-    assert gp._n == 20      # the original is untouched
+    np.testing.assert_allclose(
+        m, Ks.T @ np.linalg.solve(K, yn) * gp.y_scale_ + gp.y_mean_, rtol=1e-6, atol=1e-8
+    )
+    assert gp._n == 20  # the original is untouched
     _, s_before = gp.predict(X[20:])
     _, s_after = fantasy.predict(X[20:])
     assert np.all(s_after < s_before)
@@ -140,8 +141,9 @@ def test_walkers_log_posterior_equals_georges_to_1e10(basis):
     gp.fit(X, y)
     theta = _thetas(gp, 300, np.random.default_rng(1))
     reference = np.array([gp._log_posterior(t) for t in theta])
-    batched = log_posterior(theta, Design(gp._Xt, bool(basis)), gp._yn, gp._bounds(),
-                            gp.noise_floor)
+    batched = log_posterior(
+        theta, Design(gp._Xt, bool(basis)), gp._yn, gp._bounds(), gp.noise_floor
+    )
     inside = np.isfinite(reference)
     assert 50 < inside.sum() < len(theta) - 50
     np.testing.assert_array_equal(np.isfinite(batched), inside)
@@ -170,7 +172,7 @@ def test_a_covariance_that_needs_a_jitter_gets_the_references_value():
     gp = GaussianProcess(seed=0).fit(X, y)
     gp.noise_floor = 0.0
     theta = np.vstack([gp.theta_[0], gp.theta_[0]])
-    theta[1, -1] = -60.0                                # noise variance 1e-26: singular
+    theta[1, -1] = -60.0  # noise variance 1e-26: singular
     K = Design(gp._Xt, False).gram(theta) + np.exp(theta[:, -1])[:, None, None] * np.eye(9)
     with pytest.raises(np.linalg.LinAlgError):
         np.linalg.cholesky(K[1])
@@ -187,19 +189,25 @@ def _real_data(shared_datasets, fmt, name, n, seed):
     rng = np.random.default_rng(seed)
     ids = rng.choice(len(oracle.space.features), size=n, replace=False)
     fids = rng.choice(oracle.space.fidelities, size=n) if oracle.space.has_fidelity else None
-    cost = [oracle.true_value(int(i), 1.0 if fids is None else float(f), "cost")
-            for i, f in zip(ids, fids if fids is not None else [None] * n)]
+    cost = [
+        oracle.true_value(int(i), 1.0 if fids is None else float(f), "cost")
+        for i, f in zip(ids, fids if fids is not None else [None] * n)
+    ]
     return oracle.space.feature_rows(ids, fids), np.log(cost)
 
 
-@pytest.mark.slow   # george's posterior walker by walker, 5 real-data fits: minutes
-@pytest.mark.parametrize("fmt, name, basis, seeds", [
-    ("cherrypick", "cherrypick-kmeans", None, (0, 1, 2)),
-    ("trimtuner", "trimtuner-cnn", "loss", (0,)),
-    ("trimtuner", "trimtuner-cnn", "cost", (0,)),
-])
-def test_walker_positions_on_real_data_equal_georges(shared_datasets, monkeypatch, fmt, name,
-                                                     basis, seeds):
+@pytest.mark.slow  # george's posterior walker by walker, 5 real-data fits: minutes
+@pytest.mark.parametrize(
+    "fmt, name, basis, seeds",
+    [
+        ("cherrypick", "cherrypick-kmeans", None, (0, 1, 2)),
+        ("trimtuner", "trimtuner-cnn", "loss", (0,)),
+        ("trimtuner", "trimtuner-cnn", "cost", (0,)),
+    ],
+)
+def test_walker_positions_on_real_data_equal_georges(
+    shared_datasets, monkeypatch, fmt, name, basis, seeds
+):
     """emcee with every walker's log posterior in one NumPy call ends in the same positions,
     on the first fit (burn-in) and on a warm-started refit, as emcee calling george's
     posterior walker by walker: the same hyperparameter samples, so the same choices."""
@@ -210,7 +218,10 @@ def test_walker_positions_on_real_data_equal_georges(shared_datasets, monkeypatc
         for n in (16, 24):
             batched.fit(X[:n], y[:n])
             with monkeypatch.context() as m:
-                m.setattr(gp_module, "log_posterior", lambda theta, **_: np.array(
-                    [reference._log_posterior(t) for t in theta]))
+                m.setattr(
+                    gp_module,
+                    "log_posterior",
+                    lambda theta, **_: np.array([reference._log_posterior(t) for t in theta]),  # noqa: B023
+                )
                 reference.fit(X[:n], y[:n])
             np.testing.assert_array_equal(batched.theta_, reference.theta_)

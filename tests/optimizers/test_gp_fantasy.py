@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from optimizers.models.gp import GaussianProcess
-from optimizers.models.gp_fantasy import CandidateCovariances, RowPosterior
+from optfarm.optimizers.models.gp import GaussianProcess
+from optfarm.optimizers.models.gp_fantasy import CandidateCovariances, RowPosterior
 
 
 def _fitted(basis, hyper):
@@ -28,12 +28,13 @@ def test_fantasy_equals_refitting_with_the_point(basis, hyper):
     for j, y in enumerate([-1.0, 0.0, 0.4, 2.5, 0.1]):
         ids = np.array([0, 3, 7, 29]) if j % 2 else np.arange(30)
         mean, std = cands.fantasy_predict(j, y, ids)
-        ref_mean, ref_std = gp.with_points(X_cand[j:j + 1], [y]).predict(rows.X_rows[ids])
+        ref_mean, ref_std = gp.with_points(X_cand[j : j + 1], [y]).predict(rows.X_rows[ids])
         np.testing.assert_allclose(mean, ref_mean, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(std, ref_std, rtol=1e-8, atol=1e-10)
     # the fantasy moved the prediction next to it, and the model itself is unchanged
-    assert not np.allclose(cands.fantasy_predict(3, 2.5, np.arange(30))[0],
-                           gp.predict(rows.X_rows)[0])
+    assert not np.allclose(
+        cands.fantasy_predict(3, 2.5, np.arange(30))[0], gp.predict(rows.X_rows)[0]
+    )
     assert gp._n == 14
 
 

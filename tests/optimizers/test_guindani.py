@@ -10,29 +10,30 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from farm.cli import main
-from farm.report.papers import PAPER_TABLE1
-from farm.run.loop import TIMING_COLUMNS, run_one
-from farm.run.recurring_job import recurring_job_metrics, table1
-from farm.run.spec import RunSpec
-from optimizers import make_optimizer
-from optimizers.acquisition.analytic import (
+from optfarm.farm.cli import main
+from optfarm.farm.report.papers import PAPER_TABLE1
+from optfarm.farm.run.loop import TIMING_COLUMNS, run_one
+from optfarm.farm.run.recurring_job import recurring_job_metrics, table1
+from optfarm.farm.run.spec import RunSpec
+from optfarm.optimizers import make_optimizer
+from optfarm.optimizers.acquisition.analytic import (
     expected_improvement,
     log_expected_improvement,
 )
-from optimizers.base import Recommendation, Suggestion
-from optimizers.guindani import ml_corrected
-from optimizers.models.ridge import RidgeModel, reciprocal_features
-from optimizers.taboo import TabooQueue
-from oracle import Constraint, Dimension, Objective, Observation, Problem, SearchSpace
-from oracle.registry import import_datasets
+from optfarm.optimizers.base import Recommendation, Suggestion
+from optfarm.optimizers.guindani import ml_corrected
+from optfarm.optimizers.models.ridge import RidgeModel, reciprocal_features
+from optfarm.optimizers.taboo import TabooQueue
+from optfarm.oracle import Constraint, Dimension, Objective, Observation, Problem, SearchSpace
+from optfarm.oracle.registry import import_datasets
 
 VMS = tuple(range(2, 34, 2))  # 16 configurations
 
 
 def _space():
-    return SearchSpace.product([Dimension("n_vm", "ordinal", VMS, log=True)],
-                               price_per_s=lambda c: c["n_vm"] * 1000.0)
+    return SearchSpace.product(
+        [Dimension("n_vm", "ordinal", VMS, log=True)], price_per_s=lambda c: c["n_vm"] * 1000.0
+    )
 
 
 def _job_time(n_vm: int) -> float:
@@ -79,7 +80,7 @@ def test_taboo_queue_is_fifo_and_releases_the_oldest_when_full():
     for c in (2, 1):
         small.push(c)
     assert small.free(3).tolist() == [True, False, False]
-    small.push(0)       # the whole 3-config space is queued: the oldest (2) is released
+    small.push(0)  # the whole 3-config space is queued: the oldest (2) is released
     assert small.free(3).tolist() == [False, False, True]
     full = TabooQueue(2)
     full.push(0)
@@ -92,8 +93,7 @@ def test_taboo_queue_is_fifo_and_releases_the_oldest_when_full():
 def test_search_never_proposes_a_queued_configuration(variant):
     # T_max below every time: the band is never reached, so the search runs all N iterations
     problem = Problem(Objective("cost", "min"), (Constraint("time", "<=", 100.0),))
-    opt = make_optimizer("guindani", _space(), problem, seed=4, variant=variant, q=5,
-                         n_iter=20)
+    opt = make_optimizer("guindani", _space(), problem, seed=4, variant=variant, q=5, n_iter=20)
     visited = []
     while (s := opt.suggest()) is not None:
         if s.phase == "search":
@@ -107,10 +107,18 @@ def test_search_never_proposes_a_queued_configuration(variant):
 # -- stopping band and recurring job ----------------------------------------------------------
 def test_stopping_band_stops_exactly_when_the_observed_time_enters_it():
     opt = make_optimizer("guindani", _space(), PROBLEM, seed=1, variant="a", n_iter=12)
-    times = iter([1000.0, 280.0, 500.0,           # initial design (Algorithm 2, steps 1-2):
-                                                  # in the band, but no stop before step 9
-                  300.0 + 1e-9, 269.99, 301.0,    # search, just outside the band
-                  270.0])                         # exactly alpha T_max: stops here
+    times = iter(
+        [
+            1000.0,
+            280.0,
+            500.0,  # initial design (Algorithm 2, steps 1-2):
+            # in the band, but no stop before step 9
+            300.0 + 1e-9,
+            269.99,
+            301.0,  # search, just outside the band
+            270.0,
+        ]
+    )  # exactly alpha T_max: stops here
     steps = []
     while (s := opt.suggest()) is not None:
         steps.append(s)
@@ -133,13 +141,13 @@ def test_recurring_job_keeps_the_best_mean_feasible_configuration():
     space = _space()
     opt = make_optimizer("guindani", space, PROBLEM, seed=0, n0=1, n_iter=6)
     lucky, steady = space.index({"n_vm": 14}), space.index({"n_vm": 20})
-    _tell(opt, Suggestion(lucky, phase="init"), 290.0)     # 14 VMs under T_max by luck
+    _tell(opt, Suggestion(lucky, phase="init"), 290.0)  # 14 VMs under T_max by luck
     _tell(opt, Suggestion(steady, phase="search"), 280.0)  # in the band: the search stops
     assert opt.stopped_at == 1 and opt.stop_config == steady
     assert opt.recommend() == Recommendation(lucky)  # cheapest mean cost among mean-feasible
     s = opt.suggest()
     assert s.config_id == lucky and s.phase == "exploit"
-    _tell(opt, s, 330.0)                     # its second run breaks T_max: mean 310 s
+    _tell(opt, s, 330.0)  # its second run breaks T_max: mean 310 s
     assert opt.recommend() == Recommendation(steady)
     assert opt.suggest().config_id == steady
 
@@ -163,17 +171,17 @@ def _history(opt, job):
 
 
 def test_variant_c_falls_back_to_a_when_every_candidate_is_excluded():
-    slow = lambda v: 10.0 * _job_time(v) + 3000.0  # every time far above T_max = 300
-    opts = {v: make_optimizer("guindani", _space(), PROBLEM, seed=6, variant=v)
-            for v in "acd"}
+    def slow(v):  # every time far above T_max = 300
+        return 10.0 * _job_time(v) + 3000.0
+
+    opts = {v: make_optimizer("guindani", _space(), PROBLEM, seed=6, variant=v) for v in "acd"}
     for opt in opts.values():
         _history(opt, slow)
     picks = {v: opt.suggest() for v, opt in opts.items()}
     assert picks["c"].info["fallback"] and picks["d"].info["fallback"]
     assert picks["c"].info["t_hat"] > 300
     assert picks["c"].config_id == picks["d"].config_id == picks["a"].config_id
-    assert picks["c"].info["log_acquisition"] == pytest.approx(
-        picks["a"].info["log_acquisition"])
+    assert picks["c"].info["log_acquisition"] == pytest.approx(picks["a"].info["log_acquisition"])
 
 
 def test_variant_c_excludes_predicted_unfeasible_candidates():
@@ -229,7 +237,9 @@ def test_log_expected_improvement_matches_ei_and_stays_finite_in_the_tail():
     right = log_expected_improvement(20.0 + 1e-9, 1.0, 0.0)
     assert left == pytest.approx(right, rel=1e-6)
     assert log_expected_improvement(np.array([1.0, -1.0]), np.zeros(2), 0.0).tolist() == [
-        -math.inf, 0.0]
+        -math.inf,
+        0.0,
+    ]
 
 
 def test_ridge_recovers_an_amdahl_law_from_reciprocal_features():
@@ -248,13 +258,27 @@ def test_ridge_recovers_an_amdahl_law_from_reciprocal_features():
 
 # -- metrics ----------------------------------------------------------------------------------
 def test_recurring_job_metrics_have_exact_values():
-    trace = pa.table({"time": [100.0, 400.0, 250.0, 301.0], "cost": [1.0, 4.0, 2.0, 3.0],
-                      "accuracy": [math.nan] * 4, "timed_out": [False, False, True, False]})
+    trace = pa.table(
+        {
+            "time": [100.0, 400.0, 250.0, 301.0],
+            "cost": [1.0, 4.0, 2.0, 3.0],
+            "accuracy": [math.nan] * 4,
+            "timed_out": [False, False, True, False],
+        }
+    )
     m = recurring_job_metrics(trace, PROBLEM)
-    assert m == {"unfeasible_executions": 3, "unfeasible_cost_ratio": 0.9,
-                 "mean_feasible_cost": 1.0}
-    rows = table1({"a": [m, {**m, "unfeasible_executions": 1, "mean_feasible_cost": 3.0}],
-                   "b": [{**m, "mean_feasible_cost": 1.0}]}, reference="a")
+    assert m == {
+        "unfeasible_executions": 3,
+        "unfeasible_cost_ratio": 0.9,
+        "mean_feasible_cost": 1.0,
+    }
+    rows = table1(
+        {
+            "a": [m, {**m, "unfeasible_executions": 1, "mean_feasible_cost": 3.0}],
+            "b": [{**m, "mean_feasible_cost": 1.0}],
+        },
+        reference="a",
+    )
     assert rows[0]["unfeasible_executions"] == 2.0 and rows[0]["repetitions"] == 2
     assert rows[1]["normalised_mean_feasible_cost"] == 0.5
 
@@ -271,15 +295,31 @@ def test_same_seed_same_trace_on_kmeans(spark, monkeypatch):
     a, b = run_one(spec), run_one(spec)
     assert _trace_without_timings(a) == _trace_without_timings(b)
     assert a.trace.num_rows == 33
-    assert run_one(RunSpec("guindani-kmeans", "guindani", seed=12, params={"variant": "b"})
-                   ).trace.column("config_id").to_pylist() != a.trace.column(
-                       "config_id").to_pylist()
+    assert (
+        run_one(RunSpec("guindani-kmeans", "guindani", seed=12, params={"variant": "b"}))
+        .trace.column("config_id")
+        .to_pylist()
+        != a.trace.column("config_id").to_pylist()
+    )
 
 
 def test_farm_run_variant_d_on_kmeans_reports_the_table1_metrics(spark, monkeypatch, capsys):
     monkeypatch.setenv("OPTFARM_DATA", str(spark))
-    assert main(["run", "--dataset", "guindani-kmeans", "--optimizer", "guindani",
-                 "--param", "variant=d", "--json"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--dataset",
+                "guindani-kmeans",
+                "--optimizer",
+                "guindani",
+                "--param",
+                "variant=d",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["n_evaluations"] == 33 and out["stop_reason"] == "iterations"
     job = out["recurring_job"]
@@ -289,22 +329,27 @@ def test_farm_run_variant_d_on_kmeans_reports_the_table1_metrics(spark, monkeypa
     assert out["recommendation"]["feasible"]
 
 
-def test_every_optimizer_on_a_guindani_job_gets_the_recurring_job_accounting(spark,
-                                                                                monkeypatch):
+def test_every_optimizer_on_a_guindani_job_gets_the_recurring_job_accounting(spark, monkeypatch):
     """Table 1's metrics compare any optimizer on Guindani's jobs (the peers, EIc, random)."""
     monkeypatch.setenv("OPTFARM_DATA", str(spark))
     result = run_one(RunSpec("guindani-kmeans", "random", seed=3, iterations=12))
     timed_out, time = (result.trace.column(c).to_pylist() for c in ("timed_out", "time"))
-    unfeasible = sum(t or s > 330 for t, s in zip(timed_out, time))   # T_max = 330 s
+    unfeasible = sum(t or s > 330 for t, s in zip(timed_out, time))  # T_max = 330 s
     assert result.summary["recurring_job"]["unfeasible_executions"] == unfeasible
     assert 0 < unfeasible < 12
 
 
 # -- Table 1 (slow) ---------------------------------------------------------------------------
 def _table(dataset, repetitions):
-    runs = {v: [run_one(RunSpec(dataset, "guindani", seed=seed, params={"variant": v})
-                        ).summary["recurring_job"] for seed in range(repetitions)]
-            for v in "abcd"}
+    runs = {
+        v: [
+            run_one(RunSpec(dataset, "guindani", seed=seed, params={"variant": v})).summary[
+                "recurring_job"
+            ]
+            for seed in range(repetitions)
+        ]
+        for v in "abcd"
+    }
     return {r["variant"]: r for r in table1(runs, reference="a")}
 
 
@@ -316,12 +361,16 @@ def test_table1_ml_variants_waste_fewer_unfeasible_runs(spark, monkeypatch, data
     monkeypatch.setenv("OPTFARM_DATA", str(spark))
     rows = _table(dataset, 30)
     paper = PAPER_TABLE1["K-means" if "kmeans" in dataset else "Query26"]
-    print(f"\n{dataset}: variant, unfeasible executions, ratio of unfeasible cost, "
-          "normalised mean feasible cost (paper in brackets)")
+    print(
+        f"\n{dataset}: variant, unfeasible executions, ratio of unfeasible cost, "
+        "normalised mean feasible cost (paper in brackets)"
+    )
     for v, r in rows.items():
-        print(f"  {v}: {r['unfeasible_executions']:.2f} ({paper[v][0]})  "
-              f"{r['unfeasible_cost_ratio']:.3f} ({paper[v][1]})  "
-              f"{r['normalised_mean_feasible_cost']:.3f} ({paper[v][2]})")
+        print(
+            f"  {v}: {r['unfeasible_executions']:.2f} ({paper[v][0]})  "
+            f"{r['unfeasible_cost_ratio']:.3f} ({paper[v][1]})  "
+            f"{r['normalised_mean_feasible_cost']:.3f} ({paper[v][2]})"
+        )
     for v in "bcd":
         assert rows[v]["unfeasible_executions"] < rows["a"]["unfeasible_executions"]
         assert rows[v]["unfeasible_cost_ratio"] < rows["a"]["unfeasible_cost_ratio"]

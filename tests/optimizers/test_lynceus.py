@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from farm.cli import main as farm_main
-from farm.run.loop import Stepper, run_one
-from farm.run.spec import RunSpec
-from optimizers.base import ParameterError
-from optimizers.registry import get, make_optimizer
-from oracle.oracle import Oracle
-from oracle.registry import import_datasets, load
+from optfarm.farm.cli import main as farm_main
+from optfarm.farm.run.loop import Stepper, run_one
+from optfarm.farm.run.spec import RunSpec
+from optfarm.optimizers.base import ParameterError
+from optfarm.optimizers.registry import get, make_optimizer
+from optfarm.oracle.oracle import Oracle
+from optfarm.oracle.registry import import_datasets, load
 
 
 @pytest.fixture
@@ -31,7 +31,8 @@ def _oracle(name="lynceus-cnn", budget=None):
 
 
 def _drive(opt, oracle, steps):
-    """suggest -> run -> observe as farm.run.loop does; returns [(suggestion, observation)]."""
+    """suggest -> run -> observe as optfarm.farm.run.loop does; returns [(suggestion,
+    observation)]."""
     stepper = Stepper(opt, oracle, seed=0)
     out = []
     while len(out) < steps and (step := stepper.step()) is not None:
@@ -60,7 +61,7 @@ def test_tg_timeout_caps_at_incumbent_cost_and_feeds_truncated_gaussian(lynceus_
         assert s.timeout.policy == "tg"
         price = oracle.space.price_per_s[s.config_id]
         assert s.time_cap == pytest.approx(best / price)
-        assert o.cost == pytest.approx(best)            # charged what was actually spent
+        assert o.cost == pytest.approx(best)  # charged what was actually spent
         assert oracle.true_cost[s.config_id, -1] > best  # it really was worse
     # the model learned E[C | C > C(x*)] for the first capped run (scipy's truncated normal)
     s, o = capped[0]
@@ -106,8 +107,7 @@ def test_timeout_policies_feed_what_they_say(lynceus_jobs, policy):
 
 def test_marginal_reward_stop_and_budget_filter(lynceus_jobs):
     oracle = _oracle()
-    opt = make_optimizer("lynceus", oracle.space, oracle.problem, seed=0, la=1,
-                         stop_threshold=1e6)
+    opt = make_optimizer("lynceus", oracle.space, oracle.problem, seed=0, la=1, stop_threshold=1e6)
     steps = _drive(opt, oracle, 30)
     assert len(steps) == 12 and opt.suggest() is None  # stops right after the bootstrap
     # a budget barely above the bootstrap spend: Gamma empties and the optimizer stops
@@ -126,12 +126,11 @@ def test_obol_and_cherrypick_trees_under_budget(lynceus_jobs):
         opt = make_optimizer(name, limited.space, limited.problem, seed=2)
         steps = _drive(opt, limited, 200)
         assert [s.phase for s, _ in steps[:5]] == ["init"] * 5 and steps[5][0].phase == "search"
-        assert all(s.time_cap is None for s, _ in steps)          # no timeouts
+        assert all(s.time_cap is None for s, _ in steps)  # no timeouts
         spent_before_last = sum(o.cost for _, o in steps[:-1])
-        assert spent_before_last < budget                         # it stops once spent
+        assert spent_before_last < budget  # it stops once spent
     assert make_optimizer("lynceus", oracle.space, oracle.problem).config["path_cost"] == "paper"
-    assert make_optimizer("obol", oracle.space, oracle.problem).config["path_cost"] == \
-        "discounted"
+    assert make_optimizer("obol", oracle.space, oracle.problem).config["path_cost"] == "discounted"
 
 
 def test_parameters_validated():
@@ -148,14 +147,18 @@ def test_parameters_validated():
     greedy = make_optimizer("cherrypick-trees", oracle.space, oracle.problem, k="1")
     assert (greedy.config["la"], greedy.config["k"], greedy.config["gamma"]) == (0, 1, 0.0)
     with pytest.raises(ValueError, match="objective must be 'min cost'"):
-        bad = oracle.problem.with_overrides(objective=type(oracle.problem.objective)(
-            "accuracy", "max"))
+        bad = oracle.problem.with_overrides(
+            objective=type(oracle.problem.objective)("accuracy", "max")
+        )
         make_optimizer("lynceus", oracle.space, bad)
 
 
 def test_ideal_policy_through_the_run_loop(lynceus_jobs):
-    result = run_one(RunSpec("lynceus-rnn", "lynceus", seed=1, iterations=30,
-                             params={"la": 0, "timeout": "ideal"}))
+    result = run_one(
+        RunSpec(
+            "lynceus-rnn", "lynceus", seed=1, iterations=30, params={"la": 0, "timeout": "ideal"}
+        )
+    )
     rows = result.trace.to_pylist()
     assert any(r["timed_out"] for r in rows)
     # the recommendation: the cheapest run that finished and met the time limit as observed
@@ -170,15 +173,32 @@ def test_ideal_policy_through_the_run_loop(lynceus_jobs):
 def test_farm_optimizers_shows_the_fixed_values(capsys):
     assert farm_main(["optimizers", "cherrypick-trees"]) == 0
     block = capsys.readouterr().out
-    rows = {line.split()[0]: line.split()[1:3] for line in block.splitlines()[3:]
-            if line.strip() and not line.startswith(" ")}
+    rows = {
+        line.split()[0]: line.split()[1:3]
+        for line in block.splitlines()[3:]
+        if line.strip() and not line.startswith(" ")
+    }
     assert rows["la"] == ["0", "fixed"] and rows["k"] == ["1", "fixed"]
     assert rows["init"] == ["random", "fixed"] and rows["n_init"] == ["5", "[1,"]
 
 
 def test_farm_run_cli(lynceus_jobs, capsys):
-    code = farm_main(["run", "--optimizer", "lynceus", "--param", "la=1", "--param",
-                      "timeout=tg", "--dataset", "lynceus-cnn", "--iterations", "20", "--json"])
+    code = farm_main(
+        [
+            "run",
+            "--optimizer",
+            "lynceus",
+            "--param",
+            "la=1",
+            "--param",
+            "timeout=tg",
+            "--dataset",
+            "lynceus-cnn",
+            "--iterations",
+            "20",
+            "--json",
+        ]
+    )
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["optimizer"] == "lynceus" and summary["params"]["la"] == 1
@@ -190,8 +210,10 @@ def test_lynceus_to_budget_runs_on_where_the_published_lynceus_stops(shared_data
     # board ranks it beside the same Lynceus with that stop off, labelled
     import_datasets("cherrypick", shared_datasets / "cherrypick")
     mean = float(np.nanmean(Oracle(load("cherrypick-kmeans")).true_cost[:, -1]))
-    ends = {name: run_one(RunSpec("cherrypick-kmeans", name, seed=0, budget=10 * mean)).summary
-            for name in ("lynceus", "lynceus-to-budget")}
+    ends = {
+        name: run_one(RunSpec("cherrypick-kmeans", name, seed=0, budget=10 * mean)).summary
+        for name in ("lynceus", "lynceus-to-budget")
+    }
     assert ends["lynceus"]["stop_reason"] == "converged"
     assert ends["lynceus-to-budget"]["stop_reason"] == "budget"
     assert ends["lynceus-to-budget"]["n_evaluations"] > ends["lynceus"]["n_evaluations"]

@@ -8,25 +8,31 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 import pytest
 
-from farm.run.loop import Stepper
-from optimizers.acquisition import expected_improvement, gauss_hermite
-from optimizers.lookahead import PathContext, Switches, explore_chunk, level_predictions
-from optimizers.models._kernels import (
+from optfarm.farm.run.loop import Stepper
+from optfarm.optimizers.acquisition import expected_improvement, gauss_hermite
+from optfarm.optimizers.lookahead import PathContext, Switches, explore_chunk, level_predictions
+from optfarm.optimizers.models._kernels import (
     forest_outputs,
     gaussian_summary,
     mix_key,
     std_floor,
 )
-from optimizers.registry import make_optimizer
-from oracle.oracle import Oracle
-from oracle.synthetic import make_synthetic
+from optfarm.optimizers.registry import make_optimizer
+from optfarm.oracle.oracle import Oracle
+from optfarm.oracle.synthetic import make_synthetic
 
-R = 0.1       # std floor relative to the targets' spread
+R = 0.1  # std floor relative to the targets' spread
 GAMMA = 0.9
 
 
-def _three_configs(la, budget=math.inf, tested_cost=1.0, switches=Switches(), gh_w_scale=1.0,
-                   discount_cost=False):
+def _three_configs(
+    la,
+    budget=math.inf,
+    tested_cost=1.0,
+    switches=Switches(),  # noqa: B008  (a frozen dataclass)
+    gh_w_scale=1.0,
+    discount_cost=False,
+):
     """A (tested, cost 1), B (untested, same features as A), X (untested, elsewhere).
 
     One tree on one row is a single leaf: every prediction is 1 with std = the floor,
@@ -35,17 +41,40 @@ def _three_configs(la, budget=math.inf, tested_cost=1.0, switches=Switches(), gh
     """
     F = np.array([[0.0], [0.0], [1.0]])
     return PathContext(
-        Xc=F[:1].copy(), yc=np.array([tested_cost]), nc=1, Xa=np.zeros((0, 1)), ya=np.zeros(0),
-        na=0, F=F, price=np.ones(3), untested=np.array([False, True, True]), budget=budget,
-        time_max=math.inf, cost_max=math.inf, acc_min=-math.inf, best=tested_cost,
-        worst=tested_cost, gh_t=gauss_hermite(3)[0], gh_w=gauss_hermite(3)[1] * gh_w_scale,
-        gha_t=np.zeros(1), gha_w=np.ones(1), la=la, gamma=GAMMA, discount_cost=discount_cost,
-        key=123, n_trees=1, n_trees_acc=1, max_features=1, floor_rel=R, switches=switches)
+        Xc=F[:1].copy(),
+        yc=np.array([tested_cost]),
+        nc=1,
+        Xa=np.zeros((0, 1)),
+        ya=np.zeros(0),
+        na=0,
+        F=F,
+        price=np.ones(3),
+        untested=np.array([False, True, True]),
+        budget=budget,
+        time_max=math.inf,
+        cost_max=math.inf,
+        acc_min=-math.inf,
+        best=tested_cost,
+        worst=tested_cost,
+        gh_t=gauss_hermite(3)[0],
+        gh_w=gauss_hermite(3)[1] * gh_w_scale,
+        gha_t=np.zeros(1),
+        gha_w=np.ones(1),
+        la=la,
+        gamma=GAMMA,
+        discount_cost=discount_cost,
+        key=123,
+        n_trees=1,
+        n_trees_acc=1,
+        max_features=1,
+        floor_rel=R,
+        switches=switches,
+    )
 
 
 def test_la0_reward_is_eic_and_cost_is_predicted_mean():
-    (r, c), = explore_chunk(_three_configs(0), [2])
-    assert r == pytest.approx(R / math.sqrt(2 * math.pi))   # EI(mu = 1, sd = R, y* = 1)
+    ((r, c),) = explore_chunk(_three_configs(0), [2])
+    assert r == pytest.approx(R / math.sqrt(2 * math.pi))  # EI(mu = 1, sd = R, y* = 1)
     assert c == pytest.approx(1.0)
 
 
@@ -62,11 +91,11 @@ def test_la1_three_configurations_by_hand():
         c_i = 1 + R * ti
         spread = abs(c_i - 1) / 2 or 1.0
         reward += GAMMA * wi * float(expected_improvement(1.0, R * spread, min(1.0, c_i)))
-    (r, c), = explore_chunk(_three_configs(1), [2])
+    ((r, c),) = explore_chunk(_three_configs(1), [2])
     assert r == pytest.approx(reward, rel=1e-9)
     assert c == pytest.approx(2.0)
     # LA = 2: after B nothing is left untested, so the extra level adds nothing
-    (r2, c2), = explore_chunk(_three_configs(2), [2])
+    ((r2, c2),) = explore_chunk(_three_configs(2), [2])
     assert (r2, c2) == pytest.approx((r, c))
 
 
@@ -86,16 +115,17 @@ def test_la1_switches_by_hand():
     """The ablation switches on the three-configuration problem: a fixed simulated incumbent
     keeps y* = 1; the authors' quadrature takes values (1 + R t_i)/sqrt(pi) with weights
     summing to sqrt(pi); a discounted path cost is mu(X) + gamma x mu(B)."""
-    (r, c), = explore_chunk(_three_configs(1, switches=Switches(fixed_incumbent=True)), [2])
+    ((r, c),) = explore_chunk(_three_configs(1, switches=Switches(fixed_incumbent=True)), [2])
     assert r == pytest.approx(_la1_by_hand(fixed_incumbent=True), rel=1e-9)
     assert r > _la1_by_hand()  # a cheap simulated run no longer lowers the next y*
     sp = math.sqrt(math.pi)
-    ctx = _three_configs(1, switches=Switches(gh_scale=1 / sp, skip_nonpositive=True),
-                         gh_w_scale=sp)
-    (r, c), = explore_chunk(ctx, [2])
+    ctx = _three_configs(
+        1, switches=Switches(gh_scale=1 / sp, skip_nonpositive=True), gh_w_scale=sp
+    )
+    ((r, c),) = explore_chunk(ctx, [2])
     assert r == pytest.approx(_la1_by_hand(1 / sp, sp), rel=1e-9)
     assert c == pytest.approx(1.0 + sp)
-    (r, c), = explore_chunk(_three_configs(1, discount_cost=True), [2])
+    ((r, c),) = explore_chunk(_three_configs(1, discount_cost=True), [2])
     assert c == pytest.approx(1.0 + GAMMA)
 
 
@@ -113,17 +143,39 @@ def test_full_refit_is_a_fresh_fit_of_the_simulated_state(best_split):
     key, n_trees, mf = 77, 5, 2
     sw = Switches(best_split=best_split, full_refit=True)
     ctx = PathContext(
-        Xc=F[tested], yc=y, nc=6, Xa=np.zeros((0, 3)), ya=np.zeros(0), na=0, F=F,
-        price=np.ones(20), untested=untested, budget=math.inf, time_max=math.inf,
-        cost_max=math.inf, acc_min=-math.inf, best=float(y.min()), worst=float(y.max()),
-        gh_t=t, gh_w=w, gha_t=np.zeros(1), gha_w=np.ones(1), la=1, gamma=GAMMA,
-        discount_cost=False, key=key, n_trees=n_trees, n_trees_acc=1, max_features=mf,
-        floor_rel=1e-3, switches=sw)
+        Xc=F[tested],
+        yc=y,
+        nc=6,
+        Xa=np.zeros((0, 3)),
+        ya=np.zeros(0),
+        na=0,
+        F=F,
+        price=np.ones(20),
+        untested=untested,
+        budget=math.inf,
+        time_max=math.inf,
+        cost_max=math.inf,
+        acc_min=-math.inf,
+        best=float(y.min()),
+        worst=float(y.max()),
+        gh_t=t,
+        gh_w=w,
+        gha_t=np.zeros(1),
+        gha_w=np.ones(1),
+        la=1,
+        gamma=GAMMA,
+        discount_cost=False,
+        key=key,
+        n_trees=n_trees,
+        n_trees_acc=1,
+        max_features=mf,
+        floor_rel=1e-3,
+        switches=sw,
+    )
 
     def fit(X, yy):
         out = np.empty((n_trees, 20))
-        forest_outputs(X, yy, len(yy), mix_key(np.uint64(key), 0), n_trees, mf, F, out,
-                       best_split)
+        forest_outputs(X, yy, len(yy), mix_key(np.uint64(key), 0), n_trees, mf, F, out, best_split)
         mu, sd = np.empty(20), np.empty(20)
         gaussian_summary(out, std_floor(yy, len(yy), 1e-3), mu, sd)
         return mu, sd
@@ -141,7 +193,7 @@ def test_full_refit_is_a_fresh_fit_of_the_simulated_state(best_split):
         nxt = int(np.argmax(eic))
         reward += GAMMA * wi * eic[nxt]
         cost += wi * mu_i[nxt]
-    (r, c), = explore_chunk(ctx, [x])
+    ((r, c),) = explore_chunk(ctx, [x])
     assert (r, c) == pytest.approx((reward, cost), rel=1e-9)
 
 
@@ -152,7 +204,7 @@ def test_budget_filter_and_empty_next_step():
     *_, eic, arg = level_predictions(_three_configs(0, budget=1.25))
     assert (eic[1:] >= 0).all() and arg in (1, 2)
     # with budget 1.25 no simulated state can afford B after X: the paths stop at X
-    (r, c), = explore_chunk(_three_configs(1, budget=1.25), [2])
+    ((r, c),) = explore_chunk(_three_configs(1, budget=1.25), [2])
     assert r == pytest.approx(R / math.sqrt(2 * math.pi)) and c == pytest.approx(1.0)
 
 
@@ -176,8 +228,9 @@ class ProcessExecutor:
 
 def _trace(executor, la=2, seed=3, steps=14):
     oracle = Oracle(make_synthetic())
-    opt = make_optimizer("lynceus", oracle.space, oracle.problem, seed=seed, executor=executor,
-                         la=la, path_chunks=3)
+    opt = make_optimizer(
+        "lynceus", oracle.space, oracle.problem, seed=seed, executor=executor, la=la, path_chunks=3
+    )
     stepper = Stepper(opt, oracle, seed=0)
     picks = []
     while len(picks) < steps and (step := stepper.step()) is not None:

@@ -13,12 +13,12 @@ import sys
 import numpy as np
 import pytest
 
-from farm.run.loop import execute
-from optimizers.peers.grid import GridView, constraint_values, penalised_objective
-from optimizers.registry import make_optimizer
-from oracle import Constraint, Dimension, Objective, Observation, Problem, SearchSpace
-from oracle.oracle import Oracle
-from oracle.synthetic import make_synthetic
+from optfarm.farm.run.loop import execute
+from optfarm.optimizers.peers.grid import GridView, constraint_values, penalised_objective
+from optfarm.optimizers.registry import make_optimizer
+from optfarm.oracle import Constraint, Dimension, Objective, Observation, Problem, SearchSpace
+from optfarm.oracle.oracle import Oracle
+from optfarm.oracle.synthetic import make_synthetic
 
 
 @pytest.fixture(scope="module")
@@ -29,13 +29,20 @@ def oracle():
 # -- the native parameters ----------------------------------------------------------------------
 def test_every_measured_configuration_is_found_and_a_missing_combination_is_none():
     # a table measuring 3 of the 4 combinations of n x vm (and a constant zone)
-    full = SearchSpace.product([Dimension("n", "ordinal", (2, 8), log=True),
-                                Dimension("vm", "categorical", ("a", "b")),
-                                Dimension("zone", "categorical", ("eu",))],
-                               price_per_s=lambda c: 1.0)
+    full = SearchSpace.product(
+        [
+            Dimension("n", "ordinal", (2, 8), log=True),
+            Dimension("vm", "categorical", ("a", "b")),
+            Dimension("zone", "categorical", ("eu",)),
+        ],
+        price_per_s=lambda c: 1.0,
+    )
     keep = np.array([0, 1, 3])
-    space = SearchSpace(full.dimensions, {k: np.asarray(v)[keep] for k, v in
-                                          full.configs.items()}, full.price_per_s[keep])
+    space = SearchSpace(
+        full.dimensions,
+        {k: np.asarray(v)[keep] for k, v in full.configs.items()},
+        full.price_per_s[keep],
+    )
     grid = GridView(space)
     assert grid.parameters() == [("n", "ordinal", (2, 8)), ("vm", "categorical", ("a", "b"))]
     assert [grid.lookup(space.config(i)) for i in range(3)] == [0, 1, 2]
@@ -51,24 +58,32 @@ def test_optuna_and_smac_get_native_distributions(oracle):
     for name, dist in tpe.distributions.items():
         if kinds[name] == "categorical":
             assert isinstance(dist, optuna.distributions.CategoricalDistribution)
-        else:   # the ranks of the measured values
+        else:  # the ranks of the measured values
             values = next(d.values for d in oracle.space.dimensions if d.name == name)
             assert (dist.low, dist.high, dist.step) == (0, len(values) - 1, 1)
     smac = make_optimizer("smac-hpo", oracle.space, oracle.problem, 0)
     hps = {hp.name: type(hp).__name__ for hp in smac.scenario.configspace.values()}
     assert {n: k for n, k in hps.items()} == {
-        d.name: "CategoricalHyperparameter" if d.kind == "categorical"
-        else "OrdinalHyperparameter" for d in oracle.space.dimensions}
+        d.name: "CategoricalHyperparameter" if d.kind == "categorical" else "OrdinalHyperparameter"
+        for d in oracle.space.dimensions
+    }
 
 
 def _sparse_space() -> SearchSpace:
     """6 x 4 combinations, of which the table measured the 12 with n + vm index even."""
-    full = SearchSpace.product([Dimension("n", "ordinal", (1, 2, 4, 8, 16, 32), log=True),
-                                Dimension("vm", "categorical", ("a", "b", "c", "d"))],
-                               price_per_s=lambda c: 1.0)
+    full = SearchSpace.product(
+        [
+            Dimension("n", "ordinal", (1, 2, 4, 8, 16, 32), log=True),
+            Dimension("vm", "categorical", ("a", "b", "c", "d")),
+        ],
+        price_per_s=lambda c: 1.0,
+    )
     keep = np.array([i for i in range(full.n_configs) if (i // 4 + i % 4) % 2 == 0])
-    return SearchSpace(full.dimensions, {k: np.asarray(v)[keep]
-                                         for k, v in full.configs.items()}, full.price_per_s[keep])
+    return SearchSpace(
+        full.dimensions,
+        {k: np.asarray(v)[keep] for k, v in full.configs.items()},
+        full.price_per_s[keep],
+    )
 
 
 @pytest.mark.parametrize("name", ["optuna-tpe", "optuna-random", "optuna-cmaes", "smac-hpo"])
@@ -89,23 +104,27 @@ def test_a_combination_never_measured_is_a_failed_trial_not_an_evaluation(name):
     assert opt.unmeasured_answers > 0
     if name == "smac-hpo":
         from smac.runhistory.enumerations import StatusType
+
         crashed = [v for v in opt.smac.runhistory.values() if v.status == StatusType.CRASHED]
         assert len(crashed) == opt.unmeasured_answers
     else:
         from optuna.trial import TrialState
+
         pruned = opt.trials(states=(TrialState.PRUNED,))
         assert len(pruned) == opt.unmeasured_answers
 
 
 def test_constraint_values_are_relative_violations():
-    problem = Problem(Objective("accuracy", "max"),
-                      (Constraint("time", "<=", 200.0), Constraint("accuracy", ">=", 0.8)))
+    problem = Problem(
+        Objective("accuracy", "max"),
+        (Constraint("time", "<=", 200.0), Constraint("accuracy", ">=", 0.8)),
+    )
     assert constraint_values(problem, Observation(300.0, 1.0, 0.6)) == pytest.approx([0.5, 0.25])
-    assert constraint_values(problem, Observation(100.0, 1.0, 0.9)) == pytest.approx(
-        [-0.5, -0.125])
+    assert constraint_values(problem, Observation(100.0, 1.0, 0.9)) == pytest.approx([-0.5, -0.125])
     # a timed-out run violates every constraint, even one its partial values meet
-    assert all(v > 0 for v in constraint_values(problem, Observation(100.0, 1.0, 0.9,
-                                                                      timed_out=True)))
+    assert all(
+        v > 0 for v in constraint_values(problem, Observation(100.0, 1.0, 0.9, timed_out=True))
+    )
 
 
 def test_penalised_objective_scales_by_the_violation():
@@ -115,7 +134,8 @@ def test_penalised_objective_scales_by_the_violation():
     acc_problem = Problem(Objective("accuracy", "max"), (Constraint("cost", "<=", 0.1),))
     # TrimTuner's Accuracy_C: accuracy x C_max / cost
     assert penalised_objective(acc_problem, Observation(10.0, 0.15, 0.8)) == pytest.approx(
-        0.8 * 0.1 / 0.15)
+        0.8 * 0.1 / 0.15
+    )
 
 
 # -- the peers over the table -----------------------------------------------------------------
@@ -193,15 +213,17 @@ def test_smac_takes_costs_of_any_magnitude():
     """Costs of order 1e7 (Guindani's VM x ms) with repeats of the cheapest: SMAC's log-scaled
     encoder rounded their minimum to log(0) before costs were told in the first one's units."""
     pytest.importorskip("smac", reason="smac-hpo needs optfarm[peers]")
-    space = SearchSpace.product([Dimension("n_vm", "ordinal", tuple(range(1, 9)))],
-                                price_per_s=lambda c: 1.0)
+    space = SearchSpace.product(
+        [Dimension("n_vm", "ordinal", tuple(range(1, 9)))], price_per_s=lambda c: 1.0
+    )
     problem = Problem(Objective("cost", "min"), (Constraint("time", "<=", 100.0),))
     opt = make_optimizer("smac-hpo", space, problem, 0, n_trials=8)
     ids = []
     while (s := opt.suggest()) is not None:
         n_vm = space.config(s.config_id)["n_vm"]
-        opt.observe(s, Observation(time=400.0 / n_vm, cost=3.0e7 + 1e6 * abs(n_vm - 5),
-                                   accuracy=math.nan))
+        opt.observe(
+            s, Observation(time=400.0 / n_vm, cost=3.0e7 + 1e6 * abs(n_vm - 5), accuracy=math.nan)
+        )
         ids.append(s.config_id)
     # no failure on the way, and every configuration run (SMAC's own retries, 16 by default,
     # could end the run one short)
@@ -230,9 +252,9 @@ def test_cma_es_restarts_where_it_overflowed_on_a_scout_table(shared_datasets):
     # CMA-ES sees) and cmaes raised "Abs of all param values must be less than 1e+32" after
     # 2,311 trials; its own divergence test now restarts it instead
     pytest.importorskip("cmaes", reason="optuna-cmaes needs optfarm[peers]")
-    from farm.run.loop import Stepper
-    from farm.run.spec import RunSpec
-    from oracle.formats import FORMATS
+    from optfarm.farm.run.loop import Stepper
+    from optfarm.farm.run.spec import RunSpec
+    from optfarm.oracle.formats import FORMATS
 
     name = "scout-join_bigdata_spark"
     dataset = next(d for d in FORMATS["scout"](shared_datasets / "scout") if d.name == name)
@@ -244,12 +266,13 @@ def test_cma_es_restarts_where_it_overflowed_on_a_scout_table(shared_datasets):
         pass
     assert opt.spent >= oracle.problem.budget and opt.restarts >= 1
     assert len(opt.studies) == opt.restarts + 1
-    assert opt.popsize == 6 * 2 ** opt.restarts   # cmaes' 4 + 3 ln 2, doubled per restart
+    assert opt.popsize == 6 * 2**opt.restarts  # cmaes' 4 + 3 ln 2, doubled per restart
 
 
-
-@pytest.mark.parametrize("name, end", [("guindani-kmeans", ("exhausted", 20)),
-                                       ("guindani-query26-vm-ram", ("iterations", 33))])
+@pytest.mark.parametrize(
+    "name, end",
+    [("guindani-kmeans", ("exhausted", 20)), ("guindani-query26-vm-ram", ("iterations", 33))],
+)
 def test_cma_es_runs_the_guindani_tables_to_their_end(shared_datasets, name, end):
     # peers-guindani.yaml, 33 evaluations, seeds 0-9. K-means: 20 configurations of one
     # dimension; restarted from the space's centre and after pycma's tolstagnation (3,300 asks
@@ -258,12 +281,11 @@ def test_cma_es_runs_the_guindani_tables_to_their_end(shared_datasets, name, end
     # the 115 combinations measured; a restart whose mean fell where the table measured
     # nothing told CMA-ES no generation, so no stopping test ran and the peer gave up
     pytest.importorskip("cmaes", reason="optuna-cmaes needs optfarm[peers]")
-    from farm.run.loop import run_one
-    from farm.run.spec import RunSpec
-    from oracle.formats import FORMATS
+    from optfarm.farm.run.loop import run_one
+    from optfarm.farm.run.spec import RunSpec
+    from optfarm.oracle.formats import FORMATS
 
-    dataset = next(d for d in FORMATS["guindani"](shared_datasets / "guindani")
-                   if d.name == name)
+    dataset = next(d for d in FORMATS["guindani"](shared_datasets / "guindani") if d.name == name)
     ends = {}
     for seed in range(10):
         spec = RunSpec(name, "optuna-cmaes", seed, {}, iterations=33)
@@ -279,17 +301,19 @@ def test_gp_draws_at_random_after_a_repeat_and_runs_a_small_table_to_its_end(sha
     # it gave up before the table's end; after an ask that brought nothing new the peer now
     # draws at random, so even that patience runs the whole table
     pytest.importorskip("torch", reason="optuna-gp needs torch (optfarm[peers])")
-    from farm.run.loop import Stepper
-    from farm.run.spec import RunSpec
-    from oracle.formats import FORMATS
+    from optfarm.farm.run.loop import Stepper
+    from optfarm.farm.run.spec import RunSpec
+    from optfarm.oracle.formats import FORMATS
 
-    dataset = next(d for d in FORMATS["guindani"](shared_datasets / "guindani")
-                   if d.name == "guindani-kmeans")
+    dataset = next(
+        d for d in FORMATS["guindani"](shared_datasets / "guindani") if d.name == "guindani-kmeans"
+    )
     for seed in range(3):
         spec = RunSpec(dataset.name, "optuna-gp", seed, {}, iterations=33)
         oracle = Oracle(dataset, spec.problem(dataset))
-        opt = make_optimizer("optuna-gp", oracle.space, oracle.problem, seed, evaluations=33,
-                             patience=200)
+        opt = make_optimizer(
+            "optuna-gp", oracle.space, oracle.problem, seed, evaluations=33, patience=200
+        )
         stepper = Stepper(opt, oracle, seed)
         while stepper.stop_reason(33) is None and stepper.step() is not None:
             pass
@@ -301,12 +325,13 @@ def test_smac_runs_a_small_table_to_its_end(shared_datasets):
     # space exhausted" on seed 0 after 14 of the 20 configurations (its random draws found
     # only configurations it had proposed); it now retries as long as the peer's patience
     pytest.importorskip("smac", reason="smac-hpo needs optfarm[peers]")
-    from farm.run.loop import run_one
-    from farm.run.spec import RunSpec
-    from oracle.formats import FORMATS
+    from optfarm.farm.run.loop import run_one
+    from optfarm.farm.run.spec import RunSpec
+    from optfarm.oracle.formats import FORMATS
 
-    dataset = next(d for d in FORMATS["guindani"](shared_datasets / "guindani")
-                   if d.name == "guindani-kmeans")
+    dataset = next(
+        d for d in FORMATS["guindani"](shared_datasets / "guindani") if d.name == "guindani-kmeans"
+    )
     ends = {}
     for seed in range(3):
         spec = RunSpec(dataset.name, "smac-hpo", seed, {}, iterations=33)
@@ -314,11 +339,12 @@ def test_smac_runs_a_small_table_to_its_end(shared_datasets):
         ends[seed] = (summary["stop_reason"], summary["n_evaluations"])
     assert ends == {seed: ("exhausted", 20) for seed in range(3)}
 
+
 # -- without the extra ------------------------------------------------------------------------
 _WITHOUT_OPTUNA = """
 import sys
 sys.modules["optuna"] = None       # as if optfarm[peers] were not installed
-from farm.cli import main
+from optfarm.farm.cli import main
 code = main(["optimizers"])
 assert code == 0, code
 code = main(["run", "--optimizer", "random", "--iterations", "3"])
@@ -329,19 +355,22 @@ sys.exit(main(["run", "--optimizer", "optuna-tpe", "--iterations", "3"]))
 
 
 def test_core_works_without_the_extra_and_a_peer_names_it():
-    r = subprocess.run([sys.executable, "-c", _WITHOUT_OPTUNA], capture_output=True,
-                       text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_OPTUNA], capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 2, r.stderr
     listed = [line.split()[0] for line in r.stdout.splitlines() if line.strip()]
     assert "optuna-tpe" in listed and "optuna-gp" in listed
     assert r.stderr.strip().splitlines() == [
-        "farm: error: optuna-tpe needs optuna, which is not installed: "
-        "pip install 'optfarm[peers]'"]
+        "farm: error: optuna-tpe needs optuna, which is not installed: pip install 'optfarm[peers]'"
+    ]
 
 
 def test_the_core_does_not_import_optuna():
-    code = ("import sys; from farm.cli import main; main(['optimizers']); "
-            "main(['run', '--iterations', '3']); print('optuna' in sys.modules)")
+    code = (
+        "import sys; from optfarm.farm.cli import main; main(['optimizers']); "
+        "main(['run', '--iterations', '3']); print('optuna' in sys.modules)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "False"

@@ -1,6 +1,6 @@
 """The Optuna TPE peer against a TPE a user would write directly against Optuna (issue 25).
 
-``direct_tpe`` is that user's loop, written without any of ``optimizers.peers``: every
+``direct_tpe`` is that user's loop, written without any of ``optfarm.optimizers.peers``: every
 dimension a ``suggest_categorical``, the constraints through ``Trial.set_constraint``, a
 configuration already run answered with the values it had (no second charge), the
 recommendation the cheapest configuration observed feasible. A combination the table never
@@ -25,17 +25,18 @@ import math
 import numpy as np
 import pytest
 
-from farm.run.loop import run_one
-from farm.run.metrics import cno, quantile
-from farm.run.spec import RunSpec
-from oracle.oracle import Oracle
+from optfarm.farm.run.loop import run_one
+from optfarm.farm.run.metrics import cno, quantile
+from optfarm.farm.run.spec import RunSpec
+from optfarm.oracle.oracle import Oracle
 
 DATASET, SEEDS, EVALUATIONS, TARGET = "lynceus-multilayer", range(1, 11), 400, 1.1
-MAX_ASKS = 20_000   # the direct loop's own guard against a sampler that only repeats
+MAX_ASKS = 20_000  # the direct loop's own guard against a sampler that only repeats
 
 
-def direct_tpe(oracle: Oracle, seed: int, evaluations: int = EVALUATIONS,
-               target: float = TARGET) -> float:
+def direct_tpe(
+    oracle: Oracle, seed: int, evaluations: int = EVALUATIONS, target: float = TARGET
+) -> float:
     """The exploration cost at which the direct TPE's recommendation first reaches CNO <=
     ``target`` (inf if not within ``evaluations`` evaluations)."""
     import optuna
@@ -52,11 +53,15 @@ def direct_tpe(oracle: Oracle, seed: int, evaluations: int = EVALUATIONS,
         if len(seen) >= evaluations:
             break
         trial = study.ask()
-        config = {d.name: trial.suggest_categorical(
-            d.name, [v.item() if hasattr(v, "item") else v for v in d.values]) for d in dims}
+        config = {
+            d.name: trial.suggest_categorical(
+                d.name, [v.item() if hasattr(v, "item") else v for v in d.values]
+            )
+            for d in dims
+        }
         try:
             config_id = space.index({**config, **fixed})
-        except KeyError:   # a combination the table never measured: infeasible
+        except KeyError:  # a combination the table never measured: infeasible
             for c in problem.constraints:
                 trial.set_constraint(str(c), 1.0)
             study.tell(trial, max((cost for cost, _ in seen.values()), default=0.0))
@@ -64,9 +69,15 @@ def direct_tpe(oracle: Oracle, seed: int, evaluations: int = EVALUATIONS,
         if config_id not in seen:
             obs = oracle.run(config_id, 1.0, noise)
             spent += obs.cost
-            violations = [(obs.value(c.metric) - c.threshold if c.op == "<=" else
-                           c.threshold - obs.value(c.metric)) / abs(c.threshold)
-                          for c in problem.constraints]
+            violations = [
+                (
+                    obs.value(c.metric) - c.threshold
+                    if c.op == "<="
+                    else c.threshold - obs.value(c.metric)
+                )
+                / abs(c.threshold)
+                for c in problem.constraints
+            ]
             seen[config_id] = (obs.cost, violations)
             if all(v <= 0 for v in violations) and (best is None or obs.cost < seen[best][0]):
                 best = config_id
@@ -81,27 +92,28 @@ def direct_tpe(oracle: Oracle, seed: int, evaluations: int = EVALUATIONS,
 
 def optuna_tpe(oracle: Oracle, seed: int) -> tuple[float, str]:
     """optuna-tpe through the farm's run loop: (cost to CNO <= 1.1 or inf, stop reason)."""
-    s = run_one(RunSpec(DATASET, "optuna-tpe", seed, {}, iterations=EVALUATIONS,
-                        until="cno<=1.1"), oracle).summary
+    s = run_one(
+        RunSpec(DATASET, "optuna-tpe", seed, {}, iterations=EVALUATIONS, until="cno<=1.1"), oracle
+    ).summary
     reached = s["exploration_cost_to_reach"]["cno<=1.1"]
     return (math.inf if reached is None else reached), s["stop_reason"]
 
 
-@pytest.mark.slow   # 13 min at nice 19, load 17 (the peer's runs; the direct ones take seconds)
-def test_the_tpe_peer_reaches_the_target_as_often_as_a_direct_categorical_tpe(
-        shared_datasets):
+@pytest.mark.slow  # 13 min at nice 19, load 17 (the peer's runs; the direct ones take seconds)
+def test_the_tpe_peer_reaches_the_target_as_often_as_a_direct_categorical_tpe(shared_datasets):
     pytest.importorskip("optuna", reason="the peers need optfarm[peers]")
-    from oracle.formats import FORMATS
+    from optfarm.oracle.formats import FORMATS
 
-    dataset = next(d for d in FORMATS["lynceus"](shared_datasets / "lynceus")
-                   if d.name == DATASET)
+    dataset = next(d for d in FORMATS["lynceus"](shared_datasets / "lynceus") if d.name == DATASET)
     oracle = Oracle(dataset, RunSpec(DATASET, "optuna-tpe", 0, {}).problem(dataset))
     direct = [direct_tpe(oracle, seed) for seed in SEEDS]
     peer, stops = zip(*(optuna_tpe(oracle, seed) for seed in SEEDS))
     for name, costs in (("direct TPE", direct), ("optuna-tpe", peer)):
-        print(f"{name}: reached CNO <= {TARGET} on {int(np.isfinite(costs).sum())} of "
-              f"{len(costs)} seeds, p90 cost {quantile(costs, 0.9):.4g}, per seed "
-              + ", ".join(f"{c:.3g}" for c in costs))
+        print(
+            f"{name}: reached CNO <= {TARGET} on {int(np.isfinite(costs).sum())} of "
+            f"{len(costs)} seeds, p90 cost {quantile(costs, 0.9):.4g}, per seed "
+            + ", ".join(f"{c:.3g}" for c in costs)
+        )
     print("optuna-tpe stop reasons:", stops)
     assert np.isfinite(peer).sum() >= np.isfinite(direct).sum()
     assert set(stops) <= {"target", "iterations"}, "a peer stopped itself before the budget"

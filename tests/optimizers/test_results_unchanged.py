@@ -1,13 +1,13 @@
 """Golden traces: speed work must not change what the optimizers suggest.
 
-Each case is a short run (``farm.run.loop.run_one``, the loop ``farm run`` and sweeps use) whose
-sequence of (config_id, fidelity) was recorded with the optimizers as they landed
+Each case is a short run (``optfarm.farm.run.loop.run_one``, the loop ``farm run`` and sweeps use)
+whose sequence of (config_id, fidelity) was recorded with the optimizers as they landed
 (Lynceus family: issue 3; entropy-search family: issue 4, re-recorded when the TrimTuner data
 began to encode the VM type as one ordinal feature and TrimTuner took the authors' CEA
 incumbent rule). The cases pin ``init_share`` at 1: the papers' bootstrap sizes, which the
-default would cap at a quarter of these short runs. A change of the algorithms themselves that moves these sequences must say so
-and re-record them here (print the new sequence with ``_sequence``). The sequences are
-configuration ids, not data.
+default would cap at a quarter of these short runs. A change of the algorithms themselves that moves
+these sequences must say so and re-record them here (print the new sequence with ``_sequence``). The
+sequences are configuration ids, not data.
 
 What is compared, and with which tolerance:
 
@@ -44,53 +44,148 @@ from pathlib import Path
 
 import pytest
 
-import optimizers.registry
-from farm.run.loop import run_one
-from farm.run.spec import RunSpec
-from oracle.formats import FORMATS
-from oracle.oracle import Oracle
+import optfarm.optimizers.registry
+from optfarm.farm.run.loop import run_one
+from optfarm.farm.run.spec import RunSpec
+from optfarm.oracle.formats import FORMATS
+from optfarm.oracle.oracle import Oracle
 
-NEAR_TIE = 1e-6   # a decision won by less (relative) may flip with the numerics, see above
-RECORDED_KERNEL = "Haswell"   # OpenBLAS's kernel the slow goldens were recorded with (x86-64)
+NEAR_TIE = 1e-6  # a decision won by less (relative) may flip with the numerics, see above
+RECORDED_KERNEL = "Haswell"  # OpenBLAS's kernel the slow goldens were recorded with (x86-64)
 
 # (dataset, optimizer, params, seed, iterations) -> [(config_id, fidelity), ...]
 F60 = round(1 / 60, 6)
 GOLDEN = {
     # Lynceus LA=2, timeout tg (12 LHS bootstrap runs, then 8 look-ahead steps)
     ("lynceus-rnn", "lynceus", (("la", 2), ("init_share", 1.0)), 0, 20): [
-        (181, 1.0), (99, 1.0), (200, 1.0), (376, 1.0), (54, 1.0), (84, 1.0), (199, 1.0),
-        (19, 1.0), (318, 1.0), (331, 1.0), (212, 1.0), (368, 1.0), (225, 1.0), (214, 1.0),
-        (196, 1.0), (201, 1.0), (59, 1.0), (268, 1.0), (224, 1.0), (77, 1.0)],
+        (181, 1.0),
+        (99, 1.0),
+        (200, 1.0),
+        (376, 1.0),
+        (54, 1.0),
+        (84, 1.0),
+        (199, 1.0),
+        (19, 1.0),
+        (318, 1.0),
+        (331, 1.0),
+        (212, 1.0),
+        (368, 1.0),
+        (225, 1.0),
+        (214, 1.0),
+        (196, 1.0),
+        (201, 1.0),
+        (59, 1.0),
+        (268, 1.0),
+        (224, 1.0),
+        (77, 1.0),
+    ],
     ("lynceus-rnn", "lynceus", (("la", 2), ("init_share", 1.0)), 1, 20): [
-        (320, 1.0), (122, 1.0), (100, 1.0), (309, 1.0), (244, 1.0), (143, 1.0), (89, 1.0),
-        (174, 1.0), (195, 1.0), (294, 1.0), (269, 1.0), (15, 1.0), (189, 1.0), (378, 1.0),
-        (355, 1.0), (381, 1.0), (328, 1.0), (70, 1.0), (210, 1.0), (321, 1.0)],
+        (320, 1.0),
+        (122, 1.0),
+        (100, 1.0),
+        (309, 1.0),
+        (244, 1.0),
+        (143, 1.0),
+        (89, 1.0),
+        (174, 1.0),
+        (195, 1.0),
+        (294, 1.0),
+        (269, 1.0),
+        (15, 1.0),
+        (189, 1.0),
+        (378, 1.0),
+        (355, 1.0),
+        (381, 1.0),
+        (328, 1.0),
+        (70, 1.0),
+        (210, 1.0),
+        (321, 1.0),
+    ],
     # EIc/USD (LA = 0, no timeout)
     ("lynceus-rnn", "eic-usd", (("init_share", 1.0),), 0, 20): [
-        (181, 1.0), (99, 1.0), (200, 1.0), (376, 1.0), (54, 1.0), (84, 1.0), (199, 1.0),
-        (19, 1.0), (318, 1.0), (331, 1.0), (212, 1.0), (368, 1.0), (227, 1.0), (284, 1.0),
-        (225, 1.0), (196, 1.0), (232, 1.0), (85, 1.0), (235, 1.0), (213, 1.0)],
+        (181, 1.0),
+        (99, 1.0),
+        (200, 1.0),
+        (376, 1.0),
+        (54, 1.0),
+        (84, 1.0),
+        (199, 1.0),
+        (19, 1.0),
+        (318, 1.0),
+        (331, 1.0),
+        (212, 1.0),
+        (368, 1.0),
+        (227, 1.0),
+        (284, 1.0),
+        (225, 1.0),
+        (196, 1.0),
+        (232, 1.0),
+        (85, 1.0),
+        (235, 1.0),
+        (213, 1.0),
+    ],
     # TrimTuner-DT, CEA 10% (bootstrap run at s = 1/2, then 7 steps over (x, s))
     ("trimtuner-rnn", "trimtuner", (("model", "dt"), ("filter", "cea"), ("beta", 0.1)), 0, 8): [
-        (147, 0.5), (50, F60), (240, F60), (228, 0.1), (230, 0.1), (0, 0.1), (232, 0.1),
-        (244, 0.1)],
+        (147, 0.5),
+        (50, F60),
+        (240, F60),
+        (228, 0.1),
+        (230, 0.1),
+        (0, 0.1),
+        (232, 0.1),
+        (244, 0.1),
+    ],
     # EIc (CherryPick-style GP, MCMC hyperparameters; 4 LHS points, then 4 steps)
     ("trimtuner-rnn", "eic", (("init_share", 1.0),), 0, 8): [
-        (197, 1.0), (80, 1.0), (247, 1.0), (15, 1.0), (236, 1.0), (92, 1.0), (76, 1.0),
-        (82, 1.0)],
+        (197, 1.0),
+        (80, 1.0),
+        (247, 1.0),
+        (15, 1.0),
+        (236, 1.0),
+        (92, 1.0),
+        (76, 1.0),
+        (82, 1.0),
+    ],
 }
 SLOW_GOLDEN = {
     ("lynceus-rnn", "lynceus", (("la", 3), ("init_share", 1.0)), 0, 16): [
-        (181, 1.0), (99, 1.0), (200, 1.0), (376, 1.0), (54, 1.0), (84, 1.0), (199, 1.0),
-        (19, 1.0), (318, 1.0), (331, 1.0), (212, 1.0), (368, 1.0), (379, 1.0), (287, 1.0),
-        (192, 1.0), (130, 1.0)],
+        (181, 1.0),
+        (99, 1.0),
+        (200, 1.0),
+        (376, 1.0),
+        (54, 1.0),
+        (84, 1.0),
+        (199, 1.0),
+        (19, 1.0),
+        (318, 1.0),
+        (331, 1.0),
+        (212, 1.0),
+        (368, 1.0),
+        (379, 1.0),
+        (287, 1.0),
+        (192, 1.0),
+        (130, 1.0),
+    ],
     ("trimtuner-rnn", "trimtuner", (("model", "gp"), ("hyper", "ml")), 0, 6): [
-        (147, 0.5), (182, F60), (210, F60), (258, F60), (38, F60), (54, 0.1)],
+        (147, 0.5),
+        (182, F60),
+        (210, F60),
+        (258, F60),
+        (38, F60),
+        (54, 0.1),
+    ],
 }
 # Chunking of the look-ahead's first-step candidates must not matter either.
-CHUNKED = {("lynceus-rnn", "lynceus", (("la", 2), ("init_share", 1.0), ("path_chunks", chunks)),
-            1, 20): GOLDEN[("lynceus-rnn", "lynceus", (("la", 2), ("init_share", 1.0)), 1, 20)]
-           for chunks in (1, 7)}
+CHUNKED = {
+    (
+        "lynceus-rnn",
+        "lynceus",
+        (("la", 2), ("init_share", 1.0), ("path_chunks", chunks)),
+        1,
+        20,
+    ): GOLDEN[("lynceus-rnn", "lynceus", (("la", 2), ("init_share", 1.0)), 1, 20)]
+    for chunks in (1, 7)
+}
 
 
 @pytest.fixture(scope="module")
@@ -108,8 +203,10 @@ def _sequence(datasets, case):
     dataset = datasets[name]
     spec = RunSpec(name, optimizer, seed, dict(params), iterations=iterations)
     trace = run_one(spec, oracle=Oracle(dataset, spec.problem(dataset))).trace
-    return [(c, round(f, 6)) for c, f in zip(trace.column("config_id").to_pylist(),
-                                            trace.column("fidelity").to_pylist())]
+    return [
+        (c, round(f, 6))
+        for c, f in zip(trace.column("config_id").to_pylist(), trace.column("fidelity").to_pylist())
+    ]
 
 
 def _following(cls, golden, forced):
@@ -120,8 +217,11 @@ def _following(cls, golden, forced):
         def suggest(self):
             s = super().suggest()
             step = len(self.history)
-            if s is None or step >= len(golden) or (s.config_id, round(s.fidelity, 6)) == \
-                    golden[step]:
+            if (
+                s is None
+                or step >= len(golden)
+                or (s.config_id, round(s.fidelity, 6)) == golden[step]
+            ):
                 return s
             forced.append((step, (s.config_id, round(s.fidelity, 6)), s.margin))
             cid, fid = golden[step]
@@ -133,13 +233,16 @@ def _following(cls, golden, forced):
 
 def _check(datasets, case, golden, monkeypatch):
     forced = []
-    real = optimizers.registry.get
-    monkeypatch.setattr(optimizers.registry, "get",
-                        lambda name: _following(real(name), golden, forced))
+    real = optfarm.optimizers.registry.get
+    monkeypatch.setattr(
+        optfarm.optimizers.registry, "get", lambda name: _following(real(name), golden, forced)
+    )
     assert _sequence(datasets, case) == golden
     for step, choice, margin in forced:
-        assert margin < NEAR_TIE, (f"step {step}: chose {choice} instead of {golden[step]} "
-                                   f"by a margin of {margin:.3g}: a changed decision")
+        assert margin < NEAR_TIE, (
+            f"step {step}: chose {choice} instead of {golden[step]} "
+            f"by a margin of {margin:.3g}: a changed decision"
+        )
 
 
 @pytest.mark.parametrize("case", list(GOLDEN) + list(CHUNKED), ids=str)
@@ -150,13 +253,29 @@ def test_short_runs_reproduce_the_recorded_sequence(oracles, case, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(SLOW_GOLDEN), ids=str)
 def test_slow_runs_reproduce_the_recorded_sequence(oracles, case, monkeypatch, request):
-    if platform.machine() in ("x86_64", "AMD64") and \
-            os.environ.get("OPENBLAS_CORETYPE") != RECORDED_KERNEL:
+    if (
+        platform.machine() in ("x86_64", "AMD64")
+        and os.environ.get("OPENBLAS_CORETYPE") != RECORDED_KERNEL
+    ):
         # the kernel is chosen when numpy loads: run this case again in a child that pins it
         env = {**os.environ, "OPENBLAS_CORETYPE": RECORDED_KERNEL}
-        child = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                "-m", "slow", request.node.nodeid], env=env, text=True,
-                               capture_output=True, cwd=Path(__file__).parents[2])
+        child = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-m",
+                "slow",
+                request.node.nodeid,
+            ],
+            env=env,
+            text=True,
+            capture_output=True,
+            cwd=Path(__file__).parents[2],
+        )
         assert child.returncode == 0, child.stdout[-3000:] + child.stderr[-2000:]
         return
     _check(oracles, case, SLOW_GOLDEN[case], monkeypatch)

@@ -1,5 +1,5 @@
-"""Child seeds have one home, ``optimizers/seeds.py`` (issue 35): no other module of the four
-packages derives one (a seed drawn as ``integers(2**63)``, a ``spawn``, a generator keyed by a
+"""Child seeds have one home, ``optfarm/optimizers/seeds.py`` (issue 35): no other module of the
+four packages derives one (a seed drawn as ``integers(2**63)``, a ``spawn``, a generator keyed by a
 list, a ``SeedSequence``), and the home's functions give the papers' values bit for bit."""
 
 from __future__ import annotations
@@ -9,20 +9,24 @@ from pathlib import Path
 
 import numpy as np
 
-from optimizers.seeds import drawn_seed, keyed_generator, spawned_generator
+from optfarm.optimizers.seeds import drawn_seed, keyed_generator, spawned_generator
 
 ROOT = Path(__file__).resolve().parents[2]
-DERIVATIONS = re.compile(r"integers\(\s*(1\s*,\s*)?2\s*\*\*\s*(63|32|31)|\.spawn\(|"
-                         r"default_rng\(\s*\[|SeedSequence\(")
+DERIVATIONS = re.compile(
+    r"integers\(\s*(1\s*,\s*)?2\s*\*\*\s*(63|32|31)|\.spawn\(|"
+    r"default_rng\(\s*\[|SeedSequence\("
+)
 
 
 def test_no_module_but_the_home_derives_a_child_seed():
-    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
-             for package in ("farm", "optimizers", "oracle", "integrations")
-             for path in sorted((ROOT / package).rglob("*.py"))
-             if path != ROOT / "optimizers" / "seeds.py"
-             for n, line in enumerate(path.read_text().splitlines(), 1)
-             if DERIVATIONS.search(line)]
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for package in ("farm", "optimizers", "oracle", "integrations")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if path != ROOT / "optimizers" / "seeds.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if DERIVATIONS.search(line)
+    ]
     assert found == []
 
 

@@ -9,10 +9,10 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 
-from farm.cli import main as farm_main
-from optimizers.base import Optimizer, Param, Recommendation, Suggestion
-from optimizers.registry import OPTIMIZERS
-from oracle.registry import load
+from optfarm.farm.cli import main as farm_main
+from optfarm.optimizers.base import Optimizer, Param, Recommendation, Suggestion
+from optfarm.optimizers.registry import OPTIMIZERS
+from optfarm.oracle.registry import load
 
 
 class DearestFirst(Optimizer):
@@ -37,9 +37,22 @@ class DearestFirst(Optimizer):
 def test_a_toy_optimizer_runs_through_farm_run(monkeypatch, capsys, tmp_path):
     monkeypatch.setitem(OPTIMIZERS, "dearest-first", f"{__name__}:DearestFirst")  # the line
     trace_path = tmp_path / "trace.parquet"
-    code = farm_main(["run", "--optimizer", "dearest-first", "--dataset", "synthetic",
-                      "--iterations", "12", "--param", "n_init=3", "--json",
-                      "--trace", str(trace_path)])
+    code = farm_main(
+        [
+            "run",
+            "--optimizer",
+            "dearest-first",
+            "--dataset",
+            "synthetic",
+            "--iterations",
+            "12",
+            "--param",
+            "n_init=3",
+            "--json",
+            "--trace",
+            str(trace_path),
+        ]
+    )
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["optimizer"] == "dearest-first" and summary["params"] == {"n_init": 3}

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from optimizers.models._kernels import (
+from optfarm.optimizers.models._kernels import (
     gaussian_summary,
     grow_forest,
     insert_point,
     mix_key,
 )
-from optimizers.models.trees import TreeEnsemble, default_max_features
+from optfarm.optimizers.models.trees import TreeEnsemble, default_max_features
 
 
 def _data(n=30, d=4, seed=0):
@@ -89,17 +89,21 @@ def test_default_max_features_is_weka_random_tree_rule():
 
 def _forest(X, y, Q, n_trees=10, key=11):
     m, n = len(Q), len(y)
-    arrays = (np.empty((n_trees, m)), np.empty((n_trees, m), np.int64),
-              np.empty((n_trees, n + 1), np.int64), np.zeros((n_trees, n + 1), np.int64),
-              np.empty(n_trees, np.int64))
+    arrays = (
+        np.empty((n_trees, m)),
+        np.empty((n_trees, m), np.int64),
+        np.empty((n_trees, n + 1), np.int64),
+        np.zeros((n_trees, n + 1), np.int64),
+        np.empty(n_trees, np.int64),
+    )
     grow_forest(X, y, n, np.uint64(key), n_trees, 2, Q, *arrays)
     return arrays
 
 
 def test_insert_point_regrows_only_the_leaf_of_the_new_point():
     rng = np.random.default_rng(4)
-    Q = rng.random((60, 3))                    # the candidates
-    rows = rng.choice(60, 12, replace=False)   # 12 of them are tested
+    Q = rng.random((60, 3))  # the candidates
+    rows = rng.choice(60, 12, replace=False)  # 12 of them are tested
     X = np.zeros((13, 3))
     X[:12] = Q[rows]
     y = np.zeros(13)
@@ -108,8 +112,9 @@ def test_insert_point_regrows_only_the_leaf_of_the_new_point():
     before_out, before_leaf = out.copy(), cleaf.copy()
     x = int(np.setdiff1d(np.arange(60), rows)[0])
     X[12], y[12] = Q[x], 42.0
-    insert_point(X, y, 12, x, np.uint64(mix_key(np.uint64(5), 1)), 10, 2, Q, out, cleaf, rleaf,
-                 mult, nxt)
+    insert_point(
+        X, y, 12, x, np.uint64(mix_key(np.uint64(5), 1)), 10, 2, Q, out, cleaf, rleaf, mult, nxt
+    )
     for t in range(10):
         same_leaf = before_leaf[t] == before_leaf[t, x]
         np.testing.assert_array_equal(out[t, ~same_leaf], before_out[t, ~same_leaf])
@@ -127,9 +132,13 @@ def test_insert_point_regrows_only_the_leaf_of_the_new_point():
 def _step_forest(y, Q, best_split, n_trees=10, key=3):
     X = (np.arange(len(y)) / len(y))[:, None]
     m, n = len(Q), len(y)
-    arrays = (np.empty((n_trees, m)), np.empty((n_trees, m), np.int64),
-              np.empty((n_trees, n), np.int64), np.zeros((n_trees, n), np.int64),
-              np.empty(n_trees, np.int64))
+    arrays = (
+        np.empty((n_trees, m)),
+        np.empty((n_trees, m), np.int64),
+        np.empty((n_trees, n), np.int64),
+        np.zeros((n_trees, n), np.int64),
+        np.empty(n_trees, np.int64),
+    )
     grow_forest(X, y, n, np.uint64(key), n_trees, 1, Q, *arrays, best_split)
     return arrays
 

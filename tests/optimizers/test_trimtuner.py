@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from farm.run.loop import Stepper, run_one
-from farm.run.spec import RunSpec
-from optimizers.acquisition.analytic import constraints_log_pf
-from optimizers.acquisition.entropy import joint_samples
-from optimizers.base import Recommendation
-from optimizers.registry import make_optimizer
-from optimizers.trimtuner import acquisition_chunk
-from oracle.oracle import Oracle
-from oracle.registry import import_datasets, load
+from optfarm.farm.run.loop import Stepper, run_one
+from optfarm.farm.run.spec import RunSpec
+from optfarm.optimizers.acquisition.analytic import constraints_log_pf
+from optfarm.optimizers.acquisition.entropy import joint_samples
+from optfarm.optimizers.base import Recommendation
+from optfarm.optimizers.registry import make_optimizer
+from optfarm.optimizers.trimtuner import acquisition_chunk
+from optfarm.oracle.oracle import Oracle
+from optfarm.oracle.registry import import_datasets, load
 
 FAST = {"hyper": "ml", "n_mc": 200, "n_representers": 20}
 
@@ -58,8 +58,13 @@ def test_bootstrap_is_one_half_size_run_snapshotting_the_smaller_sizes(rnn):
 
 
 def test_farm_run_reports_accuracy_c_and_cost_to_reach(rnn, tmp_path):
-    spec = RunSpec("trimtuner-rnn", "trimtuner", seed=1,
-                   params={"model": "dt", "filter": "cea", "beta": 0.1}, iterations=8)
+    spec = RunSpec(
+        "trimtuner-rnn",
+        "trimtuner",
+        seed=1,
+        params={"model": "dt", "filter": "cea", "beta": 0.1},
+        iterations=8,
+    )
     result = run_one(spec)
     summary, trace = result.summary, result.trace.to_pylist()
     assert summary["metric"] == "accuracy_c"
@@ -104,8 +109,15 @@ def test_incumbent_rules_cea_by_default_and_the_papers_feasible_rule(rnn):
     ids, accuracy, pf = _tested_at_full_size(opt)
     # the authors' code: the tested configuration with the best accuracy x P(feasible)
     assert opt.recommend() == Recommendation(ids[np.argmax(accuracy * pf)])
-    strict = make_optimizer("trimtuner", rnn.space, rnn.problem, 0, model="dt",
-                            incumbent_rule="feasible", incumbent_pf=0.9)
+    strict = make_optimizer(
+        "trimtuner",
+        rnn.space,
+        rnn.problem,
+        0,
+        model="dt",
+        incumbent_rule="feasible",
+        incumbent_pf=0.9,
+    )
     strict._runs, strict._targets = opt._runs, opt._targets
     ok = pf >= 0.9
     assert ok.any()
@@ -116,8 +128,15 @@ def test_incumbent_rules_cea_by_default_and_the_papers_feasible_rule(rnn):
 def test_gp_run_survives_a_covariance_the_default_eigensolver_rejects(rnn):
     # seed 1 with the random filter reaches, at its 4th step, a 288 x 288 representer
     # covariance on which LAPACK's default symmetric eigensolver does not converge
-    result = run_one(RunSpec("trimtuner-rnn", "trimtuner", seed=1, iterations=5,
-                             params={"model": "gp", "filter": "random", "hyper": "ml"}))
+    result = run_one(
+        RunSpec(
+            "trimtuner-rnn",
+            "trimtuner",
+            seed=1,
+            iterations=5,
+            params={"model": "gp", "filter": "random", "hyper": "ml"},
+        )
+    )
     rows = result.trace.to_pylist()
     assert len(rows) == 5 and [r["phase"] for r in rows] == ["init"] + ["search"] * 4
     measured = {(rows[0]["config_id"], round(f, 6)) for f in (1 / 60, 1 / 10, 1 / 4, 1 / 2)}
@@ -130,8 +149,11 @@ def test_gp_run_survives_a_covariance_the_default_eigensolver_rejects(rnn):
     assert result.summary["pick"]["config_id"] in {c for c, _ in measured}
     at_full_size = {r["config_id"] for r in rows if round(r["fidelity"], 6) == 1.0}
     credited = result.summary["recommendation"]
-    assert credited is None if not at_full_size else \
-        credited is None or credited["config_id"] in at_full_size
+    assert (
+        credited is None
+        if not at_full_size
+        else credited is None or credited["config_id"] in at_full_size
+    )
 
 
 def test_joint_samples_of_a_rank_deficient_covariance():
@@ -169,8 +191,7 @@ def test_eic_baselines_start_with_four_lhs_points_at_full_size(rnn):
     cap = rnn.problem.constraint_on("cost").threshold
     runs = [o for _, o in usd.history]
     feasible = [np.log(1 - o.accuracy) for o in runs if o.cost <= cap]
-    best = min(feasible) if feasible else (max(np.log(1 - o.accuracy) for o in runs)
-                                           + 3 * sd.max())
+    best = min(feasible) if feasible else (max(np.log(1 - o.accuracy) for o in runs) + 3 * sd.max())
     z = (best - mu) / sd
     ei = (best - mu) * stats.norm.cdf(z) + sd * stats.norm.pdf(z)
     pf = stats.norm.cdf(np.log(cap), *pred["cost"])

@@ -1,4 +1,4 @@
-"""Writing a local file whole or not at all (``oracle.atomic_files``): the temporary name is
+"""Writing a local file whole or not at all (``optfarm.oracle.atomic_files``): the temporary name is
 unique to the writer and gone afterwards, a failed write leaves the old file as it was."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from oracle.atomic_files import TEMPORARY_SUFFIX, temporary_name, write_file_atomically
+from optfarm.oracle.atomic_files import TEMPORARY_SUFFIX, temporary_name, write_file_atomically
 
 
 def test_a_write_replaces_the_file_and_leaves_no_temporary(tmp_path):
@@ -26,7 +26,7 @@ def test_two_writers_never_share_a_temporary_name():
 def test_a_failed_write_keeps_the_old_file_and_removes_its_temporary(tmp_path):
     path = tmp_path / "manifest.tsv"
     write_file_atomically(path, "kept\n")
-    (tmp_path / "dir.json").mkdir()   # a folder where the file would go: the rename fails
+    (tmp_path / "dir.json").mkdir()  # a folder where the file would go: the rename fails
     with pytest.raises(OSError):
         write_file_atomically(tmp_path / "dir.json", "lost\n")
     assert path.read_text() == "kept\n"

@@ -6,8 +6,8 @@ import numpy as np
 import pyarrow.compute as pc
 import pytest
 
-from oracle.formats import FORMATS
-from oracle.oracle import Oracle
+from optfarm.oracle.formats import FORMATS
+from optfarm.oracle.oracle import Oracle
 
 
 @pytest.fixture(scope="module")
@@ -27,11 +27,18 @@ def col(dataset, name):
 PRICES = {"t2.small": 0.023, "t2.medium": 0.0464, "t2.xlarge": 0.1856, "t2.2xlarge": 0.3712}
 
 EXPECTED = {  # name: (rows, configurations at s = 1)
-    "trimtuner-cnn": (1440, 288), "trimtuner-rnn": (1440, 288),
-    "lynceus-cnn": (384, 384), "lynceus-multilayer": (384, 384), "lynceus-rnn": (384, 384),
-    "cherrypick-kmeans": (47, 47), "cherrypick-spark": (59, 59),
-    "cherrypick-terasort": (72, 72), "cherrypick-tpcds": (61, 61), "cherrypick-tpch": (52, 52),
-    "guindani-kmeans": (120, 20), "guindani-query26": (115, 20),
+    "trimtuner-cnn": (1440, 288),
+    "trimtuner-rnn": (1440, 288),
+    "lynceus-cnn": (384, 384),
+    "lynceus-multilayer": (384, 384),
+    "lynceus-rnn": (384, 384),
+    "cherrypick-kmeans": (47, 47),
+    "cherrypick-spark": (59, 59),
+    "cherrypick-terasort": (72, 72),
+    "cherrypick-tpcds": (61, 61),
+    "cherrypick-tpch": (52, 52),
+    "guindani-kmeans": (120, 20),
+    "guindani-query26": (115, 20),
     "guindani-query26-vm-ram": (696, 41),
 }
 
@@ -64,7 +71,8 @@ def test_trimtuner_fidelities_and_cost_formula(datasets):
     readme = ((col(d, "n_workers") + 1) * p / 60 + 0.3712 / 60) * (col(d, "time") / 60)
     assert col(d, "cost") == pytest.approx(readme, rel=1e-12)
     assert {"time_std", "accuracy_std", "iterations_std", "intermediate_acc_values"} <= set(
-        d.table.column_names)
+        d.table.column_names
+    )
     assert d.meta.problem.objective.metric == "accuracy"
     # VM types ordered by size, one feature (the TrimTuner authors' encoding); the Lynceus
     # data keeps them categorical
@@ -73,9 +81,9 @@ def test_trimtuner_fidelities_and_cost_formula(datasets):
     assert datasets["lynceus-cnn"].meta.dimensions[0].kind == "categorical"
 
 
-@pytest.mark.parametrize("net, t_max, feasible", [("cnn", 230.7, 192),
-                                                  ("multilayer", 332.2, 192),
-                                                  ("rnn", 61.84, 193)])
+@pytest.mark.parametrize(
+    "net, t_max, feasible", [("cnn", 230.7, 192), ("multilayer", 332.2, 192), ("rnn", 61.84, 193)]
+)
 def test_lynceus_time_limit_leaves_about_half_feasible(datasets, net, t_max, feasible):
     d = datasets[f"lynceus-{net}"]
     oracle = Oracle(d)

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from farm.run.metrics import cno
-from oracle.formats import FORMATS
-from oracle.oracle import Oracle
+from optfarm.farm.run.metrics import cno
+from optfarm.oracle.formats import FORMATS
+from optfarm.oracle.oracle import Oracle
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +25,11 @@ def lynceus_cnn(shared_datasets):
 def test_sample_draws_the_repeated_rows_and_mean_averages_them(kmeans):
     oracle = Oracle(kmeans, aggregate="sample")
     cid = oracle.space.index({"n_vm": 20})
-    rows = kmeans.table.filter(
-        np.asarray(kmeans.table.column("n_vm").to_numpy() == 20)).column("time").to_numpy()
+    rows = (
+        kmeans.table.filter(np.asarray(kmeans.table.column("n_vm").to_numpy() == 20))
+        .column("time")
+        .to_numpy()
+    )
     assert len(rows) == 6
     rng = np.random.default_rng(3)
     drawn = [oracle.run(cid, rng=rng).time for _ in range(200)]

@@ -9,27 +9,39 @@ from pathlib import Path
 
 import pytest
 
-from farm.cli import main
-from oracle import registry
-from oracle.dataset import Dataset, DatasetError
-from oracle.sources import SOURCES, fetch
+from optfarm.farm.cli import main
+from optfarm.oracle import registry
+from optfarm.oracle.dataset import Dataset, DatasetError
+from optfarm.oracle.sources import SOURCES, fetch
 
 
 def test_sources_cover_every_importable_name():
     scout = [n for n in SOURCES if n.startswith("scout-")]
     assert len(scout) == 18
-    assert {"trimtuner-cnn", "trimtuner-rnn", "lynceus-cnn", "lynceus-multilayer",
-            "lynceus-rnn", "cherrypick-kmeans", "cherrypick-spark", "cherrypick-terasort",
-            "cherrypick-tpcds", "cherrypick-tpch", "guindani-kmeans", "guindani-query26",
-            "guindani-query26-vm-ram"} | set(scout) == set(SOURCES)
+    assert {
+        "trimtuner-cnn",
+        "trimtuner-rnn",
+        "lynceus-cnn",
+        "lynceus-multilayer",
+        "lynceus-rnn",
+        "cherrypick-kmeans",
+        "cherrypick-spark",
+        "cherrypick-terasort",
+        "cherrypick-tpcds",
+        "cherrypick-tpch",
+        "guindani-kmeans",
+        "guindani-query26",
+        "guindani-query26-vm-ram",
+    } | set(scout) == set(SOURCES)
     for source in SOURCES.values():
         assert source.repository.startswith("https://github.com/")
         assert all(url.startswith("https://raw.githubusercontent.com/") for url, _ in source.files)
     assert len(SOURCES["scout-join_bigdata_spark"].files) == 69
 
 
-def test_fetch_all_from_a_local_copy_then_list_and_time_the_loads(shared_datasets,
-                                                                 isolated_cache, capsys):
+def test_fetch_all_from_a_local_copy_then_list_and_time_the_loads(
+    shared_datasets, isolated_cache, capsys
+):
     assert main(["datasets", "fetch", "all", "--from", str(shared_datasets)]) == 0
     out = capsys.readouterr().out
     assert out.count("fetched ") == len(SOURCES)
@@ -64,9 +76,13 @@ def test_fetch_missing_files_says_what_to_put_where(tmp_path, isolated_cache):
         fetch(["lynceus-rnn"], from_dir=tmp_path)
     msg = str(e.value)
     assert "\n" not in msg
-    for part in ("files/t2_rnn.csv", "marialcasimiro/Lynceus-ICDCS",
-                 f"{tmp_path}/lynceus/t2_rnn.csv", "farm datasets fetch lynceus-rnn --from",
-                 "farm datasets import lynceus --from"):
+    for part in (
+        "files/t2_rnn.csv",
+        "marialcasimiro/Lynceus-ICDCS",
+        f"{tmp_path}/lynceus/t2_rnn.csv",
+        "farm datasets fetch lynceus-rnn --from",
+        "farm datasets import lynceus --from",
+    ):
         assert part in msg
     assert not list(isolated_cache.glob("*.parquet"))
 
@@ -84,8 +100,7 @@ def test_offline_fetch_names_the_files_and_the_commands(monkeypatch, isolated_ca
     assert not list(isolated_cache.glob("*.parquet"))
 
 
-def test_offline_fetch_all_reports_every_missing_file_at_once(monkeypatch, isolated_cache,
-                                                             capsys):
+def test_offline_fetch_all_reports_every_missing_file_at_once(monkeypatch, isolated_cache, capsys):
     """One summary line, and a manifest with one row per file: what to download, where to
     put it (not 31 round trips, one dataset at a time)."""
     monkeypatch.setenv("OPTFARM_OFFLINE", "1")
@@ -97,32 +112,36 @@ def test_offline_fetch_all_reports_every_missing_file_at_once(monkeypatch, isola
     assert f"{len(SOURCES)} datasets miss {n_files} files" in err and str(manifest) in err
     rows = [line.split("\t") for line in manifest.read_text().splitlines()[1:]]
     assert len(rows) == n_files and {r[0] for r in rows} == set(SOURCES)
-    assert ["lynceus-rnn", SOURCES["lynceus-rnn"].files[0][0],
-            str(isolated_cache / "sources" / "lynceus" / "t2_rnn.csv")] in rows
+    assert [
+        "lynceus-rnn",
+        SOURCES["lynceus-rnn"].files[0][0],
+        str(isolated_cache / "sources" / "lynceus" / "t2_rnn.csv"),
+    ] in rows
     assert not list(isolated_cache.glob("*.parquet"))
 
 
-def test_fetch_takes_the_files_placed_as_the_manifest_says(shared_datasets, monkeypatch,
-                                                         isolated_cache):
+def test_fetch_takes_the_files_placed_as_the_manifest_says(
+    shared_datasets, monkeypatch, isolated_cache
+):
     monkeypatch.setenv("OPTFARM_OFFLINE", "1")
     with pytest.raises(DatasetError):
         fetch(["guindani-kmeans"])
     for line in (isolated_cache / "fetch-missing.tsv").read_text().splitlines()[1:]:
         _, _, put_at = line.split("\t")
         Path(put_at).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(shared_datasets / Path(put_at).relative_to(isolated_cache / "sources"),
-                    put_at)
+        shutil.copy(shared_datasets / Path(put_at).relative_to(isolated_cache / "sources"), put_at)
     assert fetch(["guindani-kmeans"]) == ["guindani-kmeans"]
-    assert not (isolated_cache / "fetch-missing.tsv").exists()   # done with: removed
+    assert not (isolated_cache / "fetch-missing.tsv").exists()  # done with: removed
 
 
-def test_the_manifest_stays_while_it_lists_datasets_still_missing(shared_datasets, monkeypatch,
-                                                                  isolated_cache):
+def test_the_manifest_stays_while_it_lists_datasets_still_missing(
+    shared_datasets, monkeypatch, isolated_cache
+):
     monkeypatch.setenv("OPTFARM_OFFLINE", "1")
     with pytest.raises(DatasetError):
         fetch(["guindani-kmeans", "lynceus-rnn"])
     assert fetch(["guindani-kmeans"], from_dir=shared_datasets) == ["guindani-kmeans"]
-    assert (isolated_cache / "fetch-missing.tsv").exists()   # lynceus-rnn is still missing
+    assert (isolated_cache / "fetch-missing.tsv").exists()  # lynceus-rnn is still missing
 
 
 def test_an_unknown_dataset_gets_a_suggestion_on_one_short_line(capsys):
@@ -138,8 +157,17 @@ def test_show_json_has_the_documented_fields(shared_datasets, capsys):
     capsys.readouterr()
     assert main(["datasets", "show", "guindani-query26-vm-ram", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert {"name", "n_rows", "n_configs", "dimensions", "fidelities", "objective",
-            "constraints", "n_feasible", "optimum"} <= set(info)
+    assert {
+        "name",
+        "n_rows",
+        "n_configs",
+        "dimensions",
+        "fidelities",
+        "objective",
+        "constraints",
+        "n_feasible",
+        "optimum",
+    } <= set(info)
     assert (info["n_rows"], info["n_configs"], info["n_feasible"]) == (696, 41, 3)
     assert [d["name"] for d in info["dimensions"]] == ["n_vm", "ram"]
     assert info["fidelities"] == [1.0] and info["constraints"] == ["time<=205"]
@@ -151,8 +179,10 @@ def test_import_with_a_name_and_an_unknown_option(shared_datasets, isolated_cach
     path = shared_datasets / "cherrypick" / "CP_kmeans.csv"
     assert main(["datasets", "import", "cherrypick", "--from", str(path), "--name", "km"]) == 0
     assert registry.load("km").space().n_configs == 47
-    assert main(["datasets", "import", "cherrypick", "--from", str(path),
-                 "--description", "x.yaml"]) == 2
+    assert (
+        main(["datasets", "import", "cherrypick", "--from", str(path), "--description", "x.yaml"])
+        == 2
+    )
     assert "takes no option 'description'" in capsys.readouterr().err
 
 

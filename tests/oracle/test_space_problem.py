@@ -9,20 +9,25 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from farm.run.metrics import accuracy_c, cno, true_quality
-from oracle.dataset import Dataset, DatasetError, DatasetMeta
-from oracle.oracle import Oracle
-from oracle.problem import Constraint, Objective, Problem
-from oracle.space import Dimension, SearchSpace
-from oracle.synthetic import make_synthetic
+from optfarm.farm.run.metrics import accuracy_c, cno, true_quality
+from optfarm.oracle.dataset import Dataset, DatasetError, DatasetMeta
+from optfarm.oracle.oracle import Oracle
+from optfarm.oracle.problem import Constraint, Objective, Problem
+from optfarm.oracle.space import Dimension, SearchSpace
+from optfarm.oracle.synthetic import make_synthetic
 
 
 def small_space() -> SearchSpace:
-    dims = (Dimension("vm", "categorical", ("a", "b", "c")),
-            Dimension("lr", "ordinal", (1e-4, 1e-3, 1e-2), log=True),
-            Dimension("n", "numeric", (2, 4, 10)))
-    configs = {"vm": np.array(["a", "b", "c", "a"], dtype=object),
-               "lr": np.array([1e-4, 1e-3, 1e-2, 1e-2]), "n": np.array([2, 4, 10, 4])}
+    dims = (
+        Dimension("vm", "categorical", ("a", "b", "c")),
+        Dimension("lr", "ordinal", (1e-4, 1e-3, 1e-2), log=True),
+        Dimension("n", "numeric", (2, 4, 10)),
+    )
+    configs = {
+        "vm": np.array(["a", "b", "c", "a"], dtype=object),
+        "lr": np.array([1e-4, 1e-3, 1e-2, 1e-2]),
+        "n": np.array([2, 4, 10, 4]),
+    }
     return SearchSpace(dims, configs, np.array([1.0, 2.0, 3.0, 4.0]), (0.25, 0.5, 1.0))
 
 
@@ -79,10 +84,12 @@ def test_objective_and_constraint_parsing():
     c = Constraint.parse(" time <= 300 ")
     assert (c.metric, c.op, c.threshold) == ("time", "<=", 300.0)
     assert Constraint.parse("accuracy>=0.85").holds(np.array([0.8, 0.85, 0.9])).tolist() == [
-        False, True, True]
+        False,
+        True,
+        True,
+    ]
     assert not Constraint.parse("time<=1").holds(math.nan)
-    for bad in ("time < 3", "sp eed<=3", "time<=x", "time<=3 parsecs", "rmsd<=2 A",
-                "time<=1e"):
+    for bad in ("time < 3", "sp eed<=3", "time<=x", "time<=3 parsecs", "rmsd<=2 A", "time<=1e"):
         with pytest.raises(ValueError):
             Constraint.parse(bad)
     with pytest.raises(ValueError):
@@ -151,8 +158,14 @@ def test_accuracy_c_penalises_cost_overruns(synthetic):
 
 def test_dataset_validation_names_column_and_row():
     meta = DatasetMeta("t", (Dimension("k", "categorical", ("a",)),), Problem())
-    good = {"k": ["a", "a"], "fidelity": [1.0, 1.0], "time": [1.0, 2.0], "cost": [1.0, 2.0],
-            "price_per_s": [1.0, 1.0], "timed_out": [False, False]}
+    good = {
+        "k": ["a", "a"],
+        "fidelity": [1.0, 1.0],
+        "time": [1.0, 2.0],
+        "cost": [1.0, 2.0],
+        "price_per_s": [1.0, 1.0],
+        "timed_out": [False, False],
+    }
     Dataset(pa.table(good), meta)
     with pytest.raises(DatasetError, match=r"column 'time', row 1: negative"):
         Dataset(pa.table(good | {"time": [1.0, -2.0]}), meta)

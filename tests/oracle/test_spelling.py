@@ -1,13 +1,15 @@
-"""oracle.spelling.did_you_mean: close matches, short enough to end a one-line error."""
+"""optfarm.oracle.spelling.did_you_mean: close matches, short enough to end a one-line error."""
 
-from oracle.spelling import did_you_mean
+from optfarm.oracle.spelling import did_you_mean
 
 
 def test_close_matches_are_suggested():
     assert did_you_mean("seed", ["seeds", "datasets", "optimizers"]) == " (did you mean 'seeds'?)"
     assert did_you_mean("lynceu", ["lynceus", "obol", "random"]) == " (did you mean 'lynceus'?)"
-    assert did_you_mean("scout-join", ["scout-join_bigdata_spark", "trimtuner-cnn"]) == \
-        " (did you mean 'scout-join_bigdata_spark'?)"  # a prefix of exactly one name
+    assert (
+        did_you_mean("scout-join", ["scout-join_bigdata_spark", "trimtuner-cnn"])
+        == " (did you mean 'scout-join_bigdata_spark'?)"
+    )  # a prefix of exactly one name
 
 
 def test_no_suggestion_for_a_word_like_none_of_them():

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from farm.cli import main
-from oracle import registry
-from oracle.oracle import Oracle
+from optfarm.farm.cli import main
+from optfarm.oracle import registry
+from optfarm.oracle.oracle import Oracle
 
 # a MALIBOO-style table: "#vm", time in ms, "-cost" the negated VM x ms
 TABLE = """#vm,time,-cost,p95 latency (ms)
@@ -28,8 +28,10 @@ def _import(tmp_path, description, table=TABLE, name="job"):
 
 
 def test_quoted_columns_negation_and_the_files_own_time_unit(tmp_path, isolated_cache, capsys):
-    desc = (HEAD + DIMS + "columns: {time: time}\nprice: {cost_column: \"-`-cost`\"}\n"
-            "units: {time: ms, cost: VM x ms}\nconstraints: [\"time<=205000\"]\n")
+    desc = (
+        HEAD + DIMS + 'columns: {time: time}\nprice: {cost_column: "-`-cost`"}\n'
+        'units: {time: ms, cost: VM x ms}\nconstraints: ["time<=205000"]\n'
+    )
     assert _import(tmp_path, desc) == 0
     out = capsys.readouterr().out
     assert "constraint time<=205 s: 2 of 3 configurations meet it" in out
@@ -42,10 +44,11 @@ def test_quoted_columns_negation_and_the_files_own_time_unit(tmp_path, isolated_
     assert oracle.space.config(oracle.optimum()) == {"n_vm": 4}
 
 
-def test_an_explicit_unit_and_a_price_formula_over_quoted_names(tmp_path, isolated_cache,
-                                                                capsys):
-    desc = (HEAD + DIMS + "columns: {time: \"`time` / 1000\"}\n"
-            "price: {formula: \"`#vm` * 0.5\"}\nconstraints: [\"time <= 3.5 min\"]\n")
+def test_an_explicit_unit_and_a_price_formula_over_quoted_names(tmp_path, isolated_cache, capsys):
+    desc = (
+        HEAD + DIMS + 'columns: {time: "`time` / 1000"}\n'
+        'price: {formula: "`#vm` * 0.5"}\nconstraints: ["time <= 3.5 min"]\n'
+    )
     assert _import(tmp_path, desc) == 0
     d = registry.load("byo")
     assert d.table.column("time").to_pylist()[0] == 300.0
@@ -55,9 +58,11 @@ def test_an_explicit_unit_and_a_price_formula_over_quoted_names(tmp_path, isolat
 
 
 def test_a_constraint_on_a_named_metric_in_its_declared_unit(tmp_path, isolated_cache, capsys):
-    desc = (HEAD + DIMS + "columns: {time: time}\nmetrics: {p95_s: \"`p95 latency (ms)` / 1000\"}\n"
-            "price: {formula: \"`#vm` * 0.5\"}\nunits: {time: ms, p95_s: s}\n"
-            "constraints: [\"p95_s <= 0.08 s\"]\n")
+    desc = (
+        HEAD + DIMS + 'columns: {time: time}\nmetrics: {p95_s: "`p95 latency (ms)` / 1000"}\n'
+        'price: {formula: "`#vm` * 0.5"}\nunits: {time: ms, p95_s: s}\n'
+        'constraints: ["p95_s <= 0.08 s"]\n'
+    )
     assert _import(tmp_path, desc) == 0
     d = registry.load("byo")
     assert d.meta.measured == ("time", "cost", "p95_s")
@@ -65,17 +70,24 @@ def test_a_constraint_on_a_named_metric_in_its_declared_unit(tmp_path, isolated_
     assert oracle.true_value(0, metric="p95_s") == pytest.approx(0.0925)
     assert oracle.feasible_mask().tolist() == [False, True, True]
     obs = oracle.run(0)  # the named metric is replayed to the optimizers
-    assert obs.value("p95_s") == pytest.approx(0.0925) and obs.metrics == {"p95_s": obs.value("p95_s")}
+    assert obs.value("p95_s") == pytest.approx(0.0925) and obs.metrics == {
+        "p95_s": obs.value("p95_s")
+    }
 
 
-def test_a_constraint_every_or_no_configuration_meets_is_a_warning(tmp_path, isolated_cache,
-                                                                    capsys):
-    desc = (HEAD + DIMS + "columns: {time: time}\nprice: {formula: \"`#vm` * 0.5\"}\n"
-            "units: {time: ms}\nconstraints: [\"time<=205 s\", \"time <= 99 h\"]\n")
+def test_a_constraint_every_or_no_configuration_meets_is_a_warning(
+    tmp_path, isolated_cache, capsys
+):
+    desc = (
+        HEAD + DIMS + 'columns: {time: time}\nprice: {formula: "`#vm` * 0.5"}\n'
+        'units: {time: ms}\nconstraints: ["time<=205 s", "time <= 99 h"]\n'
+    )
     assert _import(tmp_path, desc) == 0
     err = capsys.readouterr().err
-    assert ("warning: constraint time<=356400 s: 3 of 3 configurations meet it (every "
-            "configuration meets it") in err
+    assert (
+        "warning: constraint time<=356400 s: 3 of 3 configurations meet it (every "
+        "configuration meets it"
+    ) in err
 
 
 def test_only_our_description_is_discovered(tmp_path, isolated_cache, capsys):
@@ -85,7 +97,8 @@ def test_only_our_description_is_discovered(tmp_path, isolated_cache, capsys):
     err = capsys.readouterr().err
     assert "job.optfarm.yaml" in err and "job.yaml has no top-level 'optfarm:' key" in err
     (tmp_path / "job.optfarm.yaml").write_text(
-        HEAD + DIMS + "columns: {time: time}\nprice: {formula: '`#vm` * 0.5'}\n")
+        HEAD + DIMS + "columns: {time: time}\nprice: {formula: '`#vm` * 0.5'}\n"
+    )
     assert main(["datasets", "import", "csv", "--from", str(tmp_path / "job.csv")]) == 0
 
 
@@ -93,55 +106,72 @@ BASE = HEAD + DIMS + "columns: {time: time}\nunits: {time: ms}\n"
 CASES = {
     "unquoted # in a formula": (
         BASE + "price: {formula: '#vm * 3600000'}\n",
-        ["job.optfarm.yaml", "'price.formula'", "'#vm * 3600000'", "backticks"]),
+        ["job.optfarm.yaml", "'price.formula'", "'#vm * 3600000'", "backticks"],
+    ),
     "unclosed backtick": (
         BASE + "price: {formula: '`#vm * 2'}\n",
-        ["job.optfarm.yaml", "'price.formula'", "unclosed backtick"]),
+        ["job.optfarm.yaml", "'price.formula'", "unclosed backtick"],
+    ),
     "misspelt quoted column": (
         BASE + "price: {formula: '`#vms` * 2'}\n",
-        ["job.optfarm.yaml", "'price.formula'", "'#vms'", "'#vm'", "misspelt"]),
+        ["job.optfarm.yaml", "'price.formula'", "'#vms'", "'#vm'", "misspelt"],
+    ),
     "a call in a formula": (
         BASE + "price: {formula: \"__import__('os').getpid()\"}\n",
-        ["job.optfarm.yaml", "'price.formula'", "not allowed"]),
+        ["job.optfarm.yaml", "'price.formula'", "not allowed"],
+    ),
     "formula not positive on a row": (
         BASE + "price: {formula: '`#vm` - 4'}\n",
-        ["job.csv", "price.formula = `#vm` - 4", "row 1 (line 2)", "must be positive"]),
+        ["job.csv", "price.formula = `#vm` - 4", "row 1 (line 2)", "must be positive"],
+    ),
     "negative cost column without negation": (
         BASE + "price: {cost_column: -cost}\n",
-        ["job.csv", "'-cost'", "row 1 (line 2)", "negative value"]),
+        ["job.csv", "'-cost'", "row 1 (line 2)", "negative value"],
+    ),
     "non-numeric cell in a formula's column": (
         BASE + "price: {formula: '`#vm` * 2'}\nmetrics: {p95: '`p95 latency (ms)` / 1000'}\n",
-        ["job.csv", "'p95 latency (ms)'", "row 3 (line 4)", "'fast'"]),
+        ["job.csv", "'p95 latency (ms)'", "row 3 (line 4)", "'fast'"],
+    ),
     "wrong unit for a named metric": (
         BASE.replace("units: {time: ms}", "units: {time: ms, p95: ms}")
         + "price: {formula: '`#vm` * 2'}\nmetrics: {p95: '`p95 latency (ms)`'}\n"
         "constraints: ['p95 <= 0.1 s']\n",
-        ["job.optfarm.yaml", "'constraints'", "'p95 <= 0.1 s'", "unit 's'", "'ms'"]),
+        ["job.optfarm.yaml", "'constraints'", "'p95 <= 0.1 s'", "unit 's'", "'ms'"],
+    ),
     "unknown time unit in a constraint": (
         BASE + "price: {formula: '`#vm` * 2'}\nconstraints: ['time <= 3 weeks']\n",
-        ["job.optfarm.yaml", "'constraints'", "'weeks'"]),
+        ["job.optfarm.yaml", "'constraints'", "'weeks'"],
+    ),
     "unknown time unit": (
         HEAD + DIMS + "columns: {time: time}\nunits: {time: msec}\nprice: {formula: '`#vm`'}\n",
-        ["job.optfarm.yaml", "'units'", "'msec'"]),
+        ["job.optfarm.yaml", "'units'", "'msec'"],
+    ),
     "units of an unmeasured metric": (
         BASE.replace("units: {time: ms}", "units: {time: ms, rmsd: A}")
         + "price: {formula: '`#vm`'}\n",
-        ["job.optfarm.yaml", "'units.rmsd'", "not a measured metric"]),
+        ["job.optfarm.yaml", "'units.rmsd'", "not a measured metric"],
+    ),
     "a metric name with spaces": (
         BASE + "price: {formula: '`#vm`'}\nmetrics: {p95 ms: '`p95 latency (ms)`'}\n",
-        ["job.optfarm.yaml", "'metrics'", "'p95 ms'"]),
+        ["job.optfarm.yaml", "'metrics'", "'p95 ms'"],
+    ),
     "a constraint on an unmapped metric": (
         BASE + "price: {formula: '`#vm`'}\nconstraints: ['rmsd <= 2']\n",
-        ["job.optfarm.yaml", "'rmsd'", "metrics.rmsd is not given"]),
+        ["job.optfarm.yaml", "'rmsd'", "metrics.rmsd is not given"],
+    ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_malformed_expressions_and_units_are_rejected_with_one_line(case, tmp_path,
-                                                                     isolated_cache, capsys):
+def test_malformed_expressions_and_units_are_rejected_with_one_line(
+    case, tmp_path, isolated_cache, capsys
+):
     desc, expected = CASES[case]
-    table = TABLE.replace("4,200000,-800000,70", "4,200000,-800000,fast") \
-        if case.startswith("non-numeric") else TABLE
+    table = (
+        TABLE.replace("4,200000,-800000,70", "4,200000,-800000,fast")
+        if case.startswith("non-numeric")
+        else TABLE
+    )
     assert _import(tmp_path, desc, table) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("farm: error: ") and "\n" not in err, err

@@ -6,9 +6,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from farm.cli import main
-from oracle import registry
-from oracle.oracle import Oracle
+from optfarm.farm.cli import main
+from optfarm.oracle import registry
+from optfarm.oracle.oracle import Oracle
 
 TABLE = """vm,n,runtime_ms,hourly,acc,failed,frac
 small,2,100000,0.2,0.80,0,0.5
@@ -54,14 +54,30 @@ def test_csv_with_description_next_to_it(tmp_path, capsys):
 
 
 def test_parquet_with_a_price_formula_and_an_explicit_description(tmp_path):
-    pq.write_table(pa.table({"n": [1, 2, 4, 8], "seconds": [400.0, 210.0, 120.0, 90.0]}),
-                   tmp_path / "scale.parquet")
+    pq.write_table(
+        pa.table({"n": [1, 2, 4, 8], "seconds": [400.0, 210.0, 120.0, 90.0]}),
+        tmp_path / "scale.parquet",
+    )
     desc = tmp_path / "elsewhere.yml"
-    desc.write_text("name: scale\ndimensions: [{name: n, kind: numeric, log: true}]\n"
-                    "columns: {time: seconds}\nprice: {formula: '0.1 * n + 0.05'}\n"
-                    "constraints: ['time<=150']\nlicence: CC0\n")
-    assert main(["datasets", "import", "csv", "--from", str(tmp_path / "scale.parquet"),
-                 "--description", str(desc)]) == 0
+    desc.write_text(
+        "name: scale\ndimensions: [{name: n, kind: numeric, log: true}]\n"
+        "columns: {time: seconds}\nprice: {formula: '0.1 * n + 0.05'}\n"
+        "constraints: ['time<=150']\nlicence: CC0\n"
+    )
+    assert (
+        main(
+            [
+                "datasets",
+                "import",
+                "csv",
+                "--from",
+                str(tmp_path / "scale.parquet"),
+                "--description",
+                str(desc),
+            ]
+        )
+        == 0
+    )
     d = registry.load("scale")
     assert d.table.column("price_per_s").to_pylist()[2] == pytest.approx(0.45 / 3600)
     assert d.meta.licence == "CC0"
@@ -71,8 +87,10 @@ def test_parquet_with_a_price_formula_and_an_explicit_description(tmp_path):
 
 def test_a_measured_cost_column_gives_a_per_configuration_price(tmp_path):
     (tmp_path / "c.csv").write_text("k,t,c\na,10,1.0\na,12,1.3\nb,5,2.0\n")
-    (tmp_path / "c.yaml").write_text("optfarm: table/1\nname: costly\ndimensions: [{name: k, kind: categorical}]\n"
-                                     "columns: {time: t}\nprice: {cost_column: c}\n")
+    (tmp_path / "c.yaml").write_text(
+        "optfarm: table/1\nname: costly\ndimensions: [{name: k, kind: categorical}]\n"
+        "columns: {time: t}\nprice: {cost_column: c}\n"
+    )
     assert main(["datasets", "import", "csv", "--from", str(tmp_path / "c.csv")]) == 0
     d = registry.load("costly")
     assert d.table.column("cost").to_pylist() == [1.0, 1.3, 2.0]  # measured, kept
@@ -82,9 +100,11 @@ def test_a_measured_cost_column_gives_a_per_configuration_price(tmp_path):
 
 def test_a_description_whose_problem_needs_an_unmapped_column(tmp_path, capsys):
     (tmp_path / "c.csv").write_text("k,t,p\na,10,1.0\nb,5,2.0\n")
-    (tmp_path / "c.yaml").write_text("optfarm: table/1\nname: x\ndimensions: [{name: k, kind: categorical}]\n"
-                                     "columns: {time: t}\nprice: {column: p}\n"
-                                     "objective: max accuracy\n")
+    (tmp_path / "c.yaml").write_text(
+        "optfarm: table/1\nname: x\ndimensions: [{name: k, kind: categorical}]\n"
+        "columns: {time: t}\nprice: {column: p}\n"
+        "objective: max accuracy\n"
+    )
     assert main(["datasets", "import", "csv", "--from", str(tmp_path / "c.csv")]) == 2
     err = capsys.readouterr().err
     assert "c.yaml" in err and "'accuracy'" in err and "columns.accuracy" in err

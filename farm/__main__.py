@@ -1,3 +1,0 @@
-from farm.cli import run
-
-run()

@@ -1,0 +1,3 @@
+from optfarm.farm.cli import run
+
+run()

@@ -1,0 +1,98 @@
+"""What every ``farm`` command shares: exit codes, the usage error, tables and JSON output."""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "WIDTH",
+    "UsageError",
+    "fmt",
+    "json_default",
+    "parse_params",
+    "print_json",
+    "print_table",
+    "table_blocks",
+]
+
+# every command's exit codes: success; a run or the command failed; bad input; Ctrl-C
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+WIDTH = 100  # human tables fit this many columns
+
+
+class UsageError(Exception):
+    """Bad input from the user: reported as one line, exit code 2."""
+
+
+def parse_params(pairs: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for p in pairs or ():
+        if "=" not in p:
+            raise UsageError(f"--param {p!r} is not of the form key=value")
+        k, v = p.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def print_table(rows: list[dict[str, Any]], columns: Sequence[str], width: int = WIDTH) -> None:
+    """A plain-text table; a last column that would pass ``width`` wraps onto more lines."""
+    for block in table_blocks(rows, columns, width):
+        print("\n".join(block))
+
+
+def table_blocks(
+    rows: list[dict[str, Any]], columns: Sequence[str], width: int = WIDTH
+) -> list[list[str]]:
+    """``print_table``'s lines in blocks: the header and rule, then one block per row (its
+    line and the wrapped rest of its last column)."""
+    cells = [[fmt(r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    lead = sum(widths[:-1]) + 2 * (len(widths) - 1)
+    if width - lead >= 10:  # else the table cannot fit: leave its last column whole
+        widths[-1] = min(widths[-1], width - lead)
+    blocks = [
+        [
+            "  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip(),
+            "  ".join("-" * w for w in widths),
+        ]
+    ]
+    for row in cells:
+        last = textwrap.wrap(row[-1], widths[-1], break_on_hyphens=False) or [""]
+        blocks.append(
+            ["  ".join(v.ljust(w) for v, w in zip(row[:-1] + [last[0]], widths)).rstrip()]
+            + [" " * lead + more for more in last[1:]]
+        )
+    return blocks
+
+
+def print_json(obj: Any) -> None:
+    """One JSON object on stdout (numpy scalars as numbers, NaN and infinity as null)."""
+    from optfarm.farm.run.metrics import finite_json
+
+    print(json.dumps(finite_json(obj), default=json_default, allow_nan=False))
+
+
+def fmt(v: Any) -> str:
+    """A table cell: "-" for nothing, "never" for inf (a quality or a target never reached, as
+    ``farm report`` shows it), floats to 4 significant digits."""
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return "never" if math.isinf(v) else f"{v:.4g}"
+    return str(v)
+
+
+def json_default(o):
+    import numpy as np
+
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(f"not JSON serialisable: {o!r}")

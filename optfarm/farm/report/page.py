@@ -1,0 +1,303 @@
+"""The report as files: one PNG per figure, ``stats.json`` and one self-contained
+``report.html`` (figures inlined), from the analyses of ``optfarm.farm.report.analysis``: a table
+and figures per dataset, then the page-wide sections of ``optfarm.farm.report.sections``."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from optfarm.farm.report import plots
+from optfarm.farm.report.analysis import DatasetAnalysis, plain
+from optfarm.farm.report.sections import SECTIONS, Section
+from optfarm.farm.run.metrics import REACH_TARGETS, finite_json
+from optfarm.farm.run.targets import CNO_OPTIMUM
+
+__all__ = ["MAX_CURVES", "chosen_variants", "verdict", "write_report"]
+
+
+def write_report(
+    analyses: Mapping[str, DatasetAnalysis],
+    out_dir: Path,
+    title: str = "optfarm report",
+    sections: Sequence[Section] = SECTIONS,
+    per_dataset: bool = True,
+    intro: str | None = None,
+) -> list[Path]:
+    """Write the PNG figures, ``stats.json`` and ``report.html`` into ``out_dir``; returns
+    the files written. ``sections`` are the page-wide sections (``farm leaderboard`` gives its
+    own, and its ``intro`` text instead of the definitions of the curves), after a table and
+    figures per dataset unless ``per_dataset`` is false."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    body, files = _page_head(analyses, title, per_dataset, intro), []
+    parts = (
+        [_dataset_section(name, a, out_dir) for name, a in analyses.items()] if per_dataset else []
+    )
+    parts += [_page_section(section, analyses, out_dir) for section in sections]
+    for html_parts, written in parts:
+        body += html_parts
+        files += written
+    stats_path = out_dir / "stats.json"
+    stats_path.write_text(
+        json.dumps(
+            finite_json({n: a.stats for n, a in analyses.items()}),
+            indent=1,
+            default=_json_float,
+            allow_nan=False,
+        )
+    )
+    page = out_dir / "report.html"
+    page.write_text(_PAGE.format(title=html.escape(title), body="\n".join(body)))
+    return files + [stats_path, page]
+
+
+def _page_head(
+    analyses: Mapping[str, DatasetAnalysis], title: str, per_dataset: bool, intro: str | None
+) -> list[str]:
+    """The title, the verdict line (with the per-dataset part) and the definitions of the
+    curves or ``intro``."""
+    head = [f"<h1>{html.escape(title)}</h1>"]
+    if per_dataset and verdict(analyses):
+        head.append(f'<p class="verdict"><b>Verdict.</b> {html.escape(verdict(analyses))}</p>')
+    head.append(_DEFINITIONS if intro is None else f"<p>{html.escape(intro)}</p>")
+    return head
+
+
+def _dataset_section(name: str, a: DatasetAnalysis, out_dir: Path) -> tuple[list[str], list[Path]]:
+    """A dataset's heading, summary and reach tables and figures (written into ``out_dir``):
+    the HTML parts and the files."""
+    parts = [
+        f"<h2>{html.escape(name)} ({'CNO' if a.metric == 'cno' else 'Accuracy_C'},"
+        f" {sum(s['runs'] for s in a.stats.values())} runs)</h2>",
+        _table(_summary_rows(a)),
+        _table(_reach_rows(a)),
+    ]
+    figs = _figures(name, a, out_dir)
+    return parts + [_img(f) for f in figs], figs
+
+
+def _page_section(
+    section: Section, analyses: Mapping[str, DatasetAnalysis], out_dir: Path
+) -> tuple[list[str], list[Path]]:
+    """A page-wide section: its heading and table (or its text when empty, if it has one),
+    and its figures when it has rows: the HTML parts and the files written."""
+    rows = section.rows(analyses)
+    parts = []
+    if rows or section.empty is not None:
+        parts += [
+            f"<h2>{html.escape(section.title)}</h2>",
+            _table(rows) if rows else f"<p>{html.escape(section.empty)}</p>",
+        ]
+    if not rows or section.figures is None:
+        return parts, []
+    written = section.figures(analyses, out_dir)
+    return parts + [_img(f) for f in written if f.suffix == ".png"], written
+
+
+MAX_CURVES = 6
+
+
+def chosen_variants(a: DatasetAnalysis) -> dict[str, str]:
+    """The variants a figure draws, each with its role in the legend: all of them up to
+    ``MAX_CURVES`` (no role); beyond, per optimizer with several variants its best and worst
+    (median ``quality_auc`` over seeds) and its default settings, and every optimizer that
+    has one variant (the baselines, no role)."""
+    if len(a.groups) <= MAX_CURVES:
+        return dict.fromkeys(a.groups, "")
+    from optfarm.optimizers.registry import get
+
+    by_optimizer: dict[str, list[str]] = {}
+    for label, g in a.groups.items():
+        by_optimizer.setdefault(g.optimizer, []).append(label)
+    keep: dict[str, list[str]] = {}
+    for optimizer, labels in by_optimizer.items():
+        if len(labels) == 1:
+            keep[labels[0]] = []
+            continue
+        auc = {
+            label: float(
+                np.median([s.get("quality_auc", np.nan) for s in a.groups[label].summaries])
+            )
+            for label in labels
+        }
+        ranked = sorted(labels, key=lambda label: auc[label])
+        defaults = get(optimizer).resolve_params({})
+        default = [label for label in labels if a.groups[label].params == defaults]
+        for label, role in (
+            (ranked[0], "best quality_auc"),
+            *((d, "default") for d in default),
+            (ranked[-1], "worst quality_auc"),
+        ):
+            keep.setdefault(label, []).append(role)
+    return {label: ", ".join(dict.fromkeys(roles)) for label, roles in keep.items()}
+
+
+def _figures(name: str, a: DatasetAnalysis, out_dir: Path) -> list[Path]:
+    """Lynceus Fig. 4-5 for CNO (p50 CNO against cost and p90 CNO against p90 cost; CDFs of
+    the cost to reach CNO <= 2 and <= 1.1), TrimTuner Fig. 1-2 for Accuracy_C (mean against
+    cost and time), for the ``chosen_variants``, labelled with their role (a grid of 72
+    variants is read in the sensitivity section, not as 72 curves)."""
+    slug = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)
+    shown = _legend(a)
+    curves = {shown[k]: v for k, v in a.curves.items() if k in shown}
+    if a.metric == "cno":
+        reach_by = {
+            shown[k]: {t: v for t, v in r.items() if t != CNO_OPTIMUM}
+            for k, r in a.reach.items()
+            if k in shown
+        }
+        return [
+            plots.plot_cno(out_dir / f"cno_{slug}.png", name, a.cost_grid, curves),
+            plots.plot_reach_cdf(out_dir / f"reach_{slug}.png", name, reach_by),
+        ]
+    return [
+        plots.plot_accuracy(
+            out_dir / f"accuracy_{slug}.png",
+            name,
+            a.optimum,
+            {
+                "cumulative exploration cost ($)": (
+                    a.cost_grid,
+                    {k: c["mean"] for k, c in curves.items()},
+                ),
+                "cumulative exploration time (s)": (
+                    a.time_grid,
+                    {k: c["mean_by_time"] for k, c in curves.items()},
+                ),
+            },
+        )
+    ]
+
+
+def _legend(a: DatasetAnalysis) -> dict[str, str]:
+    """The ``chosen_variants`` with their legend entries: the label and its role, if any."""
+    return {
+        label: f"{label} ({role})" if role else label for label, role in chosen_variants(a).items()
+    }
+
+
+def _summary_rows(a: DatasetAnalysis) -> list[dict[str, Any]]:
+    """One row per variant: runs, evaluations, exploration cost and the final quality."""
+    rows = []
+    for label, s in a.stats.items():
+        row = {
+            "optimizer": label,
+            "runs": s["runs"],
+            "evaluations (median)": s["nex_median"],
+            "exploration cost (median)": s["exploration_cost_median"],
+        }
+        if a.metric == "cno":
+            row.update({"final CNO p50": s["final_p50"], "final CNO p90": s["final_p90"]})
+        else:
+            row.update(
+                {"final Accuracy_C mean": s["final_mean"], "final Accuracy_C p50": s["final_p50"]}
+            )
+        rows.append(row)
+    return rows
+
+
+def _reach_rows(a: DatasetAnalysis) -> list[dict[str, Any]]:
+    """One row per (variant, reach target): its costs and time to the target (a table of its
+    own: as columns of the summary, three targets made the table 1,500 px wide)."""
+    rows = []
+    for label, s in a.stats.items():
+        for target in REACH_TARGETS[a.metric]:
+            row = {
+                "optimizer": label,
+                "target": target,
+                "cost p50 / p90": f"{_fmt(s[f'reach_p50:{target}'])} / "
+                f"{_fmt(s[f'reach_p90:{target}'])}",
+            }
+            if a.metric != "cno":
+                row["cost mean"] = s[f"reach_mean:{target}"]
+                row["own pick: cost mean"] = s[f"pick_reach_mean:{target}"]
+            row["time p50 (s)"] = s[f"reach_time_p50:{target}"]
+            row["reached"] = f"{s[f'reach_frac:{target}']:.0%}"
+            row["never: why"] = s[f"never:{target}"]
+            rows.append(row)
+    return rows
+
+
+def verdict(analyses: Mapping[str, DatasetAnalysis]) -> str:
+    """One line: per dataset, the variant with the best final quality p50 (lowest CNO,
+    highest Accuracy_C; ties to the lower median exploration cost), with its p90 and cost."""
+    parts = []
+    for name, a in analyses.items():
+        if not a.stats:
+            continue
+        sign = 1.0 if a.metric == "cno" else -1.0
+
+        def key(label, a=a, sign=sign):
+            s = a.stats[label]
+            p50 = s["final_p50"] if s["final_p50"] is not None else math.inf * sign
+            return (sign * p50, s["exploration_cost_median"] or 0.0)
+
+        best = min(a.stats, key=key)
+        s, what = a.stats[best], "CNO" if a.metric == "cno" else "Accuracy_C"
+        parts.append(
+            f"{name}: {best} is best, final {what} p50 {_fmt(s['final_p50'])} (p90 "
+            f"{_fmt(s['final_p90'])}) for a median exploration cost of "
+            f"{_fmt(s['exploration_cost_median'])}"
+        )
+    return "; ".join(parts) + "." if parts else ""
+
+
+def _fmt(v: Any) -> str:
+    """A table cell: "-" for nothing, "never" for inf, numbers as ``analysis.plain``."""
+    if v is None:
+        return "-"
+    if isinstance(v, (float, np.floating)):
+        if math.isnan(v):
+            return "-"
+        return "never" if math.isinf(v) else plain(v)
+    return html.escape(str(v))
+
+
+def _json_float(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(f"not JSON serialisable: {o!r}")
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "<p>(none)</p>"
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_fmt(r.get(c))}</td>" for c in cols) + "</tr>" for r in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _img(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<p><img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}"></p>'
+
+
+_DEFINITIONS = """<p>CNO: true cost of the recommended configuration over the cheapest feasible
+one's (Lynceus Sec. VI); a run without a truly feasible recommendation has CNO = inf (drawn at
+the top edge, "never" in tables). Curves are step functions of the cumulative exploration cost
+on a common grid per dataset; p50/p90 are over seeds. Accuracy_C: true accuracy if the
+recommendation meets the cost cap, else accuracy x C_max / cost (TrimTuner Sec. V). Cost/time
+to a target: cumulative exploration cost/time at the first step whose recommendation meets it
+("never" when a run did not; a p90 is "never" when more than 10% of runs did not).</p>"""
+
+_PAGE = """<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>{title}</title>
+<style>body{{font-family:sans-serif;margin:2em;max-width:1300px}}
+table{{border-collapse:collapse;margin:0.5em 0 1.5em;display:block;max-width:100%;
+overflow-x:auto}}td,th{{border:1px solid #ccc;
+padding:3px 8px;font-size:13px;text-align:right}}th{{background:#f0f0f0}}img{{max-width:100%}}
+</style></head><body>
+{body}
+</body></html>
+"""

@@ -1,0 +1,535 @@
+"""The farm on Ray: one actor per optimizer run over a shared, zero-copy Arrow oracle, and a Ray
+executor for the optimizers' inner work (ARCHITECTURE.md, "One run's data flow").
+
+- Each dataset's Arrow table goes into the object store once (``share_dataset``); actors read
+  it with ``ray.get``, which maps the table's buffers from shared memory instead of copying
+  them, and build the oracle's index once per (dataset, problem).
+- ``RunActor`` hosts one optimizer run at a time; a run is submitted only when an actor is
+  free (back-pressure), each outcome is yielded as it finishes.
+- ``run_on_ray`` keeps an elastic pool of them busy, sized to the cluster's CPUs as nodes join
+  and leave (``optfarm.farm.runtime.capacity``), and re-queues the runs of an actor that died.
+- ``RayExecutor`` implements ``optfarm.optimizers.executor.Executor``: the context is put into the
+  object store once per ``map`` and the items go out as a few chunked tasks.
+
+A local Ray instance started here stays on 127.0.0.1: unless ``RAY_ADDRESS`` names a cluster
+to join on another machine, ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` is set before Ray is
+imported, which makes Ray use the loopback address for every server it starts (and for this
+driver on a cluster joined at 127.0.0.1, e.g. ``farm cluster up``'s).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+if os.environ.get("RAY_ADDRESS", "127.0.0.1").startswith(("127.", "localhost")):
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+os.environ.setdefault("RAY_DISABLE_USAGE_STATS", "1")
+
+import pyarrow as pa  # noqa: E402  (after the environment Ray reads at import)
+import ray  # noqa: E402
+from ray.exceptions import ObjectLostError, RayActorError, RayError, RayTaskError  # noqa: E402
+
+from optfarm.farm.run.loop import RunResult, run_one  # noqa: E402
+from optfarm.farm.run.spec import RunSpec  # noqa: E402
+from optfarm.farm.runtime.capacity import (  # noqa: E402
+    HEAD_CALL_S,
+    HEAD_TIMEOUT_S,
+    PLACEMENT_TIMEOUT_S,
+    POLL_S,
+    ClusterLost,
+    Demand,
+    HeadWatch,
+    RayStartError,
+    target_actors,
+    wanted_cpus,
+)
+from optfarm.farm.runtime.driver import notify  # noqa: E402
+from optfarm.farm.runtime.ray_setup import INIT_QUIET, quiet_ray, start_local_ray  # noqa: E402
+from optfarm.farm.runtime.serial import OracleCache, Outcome, error_line  # noqa: E402
+from optfarm.optimizers.blas import OneThread  # noqa: E402
+from optfarm.oracle.dependency_api import DependencyAPIError  # noqa: E402
+
+__all__ = [
+    "QUEUE_DEPTH",
+    "RayExecutor",
+    "RayStartError",
+    "RunActor",
+    "init_ray",
+    "run_on_ray",
+    "share_dataset",
+]
+
+_joined_cluster = False  # init_ray joined an existing cluster (it may have an autoscaler)
+# what a sweep that lost its head held of Ray (its pool's object refs and actor handles, its
+# watch's GCS client): dropping one makes Ray release it in the object store, which is gone with
+# the head, and Ray then ends this process on the spot; kept, the driver records what it has
+# first (the index, MLflow's runs)
+_LOST: list[tuple[_ActorPool, _ClusterWatch]] = []
+
+
+def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
+    """Join ``address`` (or ``$RAY_ADDRESS``), else start a local Ray on 127.0.0.1; raises
+    ``RayStartError`` (one line) when neither works. The process's own handlers of SIGINT,
+    SIGTERM and SIGHUP are kept: ``ray.init`` replaces SIGTERM's with an exit, and Ray's core
+    worker its C-level one with a stack dump and an abort. A watching parent
+    (``optfarm.farm.runtime.driver``) is told the head's address."""
+    global _joined_cluster
+    if ray.is_initialized():
+        return
+    address = address or os.environ.get("RAY_ADDRESS")
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        if address:
+            _check_answers(address)
+            ray.init(address=address, **INIT_QUIET)
+            _joined_cluster = True
+        else:
+            print(
+                "farm: starting a local Ray on 127.0.0.1 (its logs: /tmp/ray/session_latest/logs)",
+                file=sys.stderr,
+                flush=True,
+            )
+            start_local_ray(num_cpus, **INIT_QUIET)
+    except (RayStartError, DependencyAPIError):  # an upgrade's missing name: said as it is
+        raise
+    except Exception as e:
+        ray.shutdown()
+        where = f"join the Ray cluster at {address}" if address else "start a local Ray"
+        raise RayStartError(f"could not {where}: {error_line(e)}") from None
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            for sig, handler in handlers.items():
+                if handler is not None:
+                    signal.signal(sig, handler)
+    quiet_ray()
+    notify(head=ray.get_runtime_context().gcs_address, joined=_joined_cluster)
+
+
+def _check_answers(address: str) -> None:
+    """A cluster address ``host:port`` whose port takes no connection within ``HEAD_CALL_S``
+    is refused at once: ``ray.init`` would retry it for a minute, printing warnings."""
+    host, _, port = address.rpartition(":")
+    if not port.isdigit() or "://" in address:
+        return  # "auto", a Ray client address: Ray's own resolution
+    try:
+        socket.create_connection((host, int(port)), timeout=HEAD_CALL_S).close()
+    except OSError as e:
+        raise RayStartError(
+            f"no Ray cluster answers at {address} ({e.strerror or type(e).__name__})"
+        ) from None
+
+
+# -- the shared oracle ------------------------------------------------------------------------
+def share_dataset(name: str) -> ray.ObjectRef:
+    """Put dataset ``name``'s table (metadata in its schema) into the object store once."""
+    from optfarm.oracle.registry import load
+
+    return ray.put(load(name).to_table())
+
+
+def _dataset_from_table(table: pa.Table):
+    from optfarm.oracle.dataset import Dataset
+
+    return Dataset.from_table(table)
+
+
+def _shared_spans() -> list[tuple[int, int, int, str]]:
+    """(start, end, file offset, file) of this process's shared-memory mappings (Linux)."""
+    spans = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            path = parts[5] if len(parts) > 5 else ""
+            if path.startswith(("/dev/shm", "/memfd:")) or "plasma" in path:
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                spans.append((lo, hi, int(parts[2], 16), f"{parts[4]}:{path}"))
+    return spans
+
+
+def _buffers(table: pa.Table):
+    for column in table.columns:
+        for chunk in column.chunks:
+            yield from (b for b in chunk.buffers() if b is not None and b.size)
+
+
+def shared_memory_fraction(table: pa.Table) -> float:
+    """Fraction of ``table``'s buffer bytes that live in a shared-memory mapping of this
+    process (Ray's object store)."""
+    return shared_memory_report(table)["fraction"]
+
+
+def shared_memory_report(table: pa.Table) -> dict:
+    """Where ``table``'s buffers live: the fraction of bytes in shared memory, and for each
+    buffer its (inode:file, offset in that file), the same in every process that maps the
+    same copy."""
+    spans = _shared_spans()
+    inside = total = 0
+    locations = []
+    for buf in _buffers(table):
+        total += buf.size
+        for lo, hi, offset, file in spans:
+            if lo <= buf.address and buf.address + buf.size <= hi:
+                inside += buf.size
+                locations.append((file, offset + buf.address - lo))
+                break
+    return {"fraction": inside / total if total else 0.0, "locations": locations}
+
+
+# -- the inner work ---------------------------------------------------------------------------
+@ray.remote
+def _map_chunk(fn: Callable, context: Any, chunk: Sequence) -> list:
+    with OneThread():  # one thread per task, as in the run it works for
+        return [fn(context, item) for item in chunk]
+
+
+class RayExecutor:
+    """``map(fn, items, context)`` as Ray tasks, results in order.
+
+    The items are split into ``chunk_size``-item chunks (0: one near-equal chunk per CPU of the
+    cluster, so no CPU idles at the end); the context is put in the object store once. The
+    caller computes the first chunk itself while Ray runs the others: it would only wait
+    otherwise, and a task's start-up (~1 ms) is not small next to a chunk of look-ahead paths.
+    """
+
+    def __init__(self, chunk_size: int = 0):
+        self.chunk_size = chunk_size
+        self.cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+    def map(self, fn: Callable, items: Sequence, context: Any = None) -> list:
+        items = list(items)
+        if not items:
+            return []
+        if self.chunk_size:
+            bounds = list(range(0, len(items), self.chunk_size)) + [len(items)]
+        else:
+            n = min(len(items), self.cpus)
+            bounds = [len(items) * k // n for k in range(n + 1)]
+        chunks = [items[a:b] for a, b in zip(bounds, bounds[1:])]
+        context_ref = ray.put(context) if len(chunks) > 1 else None
+        refs = [_map_chunk.remote(fn, context_ref, chunk) for chunk in chunks[1:]]
+        first = [fn(context, item) for item in chunks[0]]
+        return first + [r for chunk in ray.get(refs) for r in chunk]
+
+    def __repr__(self) -> str:
+        return f"RayExecutor(chunk_size={self.chunk_size})"
+
+
+# -- one actor per run ------------------------------------------------------------------------
+@ray.remote(max_restarts=0)
+class RunActor:
+    """Hosts optimizer runs, one at a time, over the shared datasets.
+
+    ``shared`` maps dataset name -> ObjectRef of its table (inside a dict, Ray hands over the
+    reference itself: the table is mapped here when a run first needs it, then kept). The
+    oracle's lookup index over it is built once per (dataset, problem) and reused by the runs.
+    """
+
+    def __init__(
+        self, shared: dict[str, ray.ObjectRef], executor: str = "serial", chunk_size: int = 0
+    ):
+        self._oracles = OracleCache(lambda name: _dataset_from_table(ray.get(shared[name])))
+        self._executor = RayExecutor(chunk_size) if executor == "ray" else None
+
+    def where(self) -> dict:
+        ctx = ray.get_runtime_context()
+        return {
+            "node_id": ctx.get_node_id(),
+            "pid": os.getpid(),
+            "ip": ray.util.get_node_ip_address(),
+        }
+
+    def run(self, spec: RunSpec) -> tuple[RunResult, float, float]:
+        """The run's result, and the CPU and wall time it took here."""
+        c0, t0 = time.process_time(), time.perf_counter()
+        result = run_one(spec, self._oracles.get(spec), self._executor)
+        return result, time.process_time() - c0, time.perf_counter() - t0
+
+    def shared_memory_report(self, name: str) -> dict:
+        """Where this actor reads dataset ``name``'s table from (``shared_memory_report``)."""
+        return shared_memory_report(self._oracles.datasets[name].table)
+
+
+# -- a sweep's runs on an elastic pool of actors ----------------------------------------------
+# runs queued per actor: the next run is already there when one finishes, so an actor never
+# waits for the driver to store a result and submit again
+QUEUE_DEPTH = 2
+
+
+class _Actor:
+    """One ``RunActor`` of the pool; placed on a node once ``where`` has answered."""
+
+    def __init__(self, handle):
+        self.handle = handle
+        self.where_ref = handle.where.remote()
+        self.where: dict | None = None
+        self.runs = 0  # submitted to it, not yet returned
+
+
+def run_on_ray(
+    runs: Sequence[RunSpec],
+    *,
+    max_in_flight: int = 0,
+    max_retries: int = 2,
+    executor: str = "serial",
+    chunk_size: int = 0,
+    on_submit: Callable[[RunSpec, dict], None] | None = None,
+    autoscale: bool | None = None,
+    head_timeout: float = HEAD_TIMEOUT_S,
+    placement_timeout: float = PLACEMENT_TIMEOUT_S,
+) -> Iterator[Outcome]:
+    """Run ``runs`` on an elastic pool of ``RunActor``s, yielding outcomes as they finish.
+
+    The pool follows the cluster (``optfarm.farm.runtime.capacity``): every ``POLL_S`` seconds it is
+    sized to the cluster's CPUs at that moment (at most ``max_in_flight``, 0: no limit, and at
+    most the runs left), so a node that joins gets actors and a lost node's actors are not
+    replaced. A run goes only to an actor already placed on a node, at most ``QUEUE_DEPTH`` per
+    actor, the least loaded first; an actor that waits for a CPU holds no run, and an idle
+    actor the sweep no longer needs is ended, so it holds no CPU that a queued run needs. A run
+    whose actor died goes back to the queue, to any live actor, up to ``max_retries`` times.
+    ``autoscale`` (default: when joined to an existing cluster) asks the autoscaler for a CPU
+    per run that could be in flight, up to what the cluster could start next
+    (``capacity.wanted_cpus``, ``capacity.Demand``). Every call to the head is bounded
+    (``capacity.HeadWatch``); ``ClusterLost`` ends it when the head has not answered for
+    ``head_timeout`` s, or when runs waited ``placement_timeout`` s with none running, and is
+    told a watching parent first (``optfarm.farm.runtime.driver``).
+    Closing the generator (e.g. on Ctrl-C) kills the actors. ``on_submit(spec, where)`` is
+    called as each run goes out.
+    """
+    if not runs:
+        return
+    pool = _ActorPool(runs, executor, chunk_size, max_retries, on_submit)
+    head = HeadWatch(ray.get_runtime_context().gcs_address, head_timeout)
+    asks = _joined_cluster if autoscale is None else autoscale
+    watch = _ClusterWatch(head, Demand(head if asks else None), max_in_flight, placement_timeout)
+    try:
+        while pool.pending or pool.in_flight:
+            now = time.monotonic()
+            watch.follow(pool, now)
+            pool.submit()
+            watch.check_placement(pool, now)
+            for ref in pool.wait():
+                if (outcome := pool.collect(ref)) is not None:
+                    yield outcome
+    except ClusterLost as e:
+        notify(lost=str(e))  # first: a watching parent prints it, whatever Ray does next
+        raise
+    except (OSError, RayError) as e:  # e.g. a broken pipe to a raylet that died with the head
+        if head.reachable():
+            raise
+        raise _head_lost(head, e) from e
+    finally:
+        if head.lost_since is None:  # the head answers: end our actors and our request
+            pool.end()
+            watch.demand.request(0)
+        else:  # see _LOST
+            _LOST.append((pool, watch))
+
+
+class _ActorPool:
+    """The ``RunActor``s of one ``run_on_ray`` and the runs they hold.
+
+    ``submit`` sends queued runs to placed actors, ``wait`` returns what finished (a run, or an
+    actor's placement), ``collect`` turns a finished run into its outcome and ``retry`` puts a
+    run whose actor died back in the queue. The pool holds every Ray reference of the sweep
+    (see ``_LOST``): the shared datasets, the actors, the runs in flight, the actors being
+    placed and what the last wait returned, the last run collected, and a result while its
+    trace is copied out of the object store.
+    """
+
+    def __init__(
+        self,
+        runs: Sequence[RunSpec],
+        executor: str,
+        chunk_size: int,
+        max_retries: int,
+        on_submit: Callable[[RunSpec, dict], None] | None,
+    ):
+        self.shared = {name: share_dataset(name) for name in sorted({r.dataset for r in runs})}
+        # with the Ray executor an actor mostly waits for its tasks: it holds no CPU, so the
+        # tasks can always be scheduled
+        self.options = {"num_cpus": 0 if executor == "ray" else 1}
+        self.executor, self.chunk_size = executor, chunk_size
+        self.max_retries, self.on_submit = max_retries, on_submit
+        self.pending = list(reversed(runs))  # pop() from the end keeps the given order
+        self.attempts: dict[str, int] = {}
+        self.actors: list[_Actor] = []
+        self.in_flight: dict[ray.ObjectRef, tuple[_Actor, RunSpec, float]] = {}
+        self.placing: dict[ray.ObjectRef, _Actor] = {}
+        self.received: list[ray.ObjectRef] = []
+        self.collected: tuple[_Actor, RunSpec, float] | None = None
+        self.reading: tuple[RunResult, float, float] | None = None
+
+    def resize(self, target: int) -> None:
+        _resize(
+            self.actors,
+            target,
+            lambda: _Actor(
+                RunActor.options(**self.options).remote(self.shared, self.executor, self.chunk_size)
+            ),
+        )
+
+    def submit(self) -> None:
+        """Queued runs to placed actors, at most ``QUEUE_DEPTH`` each, the least loaded first."""
+        while self.pending:
+            ready = [a for a in self.actors if a.where is not None and a.runs < QUEUE_DEPTH]
+            if not ready:
+                break
+            actor, spec = min(ready, key=lambda a: a.runs), self.pending.pop()
+            self.attempts[spec.run_key] = self.attempts.get(spec.run_key, 0) + 1
+            self.in_flight[actor.handle.run.remote(spec)] = (actor, spec, time.perf_counter())
+            actor.runs += 1
+            if self.on_submit is not None:
+                self.on_submit(spec, actor.where)
+
+    def wait(self) -> list[ray.ObjectRef]:
+        """What finished within ``POLL_S`` (one run or one actor's placement at most); with
+        nothing out, nothing after a ``POLL_S`` pause."""
+        self.placing = {a.where_ref: a for a in self.actors if a.where is None}
+        refs = list(self.in_flight) + list(self.placing)
+        if not refs:
+            time.sleep(POLL_S)
+            return []
+        self.received, _ = ray.wait(refs, num_returns=1, timeout=POLL_S)
+        return self.received
+
+    def collect(self, ref: ray.ObjectRef) -> Outcome | None:
+        """The outcome of the run ``ref``; None when ``ref`` placed an actor, or when the run
+        went back to the queue (``retry``)."""
+        if ref in self.placing:
+            _placed(self.placing[ref], self.actors)
+            return None
+        self.collected = actor, spec, t0 = self.in_flight.pop(ref)
+        actor.runs -= 1
+        n = self.attempts[spec.run_key]
+        try:
+            self.reading = ray.get(ref)  # kept until its trace is out of the store (_LOST)
+            result, cpu, wall = self.reading
+            result = _off_the_store(result)
+            self.reading = None
+        except (RayActorError, ObjectLostError) as e:
+            # the actor died, or it had finished and its result was lost with its
+            # node's object store (ObjectReconstructionFailedError): the run again
+            return self.retry(actor, spec, e, t0)
+        except RayTaskError as e:
+            return Outcome(spec, None, error_line(e), n, time.perf_counter() - t0, actor.where)
+        return Outcome(spec, result, None, n, wall, actor.where, cpu)
+
+    def retry(
+        self, actor: _Actor, spec: RunSpec, error: BaseException, t0: float
+    ) -> Outcome | None:
+        """Drop ``actor``, which died, and put ``spec`` back in the queue (None) while it has
+        attempts left; else its failure."""
+        if actor in self.actors:  # report and drop it once, whatever it had queued
+            _drop(actor, self.actors, error)
+        n = self.attempts[spec.run_key]
+        if n <= self.max_retries:
+            self.pending.append(spec)
+            return None
+        return Outcome(
+            spec,
+            None,
+            f"actor died {n} times: {error_line(error)}",
+            n,
+            time.perf_counter() - t0,
+            actor.where or {},
+        )
+
+    def end(self) -> None:
+        for actor in self.actors:
+            ray.kill(actor.handle)
+
+
+@dataclass
+class _ClusterWatch:
+    """What one ``run_on_ray`` knows of the cluster: its head, the sweep's request to the
+    autoscaler, the CPUs at the last poll, and since when queued runs have had none running."""
+
+    head: HeadWatch
+    demand: Demand
+    max_in_flight: int
+    placement_timeout: float
+    cpus: int = 0
+    polled: float = -math.inf
+    starved_since: float = field(default_factory=time.monotonic)
+
+    def follow(self, pool: _ActorPool, now: float) -> None:
+        """Every ``POLL_S``: the pool sized to the cluster's CPUs, if the head answers; then
+        the CPUs the runs left could use asked of the autoscaler."""
+        if now - self.polled >= POLL_S:
+            self.polled = now
+            if self.head.check() and (answer := self.head.cpus()) is not None:
+                self.cpus = answer
+                busy = sum(1 for a in pool.actors if a.runs)
+                pool.resize(target_actors(self.max_in_flight, self.cpus, len(pool.pending) + busy))
+        if self.head.lost_since is None:
+            self.demand.request(
+                wanted_cpus(self.max_in_flight, self.cpus, len(pool.pending) + len(pool.in_flight))
+            )
+
+    def check_placement(self, pool: _ActorPool, now: float) -> None:
+        """``ClusterLost`` when queued runs waited ``placement_timeout`` s with none running."""
+        if pool.in_flight or not pool.pending:
+            self.starved_since = now
+        elif now - self.starved_since > self.placement_timeout:
+            raise ClusterLost(
+                f"{len(pool.pending)} runs waited {self.placement_timeout:.0f} s "
+                f"and no node could take one ({self.cpus} CPUs in the cluster)"
+            )
+
+
+def _head_lost(head: HeadWatch, error: BaseException) -> ClusterLost:
+    """The head's loss, which ``error`` (a broken pipe, a Ray error) revealed, told a watching
+    parent first."""
+    head.lost_since = head.lost_since or time.monotonic()
+    lost = ClusterLost(f"lost the Ray head {head.host}:{head.port} ({error_line(error)})")
+    notify(lost=str(lost))
+    return lost
+
+
+def _off_the_store(result: RunResult) -> RunResult:
+    """``result`` with its trace copied into this process's memory. Read from the object
+    store, the table maps the store's memory, and it is released whenever the last reference
+    to it goes (e.g. once MLflow's logger is done with it): after the head's node, and with it
+    the store, is gone, that release makes Ray end the process on the spot (see ``_LOST``)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, result.trace.schema) as writer:
+        writer.write_table(result.trace)
+    return replace(result, trace=pa.ipc.open_stream(sink.getvalue()).read_all())
+
+
+def _resize(actors: list[_Actor], target: int, new: Callable[[], _Actor]) -> None:
+    """Start actors up to ``target`` (they wait for a CPU if none is free), or end the idle
+    ones beyond it, those still waiting for a CPU first."""
+    actors.extend(new() for _ in range(target - len(actors)))
+    idle = sorted((a for a in actors if not a.runs), key=lambda a: a.where is not None)
+    for actor in idle[: max(0, len(actors) - target)]:
+        actors.remove(actor)
+        ray.kill(actor.handle)
+
+
+def _placed(actor: _Actor, actors: list[_Actor]) -> None:
+    try:
+        actor.where = ray.get(actor.where_ref)
+    except RayError as e:  # it died before it ran anything (its node lost, or unschedulable)
+        if actor in actors:
+            _drop(actor, actors, e)
+
+
+def _drop(actor: _Actor, actors: list[_Actor], error: BaseException) -> None:
+    actors.remove(actor)
+    ray.kill(actor.handle)
+    where = actor.where or {}
+    print(
+        f"farm: warning: an actor died (node {where.get('node_id', '?')[:8]}, "
+        f"{where.get('ip', '?')}): {error_line(error)}; its runs go back to the queue",
+        file=sys.stderr,
+    )

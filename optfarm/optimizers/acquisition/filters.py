@@ -1,0 +1,142 @@
+"""Filters: which of the untested (x, s) pairs an expensive acquisition is evaluated on
+[TrimTuner Sec. III-B, Sec. IV-B].
+
+Every filter works on the finite candidate set (rows of a feature matrix) and spends at most
+``k = max(1, ceil(beta x n))`` acquisition evaluations:
+
+- ``cea``: the k candidates with the largest Constrained Expected Accuracy
+  CEA(x, s) = A(x, s) x P(constraints hold at (x, s)) (cheap: model means only).
+- ``random``: k candidates drawn uniformly (the optimizer's generator).
+- ``none``: every candidate.
+- ``direct`` / ``cmaes``: the black-box optimizers FABOLAS uses to maximise its acquisition
+  (DIRECT, scipy.optimize.direct; CMA-ES, the ``cma`` package) run on the continuous box
+  spanned by the candidates' features; each point they ask for is snapped to the nearest
+  candidate (Euclidean in feature space), and they stop once k distinct candidates have been
+  evaluated. The acquisition is what they maximise, so the subset is what they visited.
+
+``select`` returns the evaluated candidate indices and their acquisition values; the caller
+takes the argmax. ``evaluate(indices) -> values`` is batched (CMA-ES hands over a whole
+population at a time, so it can go through the optimizer's executor).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from ..seeds import drawn_seed
+
+__all__ = ["FILTERS", "n_selected", "cea", "select"]
+
+FILTERS = ("cea", "direct", "cmaes", "random", "none")
+
+
+def n_selected(n: int, beta: float) -> int:
+    """Number of candidates a filter keeps out of n: max(1, ceil(beta n)), at most n."""
+    return min(n, max(1, math.ceil(beta * n - 1e-9)))
+
+
+def cea(quality, log_pf):
+    """CEA = predicted quality (accuracy) x probability of feasibility [TrimTuner Eq. 6]."""
+    return np.asarray(quality, dtype=float) * np.exp(log_pf)
+
+
+def select(
+    method: str,
+    features: np.ndarray,
+    beta: float,
+    evaluate: Callable[[np.ndarray], np.ndarray],
+    rng: np.random.Generator,
+    scores: np.ndarray | None = None,
+):
+    """Evaluate the acquisition on the subset of candidates (rows of ``features``) chosen by
+    ``method``; returns (indices, values). ``scores`` are the CEA values (method ``cea``)."""
+    n = len(features)
+    k = n_selected(n, beta)
+    if method == "none":
+        idx = np.arange(n)
+    elif method == "random":
+        idx = np.sort(rng.choice(n, size=k, replace=False))
+    elif method == "cea":
+        if scores is None or len(scores) != n:
+            raise ValueError("filter 'cea' needs one CEA score per candidate")
+        idx = np.sort(np.argsort(-np.asarray(scores), kind="stable")[:k])
+    elif method in ("direct", "cmaes"):
+        return _search(method, np.asarray(features, dtype=float), k, evaluate, rng)
+    else:
+        raise ValueError(f"unknown filter {method!r} (filters: {', '.join(FILTERS)})")
+    return idx, np.asarray(evaluate(idx), dtype=float)
+
+
+class _Budget(Exception):
+    """Raised inside DIRECT's callback once k distinct candidates were evaluated."""
+
+
+def _search(method, features, k, evaluate, rng):
+    lo, hi = features.min(axis=0), features.max(axis=0)
+    free = hi > lo  # constant columns carry no information
+    span = np.where(free, hi - lo, 1.0)
+    unit = (features - lo) / span
+
+    def snap(points):
+        points = np.atleast_2d(points)
+        full = np.zeros((len(points), features.shape[1]))
+        full[:, free] = points
+        d = ((unit[None, :, :] - full[:, None, :]) ** 2)[:, :, free].sum(-1)
+        return np.argmin(d, axis=1)
+
+    seen: dict[int, float] = {}
+
+    def values_of(idx):
+        new = [int(i) for i in dict.fromkeys(idx.tolist()) if int(i) not in seen]
+        new = new[: max(k - len(seen), 0)]
+        if new:
+            seen.update(zip(new, np.asarray(evaluate(np.array(new)), dtype=float).tolist()))
+        return np.array([seen.get(int(i), -np.inf) for i in idx])
+
+    dim = int(free.sum())
+    if dim == 0:  # every candidate looks the same
+        values_of(np.array([0]))
+        return _finish(seen)
+    if method == "direct":
+        from scipy.optimize import direct
+
+        def f(x):
+            if len(seen) >= k:
+                raise _Budget
+            v = values_of(snap(x))[0]
+            return -v if np.isfinite(v) else 0.0
+
+        try:
+            direct(f, [(0.0, 1.0)] * dim, maxfun=50 * k + 100, locally_biased=True)
+        except _Budget:
+            pass
+    else:
+        import cma
+
+        es = cma.CMAEvolutionStrategy(
+            np.full(dim, 0.5),
+            0.3,
+            {"bounds": [0.0, 1.0], "verbose": -9, "seed": drawn_seed(rng, 2**31 - 1, 1)},
+        )
+        stalls = 0
+        while len(seen) < k and stalls < 50:
+            before = len(seen)
+            xs = es.ask()
+            v = values_of(snap(np.array(xs)))
+            es.tell(xs, [-(x if np.isfinite(x) else 0.0) for x in v])
+            stalls = stalls + 1 if len(seen) == before else 0
+            if es.stop():
+                es = cma.CMAEvolutionStrategy(
+                    rng.random(dim),
+                    0.3,
+                    {"bounds": [0.0, 1.0], "verbose": -9, "seed": drawn_seed(rng, 2**31 - 1, 1)},
+                )
+    return _finish(seen)
+
+
+def _finish(seen):
+    idx = np.array(sorted(seen), dtype=np.int64)
+    return idx, np.array([seen[i] for i in idx.tolist()], dtype=float)
