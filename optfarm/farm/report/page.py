@@ -31,12 +31,12 @@ def write_report(
     title: str = "optfarm report",
     sections: Sequence[Section] = SECTIONS,
     per_dataset: bool = True,
-    intro: str | None = None,
+    intro: Sequence[str] | None = None,
 ) -> list[Path]:
     """Write the PNG figures, ``stats.json`` and ``report.html`` into ``out_dir``; returns
     the files written. ``sections`` are the page-wide sections (``farm leaderboard`` gives its
-    own, and its ``intro`` text instead of the definitions of the curves), after a table and
-    figures per dataset unless ``per_dataset`` is false."""
+    own, and its ``intro`` paragraphs, the first its lead, instead of the definitions of the
+    curves), after a table and figures per dataset unless ``per_dataset`` is false."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     body, files = _page_head(analyses, title, per_dataset, intro), []
@@ -62,15 +62,22 @@ def write_report(
 
 
 def _page_head(
-    analyses: Mapping[str, DatasetAnalysis], title: str, per_dataset: bool, intro: str | None
+    analyses: Mapping[str, DatasetAnalysis],
+    title: str,
+    per_dataset: bool,
+    intro: Sequence[str] | None,
 ) -> list[str]:
     """The title, the verdict line (with the per-dataset part) and the definitions of the
-    curves or ``intro``."""
+    curves, or the ``intro`` paragraphs (the first as the page's lead)."""
     head = [f"<h1>{html.escape(title)}</h1>"]
     if per_dataset and verdict(analyses):
         head.append(f'<p class="verdict"><b>Verdict.</b> {html.escape(verdict(analyses))}</p>')
-    head.append(_DEFINITIONS if intro is None else f"<p>{html.escape(intro)}</p>")
-    return head
+    if intro is None:
+        return head + [_DEFINITIONS]
+    return head + [
+        f'<p class="lead">{html.escape(text)}</p>' if i == 0 else f"<p>{html.escape(text)}</p>"
+        for i, text in enumerate(intro)
+    ]
 
 
 def _dataset_section(name: str, a: DatasetAnalysis, out_dir: Path) -> tuple[list[str], list[Path]]:
@@ -90,18 +97,18 @@ def _page_section(
     section: Section, analyses: Mapping[str, DatasetAnalysis], out_dir: Path
 ) -> tuple[list[str], list[Path]]:
     """A page-wide section: its heading and table (or its text when empty, if it has one),
-    and its figures when it has rows: the HTML parts and the files written."""
+    and its figures when it has rows, under the table (above it with ``figures_first``): the
+    HTML parts and the files written."""
     rows = section.rows(analyses)
-    parts = []
-    if rows or section.empty is not None:
-        parts += [
-            f"<h2>{html.escape(section.title)}</h2>",
-            _table(rows) if rows else f"<p>{html.escape(section.empty)}</p>",
-        ]
+    if not rows and section.empty is None:
+        return [], []
+    head = [f"<h2>{html.escape(section.title)}</h2>"]
+    table = [_table(rows) if rows else f"<p>{html.escape(section.empty)}</p>"]
     if not rows or section.figures is None:
-        return parts, []
+        return head + table, []
     written = section.figures(analyses, out_dir)
-    return parts + [_img(f) for f in written if f.suffix == ".png"], written
+    images = [_img(f) for f in written if f.suffix == ".png"]
+    return head + (images + table if section.figures_first else table + images), written
 
 
 MAX_CURVES = 6
@@ -371,6 +378,8 @@ to a target: cumulative exploration cost/time at the first step whose recommenda
 _PAGE = """<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>{title}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1300px}}
+p{{overflow-wrap:anywhere;margin:0.5em 0}}p.lead{{font-size:1.15em;max-width:52em;
+margin:0.8em 0}}
 table{{border-collapse:collapse;margin:0.5em 0 1.5em;display:block;max-width:100%;
 overflow-x:auto}}td,th{{border:1px solid #ccc;
 padding:3px 8px;font-size:13px;text-align:right}}th{{background:#f0f0f0}}img{{max-width:100%}}
