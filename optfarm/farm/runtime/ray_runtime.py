@@ -428,6 +428,7 @@ class _ActorPool:
         self.reserved: str | None = None
         self.solo: str | None = None
         self.actors: list[_Actor] = []
+        self.unplaced_deaths = [0]  # actors that died before they were placed
         self.in_flight: dict[ray.ObjectRef, _Sent] = {}
         self.placing: dict[ray.ObjectRef, _Actor] = {}
         self.received: list[ray.ObjectRef] = []
@@ -536,7 +537,7 @@ class _ActorPool:
         """The outcome of the run ``ref``; None when ``ref`` placed an actor, or when the run
         went back to the queue (``died``)."""
         if ref in self.placing:
-            _placed(self.placing[ref], self.actors)
+            _placed(self.placing[ref], self.actors, self.unplaced_deaths)
             return None
         self.collected = sent = self.in_flight.pop(ref)
         ran = sent.actor.refs[: sent.actor.refs.index(ref)]  # an actor runs its runs in order
@@ -668,15 +669,21 @@ def _resize(actors: list[_Actor], target: int, need: int, new: Callable[[], _Act
     actors.extend(new() for _ in range(target - len(actors)))
 
 
-def _placed(actor: _Actor, actors: list[_Actor]) -> None:
+def _placed(actor: _Actor, actors: list[_Actor], deaths: list[int]) -> None:
+    """``actor`` placed on its node; or, when it died first (its node lost, unschedulable,
+    killed for memory), dropped: one line for the 1st, 10th, 100th... such death of the sweep
+    (``deaths``: their count), since an actor replaced on a machine short of memory may die
+    again and again."""
     try:
         actor.where = ray.get(actor.where_ref)
-    except RayError as e:  # it died before it ran anything (its node lost, or unschedulable)
+    except RayError as e:
         if actor in actors:
             _drop(actor, actors)
-            why = memory_kill(e, None)
-            what = f"killed for memory ({why})" if why else f"died ({_death_words(e, actor)})"
-            say(f"an actor {what} before it ran anything")
+            deaths[0] += 1
+            if math.log10(deaths[0]).is_integer():
+                why = memory_kill(e, None)
+                what = f"killed for memory ({why})" if why else f"died ({_death_words(e, actor)})"
+                say(f"an actor {what} before it ran anything ({deaths[0]} so far)")
 
 
 def _drop(actor: _Actor, actors: list[_Actor]) -> None:
