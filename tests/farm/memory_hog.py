@@ -30,7 +30,7 @@ class MemoryHog(RandomSearch):
     name = NAME
     summary = "random search whose run of one seed takes memory (a test's memory kill)"
     params = RandomSearch.params + (
-        Param("hog_mb", 0, "memory the run of seed hog_seed takes (MB)", low=0, high=4000),
+        Param("hog_mb", 0, "memory the run of seed hog_seed takes (MB)", low=0, high=4500),
         Param("hog_seed", 0, "the seed whose run takes it", low=0),
         Param("once", "", "a file: take it only while the file does not exist, then make it"),
         Param("impossible", False, "ask for 256 TiB instead (numpy's MemoryError at once)"),
