@@ -214,26 +214,26 @@ def _leader_against_random(board: Board, at: AtBudget) -> str:
 
 
 def _medians(board: Board, at: AtBudget) -> str:
-    """Random search's median beside the lowest other ("random search 3.40, lowest
-    optuna-tpe 2.90")."""
+    """Random search's median beside the other nearest the optimum ("random search 3.40,
+    nearest the optimum optuna-tpe 2.90")."""
     medians = {n: _value(at, n, board.metric) for n in at.mean_ranks.index}
-    lowest = min(
+    nearest = min(
         (n for n in medians if n != BASELINE),
         key=lambda n: quantile(at.scores[n].to_numpy(), 0.5),
         default=None,
     )
     shown = [f"{RANDOM} {medians[BASELINE]}"] if BASELINE in medians else []
-    if lowest and math.isinf(quantile(at.scores[lowest].to_numpy(), 0.5)):
+    if nearest and math.isinf(quantile(at.scores[nearest].to_numpy(), 0.5)):
         shown += ["every other none feasible"]
-    elif lowest:
-        shown += [f"lowest {lowest} {medians[lowest]}"]
+    elif nearest:
+        shown += [f"nearest the optimum {nearest} {medians[nearest]}"]
     return ", ".join(shown)
 
 
 def detail_rows(board: Board) -> list[dict]:
     """One row per budget (cost, evaluations, then the anytime score): its share of the
-    price, the places (``_places_text``), random search's median beside the lowest, and the
-    first optimizer against random search."""
+    price, the places (``_places_text``), random search's median beside the other nearest
+    the optimum (``_medians``), and the first optimizer against random search."""
     rows = []
     for label, at in sorted(board.at.items(), key=lambda item: item[1].budget.axis == "anytime"):
         anytime = at.budget.axis == "anytime"
@@ -251,7 +251,7 @@ def detail_rows(board: Board) -> list[dict]:
 
 def budget_lines(board: Board) -> list[str]:
     """``detail_rows`` as lines, for the terminal: "2x (5% of the price): 1st: A, B; ...;
-    median CNO: random search 2.00, lowest A 1.00; the data separate A from random
+    median CNO: random search 2.00, nearest the optimum A 1.00; the data separate A from random
     search (...)."."""
     lines = []
     for row in detail_rows(board):
