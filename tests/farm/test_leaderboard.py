@@ -566,6 +566,7 @@ def test_the_heat_map_tells_missing_from_nothing_feasible():
         (["--seeds", "0"], ["--seeds must be at least 1, got 0"]),
         (["--seeds", "-1"], ["--seeds must be at least 1, got -1"]),
         (["--seeds", "4294967297"], ["--seeds", "at most 4294967295"]),
+        (["--seeds", "20000"], ["300,000 runs, more than 200,000: give fewer --seeds"]),
         (["--budgets", "nan"], ["--budgets 'nan'", "positive finite"]),
         (["--budgets", "inf"], ["--budgets 'inf'", "positive finite"]),
         (["--budgets", "2,2"], ["--budgets '2,2'", "once"]),

@@ -103,7 +103,7 @@ def _board_of_spec(spec_path: Path, budgets, evaluations, args) -> int:
     """The board of a leaderboard spec (on --datasets' tables when given): its price with
     --plan, else the runs its folder lacks, then the board."""
     from optfarm.farm.sweep.board_spec import load_board_spec
-    from optfarm.farm.sweep.spec import SpecError, expand, parse_spec
+    from optfarm.farm.sweep.spec import DEFAULT_MAX_RUNS, SpecError, expand, parse_spec
 
     datasets = [d.strip() for d in (args.datasets or "").split(",") if d.strip()] or None
     try:
@@ -111,6 +111,11 @@ def _board_of_spec(spec_path: Path, budgets, evaluations, args) -> int:
         spec = resolved.sweep
         if args.seeds is not None:  # validated as a spec's seeds are
             spec = parse_spec({**spec.model_dump(mode="json"), "seeds": args.seeds}, "--seeds")
+        if spec.n_runs() > DEFAULT_MAX_RUNS:  # farm sweep's limit; a board has no --max-runs
+            raise SpecError(
+                f"{spec_path}: the board expands to {spec.n_runs():,} runs, more than "
+                f"{DEFAULT_MAX_RUNS:,}: give fewer --seeds or tables"
+            )
         runs = len(expand(spec, str(spec_path)))
     except SpecError as e:
         return _error(str(e))
