@@ -265,6 +265,9 @@ def test_leaderboard_on_an_imported_table(imported, capsys):
     # 5 seeds cannot separate two optimizers (a signed-rank test needs 6): nothing beats
     # random search, and every optimizer shares the first place
     assert "nothing here beats random search at 2x" in decision
+    assert decision.endswith(
+        "5 seeds cannot separate any two optimizers (the signed-rank test needs 6)."
+    )
     assert {r["place"] for r in board["standings"]} == {1}
     assert board["detail"][0].startswith("2x (17% of the price): all ")
     page = (out / "leaderboard" / "report.html").read_text()

@@ -161,16 +161,24 @@ def _clauses(board: Board, compact: bool) -> list[str]:
 
 def decision(board: Board) -> str:
     """The board's decision in at most about ``WORDS`` words (the module's docstring);
-    the lists of tied optimizers counted instead of named when naming them runs longer."""
+    the lists of tied optimizers counted instead of named when naming them runs longer. On
+    fewer blocks than the signed-rank test needs to separate anything, it says so."""
     seeds = int(board.tidy["seed"].nunique())
     on = (
         f"On {board.tables[0]} ({seeds} seed{'s' * (seeds != 1)})"
         if len(board.tables) == 1
         else f"On {len(board.tables)} tables ({seeds} seeds each)"
     )
+    blocks, smallest = board.headline.scores.shape[0], math.ceil(math.log2(2 / ALPHA))
+    few = (
+        f" {_count(blocks, board.blocks)} cannot separate any two optimizers (the signed-rank "
+        f"test needs {smallest})."
+        if blocks < smallest
+        else ""
+    )
     for compact in (False, True):
         clauses = _clauses(board, compact)
-        text = f"{on}, " + "; ".join(clauses) + "."
+        text = f"{on}, " + "; ".join(clauses) + "." + few
         if len(text.split()) <= WORDS:
             break
     return text
