@@ -56,6 +56,8 @@ DESCRIPTION_TAG = "mlflow.note.content"
 # not come up in 5 minutes on 2 busy cores), on loopback (docs/guide/first-hour.md)
 UI_COMMAND = "mlflow ui --workers 1 --host 127.0.0.1 --port 5000"
 LOCAL_UI = "http://127.0.0.1:5000"
+_MAX_ENTITIES = 1000  # MLflow's limits per log_batch call: 1000 entities, 100 params
+_MAX_PARAMS = 100
 
 
 def runs_page(uri: str, experiment_id: str) -> tuple[str, str | None]:
@@ -223,6 +225,16 @@ class Connection:
             file=sys.stderr,
         )
         self.offline = True
+
+    def log_batch(self, run_id: str, params: list, metrics: list, tags: list) -> None:
+        """As few ``log_batch`` calls as MLflow's limits allow (one for a run of ordinary
+        size): parameters, tags and metrics together."""
+        while params or metrics or tags:
+            p, params = params[:_MAX_PARAMS], params[_MAX_PARAMS:]
+            t, tags = tags[: _MAX_ENTITIES - len(p)], tags[_MAX_ENTITIES - len(p) :]
+            room = _MAX_ENTITIES - len(p) - len(t)
+            m, metrics = metrics[:room], metrics[room:]
+            self.client.log_batch(run_id, metrics=m, params=p, tags=t)
 
     def search(self, filter_string: str) -> list:
         """Every run of the experiment that ``filter_string`` finds (all pages)."""
