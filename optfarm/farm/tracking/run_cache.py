@@ -63,6 +63,20 @@ class RunCache:
             if "key" in e and e["parent"] == parent
         }
 
+    def last_parent(self) -> str | None:
+        """The sweep's run that the last line here logged to, if any."""
+        mine = [
+            e for e in self.entries if e.get("uri") == self.uri and e.get("sweep") == self.sweep_id
+        ]
+        return mine[-1]["parent"] if mine else None
+
+    def without_strays(self, parent: str) -> bool:
+        """Whether the last invocation that ended the sweep's run ``parent`` here left no
+        stray (``optfarm.farm.tracking.strays``): every create it made was answered, or it
+        deleted the strays after. Older versions' ends cannot say."""
+        ends = [e for e in self.entries if "closed" in e and e.get("parent") == parent]
+        return bool(ends) and ends[-1].get("strays") == 0
+
     def finished_parent(self, specs: Mapping[str, dict], records: Mapping[str, dict]) -> str | None:
         """The sweep's run when its last invocation here ended FINISHED and every run of
         ``specs`` is stored done (``records``) and logged FINISHED under it; else None."""
@@ -71,7 +85,7 @@ class RunCache:
             for e in self.entries
             if "closed" in e and e.get("uri") == self.uri and e.get("sweep") == self.sweep_id
         ]
-        if not ends or ends[-1]["closed"] != "FINISHED":
+        if not ends or ends[-1]["closed"] != "FINISHED" or ends[-1].get("strays") != 0:
             return None
         parent = ends[-1]["parent"]
         logged = self.runs_of(parent)

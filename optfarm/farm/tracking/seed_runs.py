@@ -136,13 +136,13 @@ class SeedRuns:
         run_id = self.runs.get(run.key, (None, ""))[0]
         tags, params = run.tags, run.params
         if run_id is None:
-            created = client.create_run(
-                self.conn.experiment_id,
-                start_time=run.start_ms,
-                run_name=run.name,
-                tags={t.key: t.value for t in run.tags},
+            run_id = self.conn.create_run(
+                run.name,
+                run.start_ms,
+                {t.key: t.value for t in run.tags},
+                seed_filter(self.sweep_id) + f" and tags.`optfarm.run_key` = '{run.key}'",
             )
-            run_id, tags = created.info.run_id, []
+            tags = []
             fault_point("after-mlflow-create")
         else:  # parameters cannot change: log those it lacks (older versions logged others)
             have = client.get_run(run_id).data.params

@@ -14,6 +14,7 @@ from typing import Any
 
 from optfarm.farm.store.store import Store
 from optfarm.farm.tracking.mlflow_connection import Connection
+from optfarm.farm.tracking.strays import choose
 
 __all__ = ["create", "find", "log_artifacts", "sweep_filter"]
 
@@ -23,10 +24,11 @@ def sweep_filter(sweep_id: str) -> str:
     return f"tags.`optfarm.sweep_id` = '{sweep_id}' and tags.`optfarm.kind` = 'sweep'"
 
 
-def find(conn: Connection, sweep_id: str) -> str | None:
-    """The id of the sweep's run (the earliest, should there be several), or None."""
+def find(conn: Connection, sweep_id: str, known: str | None = None) -> str | None:
+    """The id of the sweep's run, or None; should there be several (strays), ``known`` (the
+    one the folder's cache names), else a finished one, else the earliest."""
     found = conn.search(sweep_filter(sweep_id))
-    return min(found, key=lambda r: r.info.start_time).info.run_id if found else None
+    return choose(found, known).info.run_id if found else None
 
 
 def create(
@@ -48,9 +50,7 @@ def create(
         "optfarm.kind": "sweep",
         "optfarm.out": store.location.absolute(),
     }
-    run_id = conn.client.create_run(
-        conn.experiment_id, run_name=name, start_time=start_ms, tags=tags
-    ).info.run_id
+    run_id = conn.create_run(name, start_ms, tags, sweep_filter(sweep_id))
     conn.client.log_batch(run_id, params=[Param(k, str(v)) for k, v in sorted(params.items())])
     if artifacts and store.read_sweep() is not None:
         with store.local_copy(store.root / "sweep.json") as spec:

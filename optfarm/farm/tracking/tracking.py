@@ -7,6 +7,7 @@ each:
 - ``sweep_run``, ``variant_runs``, ``seed_runs``: the three levels of a sweep's runs;
 - ``logged_statistics``: the statistics the variant and sweep runs carry;
 - ``run_cache``: the folder's cache of what is logged (``mlflow_runs.jsonl``);
+- ``strays``: a second run of one key, deleted;
 - ``mlflow_mapping`` (stored run -> MLflow run, pure functions), ``variants`` (the variant
   level's keys, names and parameters), ``mlflow_logger`` (the background thread),
   ``mlflow_bulk`` (an MLflow database, sqlite or PostgreSQL, written in batches).
@@ -17,7 +18,12 @@ parameters x problem) and, nested in it, one run per run key (a seed).
 Exactly once per run key and per variant, whatever happens: every run is tagged with the
 sweep's id and its key, and *found* by these tags on the tracking server (``search_runs``)
 before anything is created, so a moved or copied folder, a lost cache, a killed driver or a
-second ``farm sync`` finds the runs already there.
+second ``farm sync`` finds the runs already there. Whatever the server's speed, too: a create
+is asked once, and looked up by its tags when its answer is lost before it is asked again
+(``Connection.create_run``). Should a server carry out a create after that look-up, the
+second run (a stray) is deleted when the invocation ends; a later invocation, or ``farm
+sync`` (always), looks for strays whenever the cache cannot say the last end left none
+(``optfarm.farm.tracking.strays``: an older version's, a killed driver's).
 
 Every stop closes the sweep's runs: ``close(drain=True)`` (a signal, a lost Ray head, a Ray
 that did not start) drops what is still queued (it is stored: the next run of the sweep or
@@ -43,13 +49,14 @@ from pathlib import Path
 from typing import Any
 
 from optfarm.farm.store.store import Store
-from optfarm.farm.tracking import sweep_run
+from optfarm.farm.tracking import strays, sweep_run
 from optfarm.farm.tracking.logged_statistics import Statistics, log_statistics
 from optfarm.farm.tracking.mlflow_connection import Connection, resolve_uri, runs_page
 from optfarm.farm.tracking.mlflow_logger import Logger
 from optfarm.farm.tracking.mlflow_mapping import RunContext, span_ms
 from optfarm.farm.tracking.run_cache import CACHE, RunCache
 from optfarm.farm.tracking.seed_runs import SeedRuns
+from optfarm.farm.tracking.strays import key_of
 from optfarm.farm.tracking.uris import hide_password
 from optfarm.farm.tracking.variant_runs import VariantRuns
 
@@ -101,6 +108,7 @@ class Tracker:
         self._logger: Logger | None = None
         self._started_ms = 0  # when this invocation started
         self._params: dict[str, Any] = {}
+        self._reconcile = False
 
     @property
     def offline(self) -> bool:
@@ -120,17 +128,22 @@ class Tracker:
         params: dict[str, Any] | None = None,
         records: dict[str, dict] | None = None,
         wait: bool = False,
+        reconcile: bool = False,
     ) -> bool:
         """Learn what is logged of the runs ``specs`` (run key -> spec as stored; ``records``:
         the runs stored before). When the cache says every one is stored, logged and the sweep
         ended FINISHED, there is nothing to do; else start the logger, which first opens the
         store (seconds: the sweep's runs go on meanwhile), finds (by its sweep id tag) or
         creates the sweep's parent run and marks it RUNNING, and finds its variant and seed
-        runs. With ``wait``, returns once that is done: False when offline."""
+        runs. With ``wait``, returns once that is done: False when offline. ``reconcile``:
+        every run of the sweep is looked up on the server, its strays deleted
+        (``optfarm.farm.tracking.strays``), whatever the cache says (done anyway when the
+        cache cannot tell there are none)."""
         self._started_ms = int(time.time() * 1000)
         records = dict(records or {})  # a copy: the sweep adds records while the logger reads
         self._cache.read()
-        parent = self._cache.finished_parent(specs, records)
+        self._reconcile = reconcile
+        parent = None if reconcile else self._cache.finished_parent(specs, records)
         if parent is not None:
             self.parent = self._seeds.parent = parent
             self._seeds.runs = {k: ("", "FINISHED") for k in specs}
@@ -150,18 +163,30 @@ class Tracker:
             self._seeds.spans = {k: span_ms(r) for k, r in records.items()}
             found = self._open_parent()
             self._seeds.runs = self._cache.runs_of(self.parent)
-            if found and any(
+            if not found:
+                return
+            if self._reconcile or not self._cache.without_strays(self.parent):
+                self._learn(records)
+                return
+            if any(
                 self._seeds.runs.get(k, ("", ""))[1] not in ("FINISHED", "FAILED") for k in specs
             ):
                 self._seeds.find()
-            if found:
-                self._variants.find(self._ctx, records)
+            self._variants.find(self._ctx, records)
         except Exception as e:
             self._conn.warn("start sweep", e)
 
+    def _learn(self, records: dict[str, dict]) -> None:
+        """Learn every run of the sweep on the server, its strays deleted first."""
+        kept = strays.reconcile(self._conn, self.sweep_id, self._known())
+        self._seeds.learn([r for r in kept if key_of(r)[0] == "run"])
+        self._variants.learn(self._ctx, records, [r for r in kept if key_of(r)[0] == "variant"])
+
     def _open_parent(self) -> bool:
         """Find the sweep's run and mark it RUNNING, or create it; whether it was found."""
-        self.parent = self._seeds.parent = sweep_run.find(self._conn, self.sweep_id)
+        self.parent = self._seeds.parent = sweep_run.find(
+            self._conn, self.sweep_id, self._cache.last_parent()
+        )
         if self.parent is not None:
             self._conn.client.update_run(self.parent, status="RUNNING")
             return True
@@ -177,6 +202,13 @@ class Tracker:
         )
         return False
 
+    def _known(self) -> dict[tuple[str, str], str]:
+        """(kind, key) -> the id of the run this tracker logs to (``strays.key_of``)."""
+        known = {("sweep", ""): self.parent}
+        known.update({("variant", v): i for v, (i, _) in self._variants.runs.items()})
+        known.update({("run", k): i for k, (i, _) in self._seeds.runs.items() if i})
+        return known
+
     def close(
         self, failed: bool = False, drain: bool = False, records: dict[str, dict] | None = None
     ) -> None:
@@ -189,7 +221,9 @@ class Tracker:
         that did not start): drop the runs not logged yet (they are stored: the next run of
         the sweep or ``farm sync`` logs them), end every open variant run KILLED (seeds
         missing) or FAILED and the parent FAILED, without statistics (the next invocation
-        logs them). No run of the sweep is left RUNNING either way."""
+        logs them). No run of the sweep is left RUNNING either way. When a create's answer
+        was lost, the sweep's strays are deleted first (not on a stop: the next invocation
+        does it)."""
         if self._logger is None:
             return
         self._logger.stop(drop=drain)
@@ -197,6 +231,10 @@ class Tracker:
         if self.offline:
             return
         try:
+            checked = not self._conn.late_creates
+            if not checked and not drain:  # a create carried out late may have made a stray
+                strays.reconcile(self._conn, self.sweep_id, self._known())
+                checked = True
             self._seeds.end_orphans()
             self._variants.end_open(self._ctx, self._seeds.runs, self._seeds.spans)
             if records is not None and not drain:
@@ -213,7 +251,8 @@ class Tracker:
                 self._seeds.traces.clear()
             status = "FAILED" if failed or drain else "FINISHED"
             self._conn.client.set_terminated(self.parent, status)
-            self._cache.append([{"parent": self.parent, "closed": status}])
+            end = {"parent": self.parent, "closed": status}
+            self._cache.append([{**end, "strays": 0} if checked else end])
         except Exception as e:
             self._conn.warn("end sweep", e)
 
@@ -332,7 +371,11 @@ def sync(
 def _upload(tracker: Tracker, records: list[dict], stored: Mapping[str, dict]) -> tuple[int, int]:
     """``sync``'s upload of the stored runs ``records`` (``stored``: by run key)."""
     if not tracker.start(
-        {k: r["spec"] for k, r in stored.items()}, {"runs": len(records)}, dict(stored), wait=True
+        {k: r["spec"] for k, r in stored.items()},
+        {"runs": len(records)},
+        dict(stored),
+        wait=True,
+        reconcile=True,
     ):
         return 0, len(records)
     todo = [r for r in records if not tracker.logged(r)]

@@ -89,14 +89,14 @@ class VariantRuns:
             self.runs.update({r.key: (r.run_id, "RUNNING") for r in new})
             return
         for r in new:
-            run = c.client.create_run(
-                c.experiment_id,
-                start_time=r.start_ms,
-                run_name=r.name,
-                tags={t.key: t.value for t in r.tags},
+            run_id = c.create_run(
+                r.name,
+                r.start_ms,
+                {t.key: t.value for t in r.tags},
+                variant_filter(ctx.sweep_id) + f" and tags.`optfarm.variant_key` = '{r.key}'",
             )
-            c.client.log_batch(run.info.run_id, params=r.params)
-            self.runs[r.key] = (run.info.run_id, "RUNNING")
+            c.client.log_batch(run_id, params=r.params)
+            self.runs[r.key] = (run_id, "RUNNING")
 
     def end_complete(
         self,
