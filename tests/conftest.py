@@ -21,8 +21,8 @@ from optfarm.oracle.sources import SOURCES, download, sources_dir
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 USER_SOURCES = sources_dir()  # read before any test points OPTFARM_DATA at a temporary folder
 NO_DATA = (
-    "no real datasets: run `farm datasets fetch all --from DIR` (DIR: a copy of them) or "
-    "`farm datasets fetch all` (network)"
+    "no real datasets: run `farm datasets fetch all --from DIR` (a copy) or `farm datasets "
+    "fetch all`"
 )
 
 
