@@ -3,7 +3,8 @@
 on its first suggestion, and holds it to the run's end. With ``once`` (a file path) it does so
 only while that file does not exist, and makes the file as it starts: its run again after a
 kill runs light. ``register`` names it ``memory-hog`` in the registry of the process that calls
-it (a Ray worker's set-up hook, ``runtime_env``).
+it (a Ray worker's set-up hook, ``runtime_env``). With ``impossible`` it asks numpy for 256 TiB
+instead, which raises MemoryError at once.
 
 A Ray started with a memory monitor threshold just above the machine's use now
 (``ray_memory_monitor_env``: ``RAY_memory_usage_threshold``, ``RAY_memory_monitor_refresh_ms``)
@@ -29,13 +30,16 @@ class MemoryHog(RandomSearch):
     name = NAME
     summary = "random search whose run of one seed takes memory (a test's memory kill)"
     params = RandomSearch.params + (
-        Param("hog_mb", 0, "memory the run of seed hog_seed takes (MB)", low=0, high=4000),
+        Param("hog_mb", 0, "memory the run of seed hog_seed takes (MB)", low=0, high=4500),
         Param("hog_seed", 0, "the seed whose run takes it", low=0),
         Param("once", "", "a file: take it only while the file does not exist, then make it"),
+        Param("impossible", False, "ask for 256 TiB instead (numpy's MemoryError at once)"),
     )
 
     def suggest(self):
         if not self.history and self.seed == self.config["hog_seed"] and self._hogs():
+            if self.config["impossible"]:
+                np.empty(2**45)  # 256 TiB
             self._held = _take(self.config["hog_mb"])
         return super().suggest()
 

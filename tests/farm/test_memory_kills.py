@@ -1,7 +1,7 @@
 """A run killed for memory is that run's failure, never the sweep's (issue 41 item 3, issue 44
-item 2): on a real local Ray whose memory monitor kills a worker once the machine uses 2.5 GB
-more than when the test started (``memory_hog.ray_memory_monitor_env``), a run that takes
-up to 4 GB (``memory_hog.MemoryHog``) is killed as Ray kills one on a machine short of memory
+item 2): on a real local Ray whose memory monitor kills a worker once the machine uses 2 GB
+more than when the test started (``memory_hog.ray_memory_monitor_env``), a run that grows
+to 4.5 GB (``memory_hog.MemoryHog``) is killed as Ray kills one on a machine short of memory
 (``ray.exceptions.OutOfMemoryError``), goes back to the queue once, runs again alone on its
 node, and is stored; killed again, it is recorded as failed with the reason. Every other run
 is stored exactly once, the sweep goes on, and each kill is one line on stderr (not Ray's
@@ -26,8 +26,8 @@ from optfarm.farm.sweep.spec import expand, parse_spec
 from .conftest import same_trace
 from .memory_hog import NAME, ray_memory_monitor_env, register
 
-HOG_MB = 4000
-MARGIN = 2.5e9
+HOG_MB = 4500  # at most: it grows until killed
+MARGIN = 2.0e9
 # what Ray says of a kill for memory or of a dead worker: none of it reaches the terminal
 RAY_DUMP = ("worker(s) were killed", "Lease ID", "Object store memory usage", "Traceback")
 
@@ -128,7 +128,11 @@ def test_a_run_killed_for_memory_runs_again_alone_and_the_sweep_exits_0(
     assert len(records) == 4 and len({r["run_key"] for r in records}) == 4
     assert all(r["status"] == "done" for r in records)
     hog = next(r for r in records if r["spec"]["seed"] == 1)
-    assert marker.exists() and hog["attempts"] == 2, (hog["attempts"], err)
+    assert marker.exists() and hog["attempts"] == 2, (
+        f"the hog ran {hog['attempts']} time(s): the machine's other processes freed more than "
+        f"{HOG_MB / 1e3 - MARGIN / 1e9:.1f} GB meanwhile, or Ray's monitor missed it",
+        err,
+    )
     assert any(
         "run memory-hog on synthetic seed 1 was killed for memory (Ray's memory monitor" in line
         and line.endswith("it runs again, alone")

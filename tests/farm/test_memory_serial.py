@@ -46,6 +46,40 @@ def test_a_run_that_does_not_fit_is_not_started_in_process(tmp_path, monkeypatch
     assert len(said) == 2 and said[0].startswith(f"farm: warning: run {NAME} on synthetic seed 0")
 
 
+def test_a_run_out_of_memory_in_process_is_one_line_and_the_sweep_goes_on(tmp_path, capfd):
+    """A run that runs out of memory in-process (numpy's MemoryError) is recorded as failed
+    with it, said in one line as it happens, and the other runs are stored."""
+    register()
+    code = main(
+        [
+            "sweep",
+            "--datasets",
+            "synthetic",
+            "--optimizers",
+            NAME,
+            "--param",
+            f"{NAME}.impossible=true",
+            "--seeds",
+            "3",
+            "--iterations",
+            "5",
+            "--serial",
+            "--no-progress",
+            "--no-tracking",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
+    err = capfd.readouterr().err
+    records = {r["spec"]["seed"]: r for r in Store(tmp_path / "out").records()}
+    assert code == 1 and len(records) == 3, err
+    assert records[0]["status"] == "failed" and records[0]["error"].startswith("MemoryError")
+    assert records[1]["status"] == records[2]["status"] == "done"
+    said = [line for line in err.splitlines() if "ran out of memory" in line]
+    assert len(said) == 1 and said[0].startswith(f"farm: warning: run {NAME} on synthetic seed 0")
+    assert "Traceback" not in err
+
+
 def test_estimates_cover_the_process_the_oracle_and_what_each_optimizer_declares():
     """A run's estimate: the process, the oracle over the table, and the optimizer's own
     structures (random search declares none); TrimTuner's covers the (40, n, n) joint

@@ -292,6 +292,7 @@ class RunActor:
 # runs queued per actor: the next run is already there when one finishes, so an actor never
 # waits for the driver to store a result and submit again
 QUEUE_DEPTH = 2
+SETTLE_S = 5.0  # after a kill for memory, no run is sent for this long (_ActorPool.submit)
 
 
 class _Actor:
@@ -427,6 +428,7 @@ class _ActorPool:
         self.alone: list[RunSpec] = []
         self.reserved: str | None = None
         self.solo: str | None = None
+        self.settled_at = -math.inf  # no run is sent before (a kill for memory: SETTLE_S)
         self.actors: list[_Actor] = []
         self.unplaced_deaths = [0]  # actors that died before they were placed
         self.in_flight: dict[ray.ObjectRef, _Sent] = {}
@@ -480,7 +482,11 @@ class _ActorPool:
 
     def submit(self) -> None:
         """Queued runs to placed actors that hold the memory they need, at most
-        ``QUEUE_DEPTH`` each, the least loaded first; none to the ``reserved`` node."""
+        ``QUEUE_DEPTH`` each, the least loaded first; none to the ``reserved`` node, and none
+        at all for ``SETTLE_S`` after a kill for memory (the killed worker's memory takes a
+        moment to come back, and a run sent meanwhile may be killed in its place)."""
+        if time.monotonic() < self.settled_at:
+            return
         self._submit_alone()
         while self.pending:
             spec = self.pending[-1]
@@ -554,7 +560,7 @@ class _ActorPool:
         except (RayActorError, ObjectLostError, OutOfMemoryError) as e:
             # the actor died, or it had finished and its result was lost with its
             # node's object store (ObjectReconstructionFailedError): the run again
-            return self.died(sent, e, isinstance(e, OutOfMemoryError) or _ran(sent.actor, ran))
+            return self.died(sent, e, _ran(sent.actor, ran))
         except RayTaskError as e:
             return Outcome(sent.spec, None, error_line(e), n, _since(sent), sent.actor.where)
         return Outcome(sent.spec, result, None, n, wall, sent.actor.where, cpu)
@@ -575,6 +581,7 @@ class _ActorPool:
         n = self.attempts[spec.run_key]
         if not isinstance(error, ObjectLostError) and (why := memory_kill(error, sent.oom_kills)):
             kills = self.memory_kills[spec.run_key] = self.memory_kills.get(spec.run_key, 0) + 1
+            self.settled_at = time.monotonic() + SETTLE_S
             if kills == 1:
                 say(f"{run_words(spec)} was killed for memory ({why}); it runs again, alone")
                 self.alone.append(spec)
@@ -697,9 +704,14 @@ def _ran(actor: _Actor, before: list[ray.ObjectRef]) -> bool:
     its runs one at a time, in order), unless the run it was running is accounted for."""
     if actor.dead:
         return False
-    try:
-        ray.get(before, timeout=0)
-    except RayError:  # one of them did not finish (GetTimeoutError), or died running
+    if not before:
+        return True
+    ready, _ = ray.wait(before, num_returns=len(before), timeout=0, fetch_local=False)
+    if len(ready) < len(before):  # one of them was still running
+        return False
+    try:  # finished: from another node, their results come over first
+        ray.get(before, timeout=HEAD_CALL_S)
+    except RayError:  # one of them died running (or did not come over in time)
         return False
     return True
 

@@ -71,10 +71,14 @@ def run_serially(runs: Sequence[RunSpec]) -> Iterator[Outcome]:
 
     where = {"node_id": "local", "pid": os.getpid(), "ip": "127.0.0.1"}
     oracles = OracleCache(load)
+    needs: dict[tuple[str, str], int] = {}  # (optimizer, dataset) -> run_memory
     for spec in runs:
         t0, c0 = time.perf_counter(), time.process_time()
         try:
-            if (room := _no_room(spec, oracles.dataset(spec.dataset))) is not None:
+            pair = (spec.optimizer, spec.dataset)
+            if pair not in needs:
+                needs[pair] = run_memory(spec, oracles.dataset(spec.dataset))
+            if (room := _no_room(spec, needs[pair])) is not None:
                 yield Outcome(spec, None, room, 0, 0.0, where)
                 continue
             result = run_one(spec, oracles.get(spec))
@@ -88,10 +92,11 @@ def run_serially(runs: Sequence[RunSpec]) -> Iterator[Outcome]:
         )
 
 
-def _no_room(spec: RunSpec, dataset) -> str | None:
-    """Why ``spec`` is not started here (one line, also said on stderr): it needs more memory
-    than the machine has available now; None when it fits, or when that cannot be known."""
-    need, available = run_memory(spec, dataset), available_bytes()
+def _no_room(spec: RunSpec, need: int) -> str | None:
+    """Why ``spec``, which needs ``need`` bytes, is not started here (one line, also said on
+    stderr): the machine has less available now; None when it fits, or when that cannot be
+    known."""
+    available = available_bytes()
     if available is None or need <= available:
         return None
     say(
