@@ -53,9 +53,9 @@ KINDS = (
     "slow-replies",
     "s3-stop",
 )
-MEMORY_MARGIN = 3.5e9  # bytes above the machine's use (before its Ray starts) Ray kills at
+MEMORY_MARGIN = 5.0e9  # bytes above the machine's use (before its Ray starts) Ray kills at
 HOG_OVER = 0.4e9  # the memory fault takes the machine this far past the threshold
-HOG_MAX = 6.0e9  # and never takes more than this
+HOG_MAX = 7.0e9  # and never takes more than this
 STALL_S = 900.0  # an attempt that stores nothing for this long is ended
 EXPERIMENT = "chaos-soak"
 _PROGRESS = re.compile(rb"(\d+)/(\d+) \[")
@@ -72,13 +72,14 @@ class _Attempt:
 
     @classmethod
     def start(cls, argv: list[str], env: dict[str, str], log: Path) -> _Attempt:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "optfarm", *argv],
-            stdout=log.with_suffix(".out").open("w"),
-            stderr=subprocess.PIPE,
-            env=env,
-            start_new_session=True,
-        )
+        with log.with_suffix(".out").open("w") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "optfarm", *argv],
+                stdout=out,
+                stderr=subprocess.PIPE,
+                env=env,
+                start_new_session=True,
+            )
         attempt = cls(proc, log)
         threading.Thread(target=attempt._read, daemon=True).start()
         return attempt

@@ -69,11 +69,11 @@ class _Server:
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 600) -> None:
-        log = (self.root / f"{self.name}.log").open("a")
-        self.proc = subprocess.Popen(
-            self.command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **self.env},
-            start_new_session=True,
-        )  # fmt: skip
+        with (self.root / f"{self.name}.log").open("a") as log:  # the child keeps its own
+            self.proc = subprocess.Popen(
+                self.command, stdout=log, stderr=subprocess.STDOUT,
+                env={**os.environ, **self.env}, start_new_session=True,
+            )  # fmt: skip
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if self.proc.poll() is not None:
