@@ -28,6 +28,7 @@ __all__ = ["add_leaderboard_command"]
 
 FIRST_LOOK = Path(__file__).resolve().parents[2] / "sweeps" / "leaderboard-first-look.yaml"
 SETTINGS_FILE = "board.json"  # the board's budgets, beside the sweep's own files
+PLAN_SECONDS = 30.0  # --plan: CPU-seconds an optimizer's run is timed for, per table
 
 
 def _error(message: str) -> int:
@@ -123,18 +124,18 @@ def _run_with_estimate(spec, source: str, out: Path, args) -> int | None:
 
 
 def _say_cpu_estimate(pilot, runs) -> None:
-    """The CPU and wall time the runs the first seed (``pilot``) left will take at its pace."""
-    first = [pilot.records[k] for k in pilot.keys if k in pilot.records]
-    per_run = [r["cpu_s"] for r in first if r.get("cpu_s") is not None]
-    todo = sum(1 for r in runs if r.run_key not in pilot.records)
-    if not (per_run and todo):
+    """The CPU and wall time the runs the first seed (``pilot``) left will take, each at its
+    own optimizer's first-seed pace (``optfarm.farm.board.plan.remaining_cost``)."""
+    from optfarm.farm.board.plan import remaining_cost
+
+    left = remaining_cost(pilot.records, pilot.keys, runs)
+    if left is None:
         return
-    cpu = sum(per_run) / len(per_run) * todo
-    wall = pilot.wall_s / max(pilot.done, 1) * todo
     print(
-        f"CPU estimate: the other {todo} runs take about {cpu / 60:.1f} CPU-minutes, "
-        f"{wall / 60:.1f} minutes at the first seed's pace (its {len(per_run)} runs "
-        f"took {sum(per_run):.0f} CPU-s in {pilot.wall_s:.0f} s)",
+        f"CPU estimate: the other {left.runs} runs take about {left.cpu_s / 60:.1f} "
+        f"CPU-minutes, {left.wall_s / 60:.1f} minutes on {left.workers} worker"
+        f"{'s' * (left.workers != 1)}, each at what its optimizer's first-seed run took (the "
+        f"first seed: {left.first_cpu_s:.0f} CPU-s)",
         flush=True,
     )
 
@@ -384,15 +385,23 @@ def _add_plan_options(b) -> None:
         "CPU-hours and wall time per optimizer, run nothing (optfarm.farm.board.plan)",
     )
     b.add_argument(
-        "--plan-steps",
-        type=int,
-        default=5,
-        help="--plan: evaluations after the bootstrap timed per optimizer (default 5)",
+        "--plan-seconds",
+        type=float,
+        default=PLAN_SECONDS,
+        help="--plan: CPU-seconds each optimizer's seed-0 run is timed for on each table it "
+        f"is measured on (default {PLAN_SECONDS:g}; a run that ends sooner is timed whole)",
     )
     b.add_argument(
-        "--step-costs",
+        "--plan-check",
+        type=int,
+        metavar="N",
+        help="--plan: then run N of the board's runs here (per optimizer, half on its largest "
+        "tables) and compare the CPU they take with the plan's",
+    )
+    b.add_argument(
+        "--measurements",
         metavar="JSON",
-        help="--plan: the CPU per evaluation of an earlier `--plan --json` instead of measuring",
+        help="--plan: the measurements of an earlier `--plan --json` instead of measuring",
     )
     b.add_argument(
         "--cpus",
