@@ -14,6 +14,7 @@ import pytest
 from optfarm.farm.board.plan import (
     Measurement,
     Table,
+    anchors,
     board_tables,
     evaluations,
     measure,
@@ -189,6 +190,24 @@ def test_evaluations_follow_the_budget_the_spread_and_the_optimizers_own_stop():
     # a run measured whole on the table priced, under the same budget: its own count
     whole = _measured([50, 2, 3, 4], m.phases, stop="budget", dataset="t")
     assert evaluations(whole, _table()) == 4
+
+
+def test_the_tables_measured_cover_the_boards_sizes_within_a_factor_of_2():
+    sizes = {
+        "g1": 20,
+        "g2": 20,
+        "g3": 41,
+        "c": 47,
+        "s1": 69,
+        "s2": 69,
+        "s3": 69,
+        "l": 384,
+        "y": 1440,
+    }
+    tables = [Table(name, n, 1.0, None, np.ones(n)) for name, n in sizes.items()]
+    # 20 and 41 by 20; 41-138 by 69, the most common size up to twice 47; 384; 1440
+    assert [t.name for t in anchors(tables)] == ["g1", "s1", "l", "y"]
+    assert [t.name for t in anchors(tables[-2:-1])] == ["l"]  # a one-table board
 
 
 def test_cpu_beyond_the_measured_evaluations_follows_the_guided_steps_line():

@@ -7,16 +7,16 @@ of its evaluations, from measurements:
 
 1. **Measured** (``measure``). Each optimizer (its first grid point) is driven here, in this
    process, through seed 0 of its board run (``run_one`` as the sweep runs it; nothing stored
-   or tracked) on up to ``ANCHORS`` of the board's tables spanning their sizes (the smallest,
-   the median and the largest by configurations): once to start up, then timed, until the run
-   ends or has taken ``seconds`` CPU-seconds. Start-up (imports, compiled kernels) is what the
-   first drive took beyond the timed one over the same evaluations: a sweep pays it once per
-   worker process, not per run. Timed: each evaluation's CPU (process time between trace rows,
-   the harness's own work in it), and the run's fixed cost (building the optimizer and its
-   first evaluation; for a run that ended, its summary after the last). Each evaluation's
-   charge is kept as its quantile in the table's *cost spread*: the charges of its
-   configurations at s = 1 under the deadline (a run still going at the deadline T is charged
-   T x its price, ``Stepper``).
+   or tracked) on tables that cover the board's sizes within a factor of 2 (``anchors``: one
+   for a one-table board, four for sweeps/leaderboard.yaml): once to start up, then timed,
+   until the run ends or has taken ``seconds`` CPU-seconds. Start-up (imports, compiled
+   kernels) is what the first drive took beyond the timed one over the same evaluations: a
+   sweep pays it once per worker process, not per run. Timed: each evaluation's CPU (process
+   time between trace rows, the harness's own work in it), and the run's fixed cost (building
+   the optimizer and its first evaluation; for a run that ended, its summary after the last).
+   Each evaluation's charge is kept as its quantile in the table's *cost spread*: the charges
+   of its configurations at s = 1 under the deadline (a run still going at the deadline T is
+   charged T x its price, ``Stepper``).
 2. **Evaluations per run** on a table (``evaluations``), from the measurement on the table of
    nearest size: a run stops when what it was charged reaches the table's budget, when the
    optimizer stops itself, or at the iteration limit. A measured run that ended on the table
@@ -33,8 +33,8 @@ of its evaluations, from measurements:
    start-up once per worker process (min(its runs, the CPUs)). Wall time on the cluster: the
    total over its CPUs, and never less than the longest single run.
 5. **Checked** (``check``, ``farm leaderboard SPEC --plan --plan-check N``): N of the board's
-   runs (``check_sample``: per optimizer as many on its largest tables as on the others, seeds
-   other than the measured 0) run here after the plan, their CPU against the plan's.
+   runs (``check_sample``: as many per optimizer and size class, seeds other than the measured
+   0) run here after the plan, their CPU against the plan's.
 
 CPU time is measured on the machine at hand and under its load (a CPU-second does less work on
 cores and caches shared with other processes), so the plan says the load it measured at.
@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -58,16 +58,18 @@ from optfarm.oracle.oracle import Oracle
 from optfarm.oracle.registry import load
 
 __all__ = [
-    "ANCHORS",
     "Measurement",
+    "Priced",
     "RemainingCost",
     "Table",
-    "Priced",
+    "anchors",
     "board_tables",
     "check",
     "check_sample",
     "evaluations",
     "measure",
+    "measure_one",
+    "nearest",
     "plan_rows",
     "price",
     "remaining_cost",
@@ -76,7 +78,6 @@ __all__ = [
     "wall_hours",
 ]
 
-ANCHORS = 3  # tables an optimizer is measured on: the smallest, median and largest
 OWN_COUNT = ("iterations",)  # an optimizer's own stop at a count (Guindani's n0 + N runs)
 
 
@@ -214,15 +215,19 @@ def board_tables(runs: Sequence[RunSpec]) -> dict[str, Table]:
     return out
 
 
-def anchors(tables: Sequence[Table], k: int = ANCHORS) -> list[Table]:
-    """Up to ``k`` tables spanning the sizes: a smallest, a median and a largest table by
-    configurations (of equal sizes, the board's order decides)."""
-    by_size = sorted(tables, key=lambda t: t.configs)
-    picks = [by_size[round(j * (len(by_size) - 1) / max(k - 1, 1))] for j in range(k)]
-    seen: dict[str, Table] = {}
-    for t in picks:
-        seen.setdefault(t.name, t)
-    return list(seen.values())
+def anchors(tables: Sequence[Table]) -> list[Table]:
+    """The tables to measure on, covering the board's sizes within a factor of 2: from the
+    smallest table not yet covered, the most common size up to twice its own (the dearest of
+    equally common ones; its first table in the board's order), which covers from half to
+    twice its size."""
+    out: list[Table] = []
+    for t in sorted(tables, key=lambda t: t.configs):
+        if any(a.configs / 2 <= t.configs <= 2 * a.configs for a in out):
+            continue
+        sizes = Counter(u.configs for u in tables if t.configs <= u.configs <= 2 * t.configs)
+        size = max(sizes, key=lambda c: (sizes[c], c))
+        out.append(next(u for u in tables if u.configs == size))
+    return out
 
 
 def measure(
@@ -379,23 +384,32 @@ def _measured_text(m: Measurement) -> str:
     return f"{m.dataset}: {timed}"
 
 
+def _size_class(tables: Mapping[str, Table]) -> dict[str, str]:
+    """Each table's measured table (``anchors``, ``nearest``): the runs a check draws from
+    and extrapolates to alike."""
+    on = anchors(list(tables.values()))
+    return {
+        name: min(on, key=lambda a: abs(math.log(a.configs / t.configs))).name
+        for name, t in tables.items()
+    }
+
+
 def check_sample(runs: Sequence[RunSpec], tables: Mapping[str, Table], k: int) -> list[RunSpec]:
-    """``k`` runs of the board to check its plan against (``check``): per optimizer, as many
-    on the board's largest tables as on the others, drawn at random (a fixed draw), seed 0
+    """``k`` runs of the board to check its plan against (``check``): the same number for
+    each optimizer and size class (``_size_class``), drawn at random (a fixed draw), seed 0
     (the plan's own measurement) left out when the board has other seeds."""
     rng = np.random.default_rng(0)
-    largest = max(t.configs for t in tables.values())
-    seeds = {r.seed for r in runs}
-    pool = [r for r in runs if r.seed != 0] if seeds != {0} else list(runs)
-    strata: dict[tuple[str, bool], list[RunSpec]] = defaultdict(list)
+    size = _size_class(tables)
+    pool = [r for r in runs if r.seed != 0] or list(runs)
+    strata: dict[tuple[str, str], list[RunSpec]] = defaultdict(list)
     for run in pool:
-        strata[run.optimizer, tables[run.dataset].configs == largest].append(run)
-    each = max(1, k // max(len(strata), 1))
-    picked = []
-    for members in strata.values():
-        order = rng.permutation(len(members))[:each]
-        picked += [members[i] for i in sorted(order)]
-    return picked
+        strata[run.optimizer, size[run.dataset]].append(run)
+    each = max(1, k // len(strata))
+    return [
+        members[i]
+        for members in strata.values()
+        for i in sorted(rng.permutation(len(members))[:each])
+    ]
 
 
 def timed_cpu(runs: Sequence[RunSpec]) -> list[float]:
@@ -422,14 +436,13 @@ def check(
     """The plan against the CPU ``cpu`` its runs ``sample`` took (start-up left out of both:
     the sampled runs ran after the plan's measurement): per optimizer and in all, the sample's
     planned and measured CPU-seconds, and the board's CPU-hours by the plan and extrapolated
-    from the sample (each optimizer's mean run on the largest tables, and on the others, times
-    its runs there)."""
-    largest = max(t.configs for t in tables.values())
+    from the sample (each optimizer's mean run in each size class times its runs there)."""
+    size = _size_class(tables)
 
-    def stratum(run: RunSpec) -> tuple[str, bool]:
-        return run.optimizer, tables[run.dataset].configs == largest
+    def stratum(run: RunSpec) -> tuple[str, str]:
+        return run.optimizer, size[run.dataset]
 
-    took: dict[tuple[str, bool], list[float]] = defaultdict(list)
+    took: dict[tuple[str, str], list[float]] = defaultdict(list)
     rows: dict[str, dict[str, float]] = defaultdict(
         lambda: {"runs": 0, "plan_s": 0.0, "cpu_s": 0.0}
     )

@@ -395,8 +395,8 @@ def _add_plan_options(b) -> None:
         "--plan-check",
         type=int,
         metavar="N",
-        help="--plan: then run N of the board's runs here (per optimizer, half on its largest "
-        "tables) and compare the CPU they take with the plan's",
+        help="--plan: then run N of the board's runs here (as many per optimizer and size of "
+        "table) and compare the CPU they take with the plan's",
     )
     b.add_argument(
         "--measurements",
