@@ -434,9 +434,10 @@ def check(
     cpu: Sequence[float],
 ) -> dict[str, Any]:
     """The plan against the CPU ``cpu`` its runs ``sample`` took (start-up left out of both:
-    the sampled runs ran after the plan's measurement): per optimizer and in all, the sample's
-    planned and measured CPU-seconds, and the board's CPU-hours by the plan and extrapolated
-    from the sample (each optimizer's mean run in each size class times its runs there)."""
+    the sampled runs ran after the plan's measurement): per run, per optimizer and in all, the
+    sample's planned and measured CPU-seconds, and the board's CPU-hours by the plan and
+    extrapolated from the sample (each optimizer's mean run in each size class times its runs
+    there)."""
     size = _size_class(tables)
 
     def stratum(run: RunSpec) -> tuple[str, str]:
@@ -455,6 +456,16 @@ def check(
     extrapolated = sum(float(np.mean(took[stratum(run)])) for run in runs if stratum(run) in took)
     plan = sum(priced[run.optimizer, run.dataset].cpu_s for run in runs)
     return {
+        "runs": [
+            {
+                "optimizer": run.optimizer,
+                "dataset": run.dataset,
+                "seed": run.seed,
+                "plan_s": priced[run.optimizer, run.dataset].cpu_s,
+                "cpu_s": c,
+            }
+            for run, c in zip(sample, cpu, strict=True)
+        ],
         "optimizers": {name: {**r, "ratio": r["plan_s"] / r["cpu_s"]} for name, r in rows.items()},
         "sample_runs": len(sample),
         "sample_plan_s": sum(r["plan_s"] for r in rows.values()),

@@ -28,7 +28,7 @@ __all__ = ["add_leaderboard_command"]
 
 FIRST_LOOK = Path(__file__).resolve().parents[2] / "sweeps" / "leaderboard-first-look.yaml"
 SETTINGS_FILE = "board.json"  # the board's budgets, beside the sweep's own files
-PLAN_SECONDS = 30.0  # --plan: CPU-seconds an optimizer's run is timed for, per table
+PLAN_SECONDS = 60.0  # --plan: CPU-seconds an optimizer's run is timed for, per table
 
 
 def _error(message: str) -> int:
