@@ -494,6 +494,7 @@ class RemainingCost:
 
 
 def _variant(optimizer: str, dataset: str, params: Mapping[str, Any]) -> tuple:
+    """What tells a board's variants apart: its runs differ by their seed alone."""
     return optimizer, dataset, tuple(sorted((k, repr(v)) for k, v in params.items()))
 
 
