@@ -93,6 +93,13 @@ def test_plan_with_measurements_lacking_an_optimizer_is_one_line(spec, capsys):
     assert len(err) == 1 and "no measurement of eic-usd, random" in err[0]
 
 
+@pytest.mark.parametrize("flag", [["--plan-seconds", "0"], ["--plan-check", "-1"]])
+def test_plan_options_that_are_not_positive_are_one_line(spec, capsys, flag):
+    assert main(["leaderboard", str(spec), "--plan", *flag]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "take a positive number" in err[0]
+
+
 def test_plan_needs_a_cluster_it_can_count(spec, capsys, monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", "http://127.0.0.1:8265")
     assert main(["leaderboard", str(spec), "--plan"]) == 2

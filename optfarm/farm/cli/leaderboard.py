@@ -387,6 +387,7 @@ def _add_plan_options(b) -> None:
     b.add_argument(
         "--plan-seconds",
         type=float,
+        metavar="S",
         default=PLAN_SECONDS,
         help="--plan: CPU-seconds each optimizer's seed-0 run is timed for on each table it "
         f"is measured on (default {PLAN_SECONDS:g}; a run that ends sooner is timed whole)",

@@ -71,6 +71,8 @@ def print_plan(spec, source: str, args) -> int:
     runs = expand(spec, source)
     load_average = os.getloadavg()[0]
     try:
+        if args.plan_seconds <= 0 or (args.plan_check is not None and args.plan_check <= 0):
+            raise ValueError("--plan-seconds and --plan-check take a positive number")
         cpus, where = _cluster_cpus(args.cpus)
         tables = board_tables(runs)
         measured = (
