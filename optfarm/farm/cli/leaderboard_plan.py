@@ -60,19 +60,15 @@ def _measurements(path: str, optimizers: set[str]) -> dict:
 
 
 def print_plan(spec, source: str, args) -> int:
-    """Count and price the runs of the board ``spec`` (with ``--seeds``); print the table (or
+    """Count and price the runs of the board ``spec`` (--seeds applied); print the table (or
     JSON), and with ``--plan-check N`` the plan against N of its runs run here. Writes
     nothing."""
     from optfarm.farm.board.plan import board_tables, measure, plan_rows, price, wall_hours
     from optfarm.farm.sweep.spec import expand
 
-    if args.seeds:
-        spec = spec.model_copy(update={"seeds": args.seeds})
     runs = expand(spec, source)
     load_average = os.getloadavg()[0]
     try:
-        if args.plan_seconds <= 0 or (args.plan_check is not None and args.plan_check <= 0):
-            raise ValueError("--plan-seconds and --plan-check take a positive number")
         cpus, where = _cluster_cpus(args.cpus)
         tables = board_tables(runs)
         measured = (
