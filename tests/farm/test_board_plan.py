@@ -270,3 +270,25 @@ def test_the_resume_estimate_prices_the_runs_left_at_their_own_optimizers_pace()
         remaining_cost(records, first, runs).cpu_s,
     ) == (5, 401.0)
     assert remaining_cost({}, first, runs) is None
+
+
+def test_a_resumed_board_estimates_what_is_left_from_its_stored_first_seed(spec, capsys):
+    """A board whose first seed an earlier call ran: its resume says what the runs left take
+    at their own optimizers' stored first-seed CPU and wall time (before issue 42 it read the
+    resume's own wall time, the skipped first seed's well under a second: '1.0 minutes' for
+    runs that took far more, 'in 0 s')."""
+    from optfarm.farm.store.store import Store
+
+    out = spec.parent / "out"
+    board = ["leaderboard", str(spec), "--serial", "--no-tracking", "--no-progress"]
+    assert main([*board, "--seeds", "1", "--out", str(out)]) == 0  # the first seed only
+    records = Store(out).scan().records
+    first = {r["spec"]["optimizer"]: r for r in records.values()}
+    assert set(first) == {"random", "eic-usd"}
+    capsys.readouterr()
+    assert main([*board, "--out", str(out)]) == 0  # the resume: 2 seeds of each left
+    (line,) = [s for s in capsys.readouterr().out.splitlines() if s.startswith("CPU estimate")]
+    cpu = 2 * sum(r["cpu_s"] for r in first.values())
+    wall = 2 * sum(r["duration_s"] for r in first.values())
+    assert f"the other 4 runs take about {cpu:.0f} s of CPU, {wall:.0f} s on 1 worker" in line
+    assert wall >= 1.0  # so that a resume's own sub-second wall time would not read the same

@@ -201,12 +201,17 @@ def _say_cpu_estimate(pilot, runs) -> None:
     if left is None:
         return
     print(
-        f"CPU estimate: the other {left.runs} runs take about {left.cpu_s / 60:.1f} "
-        f"CPU-minutes, {left.wall_s / 60:.1f} minutes on {left.workers} worker"
-        f"{'s' * (left.workers != 1)}, each at what its optimizer's first-seed run took (the "
-        f"first seed: {left.first_cpu_s:.0f} CPU-s)",
+        f"CPU estimate: the other {left.runs} runs take about {_span(left.cpu_s)} of CPU, "
+        f"{_span(left.wall_s)} on {left.workers} worker{'s' * (left.workers != 1)}, each at "
+        f"what its optimizer's first-seed run took (the first seed: {left.first_cpu_s:.0f} "
+        "CPU-s)",
         flush=True,
     )
+
+
+def _span(seconds: float) -> str:
+    """A time span in seconds, in minutes from 2 minutes on."""
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} minutes"
 
 
 def _run(spec, source: str, out: Path, args):
