@@ -233,6 +233,12 @@ def test_cpu_beyond_the_measured_evaluations_follows_the_guided_steps_line():
     line = [0.2 + 0.1 * i for i in range(10, 20)]
     assert run_cpu(m, 20) == pytest.approx(0.5 + sum(steps) + sum(line))
     assert run_cpu(m, 5) == pytest.approx(0.5 + sum(steps[:4]))
+    # 40 guided steps that grow with the square of their index (TrimTuner's do): the curve
+    # read from them, not the line (the line: 0.55x of the run's CPU here)
+    square = [1.0 + 0.001 * i**2 for i in range(1, 41)]
+    grown = _measured([1] * 41, ["init"] + ["bo"] * 40, steps=square)
+    later = [1.0 + 0.001 * i**2 for i in range(41, 120)]
+    assert run_cpu(grown, 120) == pytest.approx(0.5 + sum(square) + sum(later))
     # Lynceus' steps shrink with the configurations left: never below 0
     shrinking = _measured([1] * 10, m.phases, steps=[1.0 - 0.1 * i for i in range(1, 10)])
     assert run_cpu(shrinking, 100) == pytest.approx(0.5 + sum(1.0 - 0.1 * i for i in range(1, 10)))
