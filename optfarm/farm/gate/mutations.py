@@ -170,6 +170,19 @@ def _no_ml_correction(original):
     return lambda log_eic, t_hat, variant, k, t_max: original(log_eic, t_hat, "a", k, t_max)
 
 
+def _ml_correction_flipped(original):
+    """Guindani's ML correction with its sign flipped, EIc exp(+k T_hat) for exp(-k T_hat):
+    the slower configurations favoured (the 1[T_hat <= T_max] exclusion kept)."""
+
+    def ml_corrected(log_eic, t_hat, variant, k, t_max):
+        log_g, fallback = original(log_eic, t_hat, variant, k, t_max)
+        if variant in ("b", "d") and not fallback:
+            log_g = log_g + 2.0 * k * np.maximum(np.asarray(t_hat, dtype=float), 0.0)
+        return log_g, fallback
+
+    return ml_corrected
+
+
 def _second_cheapest(original):
     """Guindani's incumbent: the second-lowest mean observed cost among the feasible
     configurations (the lowest when it is the only one)."""
@@ -423,6 +436,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         lambda: patched("optfarm.optimizers.guindani:ml_corrected", _no_ml_correction),
         probe={**_SYN, "optimizer": "guindani", "iterations": 8},
         when=_param("variant", "a".__ne__),
+    ),
+    Mutation(
+        "guindani-ml-correction-flipped",
+        "regression",
+        ("guindani",),
+        "Guindani's ML correction exp(-k T_hat) with its sign flipped, exp(+k T_hat): "
+        "variants B and D favour the slower configurations [Guindani Sec. 3]",
+        lambda: patched("optfarm.optimizers.guindani:ml_corrected", _ml_correction_flipped),
+        probe={**_SYN, "optimizer": "guindani", "iterations": 8},
+        when=_param("variant", ("b", "d").__contains__),
     ),
     Mutation(
         "guindani-pick-second-cheapest",
