@@ -63,7 +63,7 @@ def _open(browser, url: str, shot: Path, wait_for: re.Pattern | None):
     screen, once ``wait_for`` shows (or after 20 s without it); its screenshot in ``shot``."""
     context = browser.new_context(viewport={"width": 1600, "height": 900})
     page = context.new_page()
-    page.goto(url)
+    page.goto(url, timeout=180_000)  # a loaded machine: 30 s ran out at load 33-41
     try:
         if wait_for is not None:
             page.get_by_text(wait_for).first.wait_for(timeout=180_000)  # a loaded machine
