@@ -61,7 +61,7 @@ def _open(browser, url: str, shot: Path, wait_for: re.Pattern | None):
     ``wait_for`` shows (or after 20 s without it); its screenshot in ``shot``."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
-    page.goto(url)
+    page.goto(url, timeout=180_000)  # a loaded machine: 30 s was passed at load 32
     try:
         if wait_for is not None:
             page.get_by_text(wait_for).first.wait_for(timeout=180_000)  # a loaded machine
