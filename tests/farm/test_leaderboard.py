@@ -577,7 +577,9 @@ def test_the_heat_map_tells_missing_from_nothing_feasible():
         (["--evaluations", "0"], ["--evaluations '0'"]),
         (["--evaluations", "1.5"], ["--evaluations '1.5'"]),
         (["--max-in-flight", "0"], ["--max-in-flight must be at least 1, got 0"]),
-        (["--plan-steps", "0"], ["--plan-steps must be at least 1, got 0"]),
+        (["--plan-seconds", "0"], ["--plan-seconds must be a positive number, got 0"]),
+        (["--plan-seconds", "nan"], ["--plan-seconds must be a positive number, got nan"]),
+        (["--plan-check", "-1"], ["--plan-check must be at least 1, got -1"]),
         (["--cpus", "-2"], ["--cpus must be at least 1, got -2"]),
     ],
 )

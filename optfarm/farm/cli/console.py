@@ -81,9 +81,9 @@ def print_json(obj: Any) -> None:
 
 
 def fmt(v: Any) -> str:
-    """A table cell: "-" for nothing (None, NaN), "never" for inf (a quality or a target
-    never reached, as ``farm report`` shows it), floats to 4 significant digits, as the report
-    writes them (never in exponent notation: 0.00002093, 66,720)."""
+    """A table cell: "-" for nothing (None, NaN), "never" for inf (a quality or a target never
+    reached, as ``farm report`` shows it), floats to 4 significant digits, as the report writes
+    them (never in exponent notation: 0.00002093, 66,720)."""
     from optfarm.farm.report.analysis import plain
 
     if v is None or (isinstance(v, float) and math.isnan(v)):

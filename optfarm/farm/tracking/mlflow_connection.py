@@ -16,9 +16,11 @@ follows the browser's *workflow type*, the "GenAI / Model training" switch of it
 page's ``workflowType`` query parameter, else the browser's saved choice (local storage
 ``mlflow.workflowType``), else GenAI, whose overview (traces, judges, prompts) shows no runs.
 So every address the farm prints opens the runs with ``?workflowType=machine_learning``
-(``tests/farm/test_mlflow_ui.py`` loads it in a headless Chromium). The tag is still set, for
-the older 3.x UIs that read it. The experiment's description (the UI's "About this experiment",
-the ``mlflow.note.content`` tag) is the sweep spec's ``description``.
+(``tests/farm/test_mlflow_ui.py`` loads it in a headless Chromium), and on the seed runs with
+the board's numbers as columns, ``&viewStateShareKey=`` the view every sweep's experiment
+carries (``optfarm.farm.tracking.runs_view``). The kind tag is still set, for the older 3.x
+UIs that read it. The experiment's description (the UI's "About this experiment", the
+``mlflow.note.content`` tag) is the sweep spec's ``description``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from optfarm.farm.tracking.mlflow_mapping import NewRun
+from optfarm.farm.tracking.runs_view import SEED_RUNS_VIEW, VIEW_KEY, VIEW_TAG
 from optfarm.farm.tracking.uris import hide_password
 
 __all__ = ["EXPERIMENT_KIND", "UI_COMMAND", "Connection", "resolve_uri", "runs_page", "sqlite_path"]
@@ -66,10 +69,13 @@ _MAX_PARAMS = 100
 def runs_page(uri: str, experiment_id: str) -> tuple[str, str | None]:
     """The address of the experiment's runs in MLflow's UI, and the command that serves it
     (None for a server, which serves its own UI): the UI opens there on the runs, not on
-    its GenAI overview (the module docstring)."""
+    its GenAI overview, and on its seed runs' view (the module docstring)."""
     server = uri.startswith(("http://", "https://"))
     base = uri.rstrip("/") if server else LOCAL_UI
-    page = f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    page = (
+        f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+        f"&viewStateShareKey={VIEW_KEY}"
+    )
     return page, None if server else f"{UI_COMMAND} --backend-store-uri {uri}"
 
 
@@ -170,15 +176,17 @@ class Connection:
         if exp is None:
             db = sqlite_path(self.uri)
             location = None if db is None else (db.parent / "mlartifacts").as_uri()
-            tags = {EXPERIMENT_KIND[0]: EXPERIMENT_KIND[1]}
+            tags = {EXPERIMENT_KIND[0]: EXPERIMENT_KIND[1], VIEW_TAG: SEED_RUNS_VIEW}
             if self.description:
                 tags[DESCRIPTION_TAG] = self.description
             exp = client.get_experiment(
                 client.create_experiment(self.experiment, location, tags=tags)
             )
-        else:  # made by an older version: the kind added, a description the user wrote kept
+        else:  # made by an older version: the kind and view set, a user's description kept
             if EXPERIMENT_KIND[0] not in exp.tags:
                 client.set_experiment_tag(exp.experiment_id, *EXPERIMENT_KIND)
+            if exp.tags.get(VIEW_TAG) != SEED_RUNS_VIEW:
+                client.set_experiment_tag(exp.experiment_id, VIEW_TAG, SEED_RUNS_VIEW)
             if self.description and not exp.tags.get(DESCRIPTION_TAG):
                 client.set_experiment_tag(exp.experiment_id, DESCRIPTION_TAG, self.description)
         self.experiment_id = exp.experiment_id
