@@ -1,9 +1,8 @@
 """The chaos soak on a small size (issue 44): ``farm bench-chaos`` with one fault of every
 kind on a sweep of 300 runs, against its own real ``mlflow server``, S3 server, proxy and local
 Ray; it ends with every run stored once, one FINISHED MLflow run per key, nothing RUNNING and
-nothing doubled (its table at 10,000 runs and 20 faults of each kind: docs/results/
-chaos-soak.md). The servers are stopped and no process of the soak is left. Bad input is one
-line, exit 2, and starts nothing."""
+nothing doubled (its tables at larger sizes: docs/results/chaos-soak.md). The servers are
+stopped and no process of the soak is left. Bad input is one line, exit 2, and starts nothing."""
 
 from __future__ import annotations
 
