@@ -9,6 +9,7 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from optfarm.farm.board.leaderboard import (
@@ -24,6 +25,8 @@ from optfarm.farm.cli.leaderboard import FIRST_LOOK
 from optfarm.farm.report.analysis import analyse
 from optfarm.farm.sweep.board_spec import load_board_spec
 from optfarm.farm.sweep.results import load_sweep
+from optfarm.oracle.oracle import Oracle
+from optfarm.oracle.registry import load
 from tests.farm.test_report import make_run, sweep
 
 MEAN = {"mean_config_cost": 2.0}
@@ -237,13 +240,13 @@ def test_leaderboard_on_an_imported_table(imported, capsys):
     once = {note.split(":")[0] for note in board["shown_once"]}
     assert {"optuna-tpe", "optuna-cmaes", "optuna-random"} <= shown | once
     assert not shown & once
-    # every budget row states its share of the 12-configuration table's price; 10x is capped
-    # at a quarter of it (3 mean costs), so no budget is exhaustive
+    # every budget row states its share of the 12-configuration table's price; each is capped
+    # at a quarter of it (3 mean costs, 3 configurations), so no budget is exhaustive
     shares = {r["budget"]: r["share of the table"] for r in board["budgets"]}
     assert shares == {
-        "2x": "17% of the price",
         "5x": "25% of the price",
         "10x": "25% of the price",
+        "20x": "25% of the price",
         "5 evals": "25% of the configurations",
         "10 evals": "25% of the configurations",
         "20 evals": "25% of the configurations",
@@ -252,7 +255,7 @@ def test_leaderboard_on_an_imported_table(imported, capsys):
     # the statistics count seeds, never "tables" that are seeds
     assert all("seeds" in r and "tables" not in r for r in board["statistics"])
     verdict = board["verdict"]
-    assert verdict.startswith("On myjob (5 seeds)") and "At 2x (17% of the price)" in verdict
+    assert verdict.startswith("On myjob (5 seeds)") and "At 5x (25% of the price)" in verdict
     assert "ahead" in verdict or "tie" in verdict
     page = (out / "leaderboard" / "report.html").read_text()
     assert page.index(verdict[:40]) < page.index("data:image/png")
@@ -359,13 +362,19 @@ def test_the_default_board_never_buys_the_whole_of_cherrypick_kmeans(
     assert not [s for s in summaries if s["stop_reason"] == "exhausted"]
     price = summaries[0]["table"]
     assert price["configurations"] == 47
-    assert all(s["exploration_cost"] < price["exhaustive_cost"] * 0.26 for s in summaries)
+    # a run stops at its first step that spends the budget (a quarter of the price here): it
+    # overshoots by that configuration's cost at most
+    costliest = float(np.nanmax(Oracle(load("cherrypick-kmeans")).true_cost[:, -1]))
+    quarter = price["exhaustive_cost"] * 0.25
+    assert all(s["exploration_cost"] < quarter + costliest for s in summaries)
+    assert quarter + costliest < 0.5 * price["exhaustive_cost"]
     rows = result["boards"]["cno"]["budgets"]
-    assert [r["budget"] for r in rows] == ["2x", "5x", "10x", "5 evals", "10 evals", "20 evals"]
+    assert [r["budget"] for r in rows] == ["5x", "10x", "20x", "5 evals", "10 evals", "20 evals"]
     assert all(
         re.fullmatch(r"\d+% of the (price|configurations)", r["share of the table"])
         and r["exhaustive"] == "-"
         for r in rows
     )
-    assert rows[2]["share of the table"] == "21% of the price"  # 10 of 47 mean costs
+    assert rows[1]["share of the table"] == "21% of the price"  # 10 of 47 mean costs
+    assert rows[2]["share of the table"] == "25% of the price"  # 20 capped at 11.75
     assert rows[5]["share of the table"] == "23% of the configurations"  # 20 capped at 11

@@ -132,7 +132,7 @@ def verdict(board: Board) -> str:
 def budget_curves(
     board: Board, analyses: Mapping[str, DatasetAnalysis], points: int = 40
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """The budgets (multiples of each table's mean configuration cost, a log grid from 1x or
+    """The budgets (multiples of each table's budget unit, a log grid from 1x or
     the first budget to the last cost budget) and per optimizer the 25th, 50th and 75th
     percentiles (rows) over its runs (tables x seeds) of the credited CNO (or Accuracy_C /
     optimum's) at each; a run without a feasible recommendation counts at the cap (CNO 16,
@@ -147,7 +147,7 @@ def budget_curves(
             g = a.groups[name]
             for summary, run in zip(g.summaries, g.traces):
                 price = Price.of(summary)
-                limits = np.minimum(x * price.mean_cost, (board.cap or math.inf) * price.cost)
+                limits = np.minimum(x * price.unit, (board.cap or math.inf) * price.cost)
                 last = (
                     np.searchsorted(run["cum_exploration_cost"], limits * (1 + 1e-12), side="right")
                     - 1
@@ -164,7 +164,7 @@ def budget_curves(
 
 
 def _per_price(board: Board) -> float | None:
-    """On a board of one table of known size: the price per mean configuration cost."""
+    """On a board of one table of known size: the price per budget unit."""
     if len(board.tables) != 1:
         return None
     sizes = board.tidy.loc[board.tidy["axis"] == "cost", ["amount", "share"]].dropna()
@@ -196,7 +196,7 @@ def board_figures(
     curves: dict[str, dict[str, pd.Series]] = {}
     for label, at in board.at.items():
         axis = {
-            "cost": "budget (multiples of the table's mean configuration cost)",
+            "cost": "budget (multiples of the table's budget unit)",
             "evaluations": "budget (evaluations, within the cost cap)",
             "anytime": "over the cost budgets",
         }[at.budget.axis]

@@ -157,8 +157,8 @@ def plot_value_budget(
 ) -> Path:
     """Per optimizer (``curves``: name -> 3 x len(x) array of the 25th, 50th and 75th
     percentiles) its median as a line and the interquartile range as a band, against budget
-    ``x`` in multiples of the mean configuration cost (log axis); CNO on a log axis. With
-    ``per_price`` (the price's share per mean configuration cost, one table), a second axis
+    ``x`` in multiples of the table's budget unit (log axis); CNO on a log axis. With
+    ``per_price`` (the price's share per budget unit, one table), a second axis
     gives the budget as a share of the table's price."""
     fig, ax = plt.subplots(figsize=(8.4, 4.8))
     cmap = plt.get_cmap("tab10")
@@ -170,7 +170,7 @@ def plot_value_budget(
         )
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
-    ax.set_xlabel("budget (multiples of the table's mean configuration cost)")
+    ax.set_xlabel("budget (multiples of the table's budget unit)")
     if metric == "cno":
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
