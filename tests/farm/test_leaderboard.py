@@ -142,9 +142,19 @@ def test_families_by_table_name():
             "guindani-kmeans",
             "synthetic",
             "trimtuner-cnn",
+            "cloud-grid-9216",
             "myjob",
         )
-    ] == ["Lynceus TF", "Scout", "CherryPick", "Guindani", "synthetic", "TrimTuner", "your tables"]
+    ] == [
+        "Lynceus TF",
+        "Scout",
+        "CherryPick",
+        "Guindani",
+        "synthetic",
+        "TrimTuner",
+        "large grids",
+        "your tables",
+    ]
 
 
 # -- the command on a user's own table ------------------------------------------------------

@@ -94,6 +94,7 @@ FAMILIES = (
     ("guindani-", "Guindani"),
     ("synthetic", "synthetic"),
     ("trimtuner-", "TrimTuner"),
+    ("cloud-grid-", "large grids"),  # generated, 10^4-10^5 configurations (issue 41)
 )
 OWN_TABLES = "your tables"
 BASELINE = "random"  # the optimizer kept when another makes its very choices; the headroom's
