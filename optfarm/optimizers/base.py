@@ -378,10 +378,11 @@ class Optimizer(ABC):
         lo, hi = feats.min(axis=0), feats.max(axis=0)
         span = np.where(hi > lo, hi - lo, 1.0)
         points = qmc.LatinHypercube(d=feats.shape[1], seed=self.rng).random(n)
+        unit = (feats - lo) / span
         free = np.ones(len(ids), dtype=bool)
         chosen = []
         for p in points:
-            dist = np.where(free, (((feats - lo) / span - p) ** 2).sum(axis=1), np.inf)
+            dist = np.where(free, ((unit - p) ** 2).sum(axis=1), np.inf)
             j = int(np.argmin(dist))
             free[j] = False
             chosen.append(int(ids[j]))

@@ -12,7 +12,9 @@ Models are on log(1 - accuracy) / log(cost) (``models/targets.py``), so every ob
 minimisation of the model-scale value z. EI's reference y* is the best observed feasible z; with
 none feasible yet, the worst observed + 3 x the largest std (Lynceus' rule,
 ``incumbent_for_eic``). Recommendation: the best configuration observed feasible; before any,
-the model's incumbent (best predicted among predicted feasible).
+the model's incumbent (best predicted among predicted feasible). The models' predictions at
+the untested configurations are made once per fit: that recommendation and the next suggestion
+share them (on a table of 10^4 configurations a prediction is most of a step).
 
 References:
     [Alipourfard17] Alipourfard et al. CherryPick, NSDI 2017.
@@ -69,7 +71,12 @@ class EIc(Optimizer):
         ),
         Param("burn_in", 100, "emcee burn-in steps (first fit)", low=0),
         Param("chain_length", 100, "emcee steps per fit", low=1),
-        Param("stop_ratio", 0.0, "stop once max EI < this x |y*| after 6 runs (0: never)", low=0.0),
+        Param(
+            "stop_ratio",
+            0.0,
+            "stop once max EI < this x |y*| after 6 runs, one model-guided (0: never)",
+            low=0.0,
+        ),
     )
     per_cost = False
     constrained = True
@@ -83,6 +90,8 @@ class EIc(Optimizer):
         self._init = self.lhs_configs(self.initial_design(self.config["n_init"]))
         self._model_rng = np.random.default_rng(drawn_seed(self.rng))
         self._targets = Targets(self.problem, self._make_model)
+        # (observations fitted, untested configurations, the models' predictions there)
+        self._untested_pred: tuple[int, np.ndarray, dict] | None = None
 
     def _make_model(self, basis: str):
         cfg = self.config
@@ -114,7 +123,7 @@ class EIc(Optimizer):
         best = int(np.argmax(acq))
         if (
             self.config["stop_ratio"] > 0
-            and len(self.history) >= 6
+            and len(self.history) >= max(6, len(self._init) + 1)  # CherryPick's N, a guided run
             and ei[best] < self.config["stop_ratio"] * abs(y_star)
         ):
             return self.stopped("converged")
@@ -126,10 +135,21 @@ class EIc(Optimizer):
             margin=decision_margin(acq),
         )
 
+    def _untested_predictions(self) -> tuple[np.ndarray, dict]:
+        """The untested configurations and the models' {metric: (mean, std)} there, predicted
+        once per fit."""
+        if self._untested_pred is None or self._untested_pred[0] != len(self.history):
+            ids = np.flatnonzero(~self.tested())
+            pred = self._targets.predict(self.space.features[ids])
+            self._untested_pred = (len(self.history), ids, pred)
+        return self._untested_pred[1], self._untested_pred[2]
+
     def acquisition(self, ids: np.ndarray):
         """(acquisition, EI, y*) over the configurations ``ids``, vectorised."""
         t = self._targets
-        pred = t.predict(self.space.features[ids])
+        untested, pred = self._untested_predictions()
+        if not np.array_equal(ids, untested):
+            pred = t.predict(self.space.features[ids])
         mu, sd = pred[t.objective]
         z = to_model_scale(t.objective, [o.value(t.objective) for _, o in self.history])
         feasible = [self.observed_feasible(o) for _, o in self.history]
@@ -145,9 +165,23 @@ class EIc(Optimizer):
         best = self.recommend_best_observed()
         if best is not None or not self.history:
             return best
-        pred = self._targets.predict(self.space.features)
+        pred = self._every_prediction()
         log_pf = constraints_log_pf(self._targets.constraints, pred)
         return Recommendation(incumbent(pred[self._targets.objective][0], log_pf, 0.5))
+
+    def _every_prediction(self) -> dict:
+        """{metric: (mean, std)} at every configuration: the untested ones' shared with the
+        next suggestion, the tested ones' predicted apart."""
+        untested, shared = self._untested_predictions()
+        tested = np.flatnonzero(self.tested())
+        apart = self._targets.predict(self.space.features[tested])
+        pred = {}
+        for m, (mean, std) in shared.items():
+            every = np.empty((2, self.space.n_configs))
+            every[:, untested] = mean, std
+            every[:, tested] = apart[m]
+            pred[m] = (every[0], every[1])
+        return pred
 
 
 class EIcUSDGP(EIc):

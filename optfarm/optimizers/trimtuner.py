@@ -39,11 +39,24 @@ runs them as Ray tasks); every random number a candidate uses is either shared (
 numbers in the context) or drawn from a generator keyed by the candidate's index, so the
 result does not depend on the executor. What every candidate shares is computed once per
 suggestion in the context: the representer draws of each hyperparameter sample and the GP
-posteriors at every configuration at s = 1.
+posterior at the representers.
+
+Large tables. Nothing is the size of configurations x configurations, and memory is bounded
+by (hyperparameter samples x chunk x (training points + rows of a block)): the representers
+are chosen by joint draws over at most ``representer_pool`` configurations (every
+configuration of the papers' tables; on a larger one, those with the largest expected
+improvement over the best predicted mean, as entropy search draws its representer points from
+a measure that favours likely minimisers [Hennig12 Sec. 2.3; Klein17 samples them by EI]);
+the filter keeps at most ``max_candidates`` (x, s) pairs (the 144 that 10% of the papers'
+1,440 pairs gives, instead of 10% of any table); each candidate's fantasy scans the rows its
+incumbent may be in blocks of ``ROW_BLOCK`` (``acquisition.incumbent.IncumbentScan``); the
+GP predicts in blocks (``models.gp.PREDICT_BLOCK``).
 
 References:
     [TrimTuner] Mendes, Casimiro, Romano, Garlan. TrimTuner, MASCOTS 2020, Sec. III, Alg. 1.
-    [Klein17] Klein et al. FABOLAS, AISTATS 2017.
+    [Klein17] Klein et al. FABOLAS, AISTATS 2017, Sec. 3.3.
+    [Hennig12] Hennig, Schuler. Entropy search for information-efficient global optimization.
+        JMLR 2012, Sec. 2.3 (representer points).
 """
 
 from __future__ import annotations
@@ -53,7 +66,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .acquisition.analytic import constraints_log_pf, gauss_hermite
+from .acquisition.analytic import constraints_log_pf, expected_improvement, gauss_hermite
 from .acquisition.entropy import (
     RepresenterDraws,
     information_gain_gp,
@@ -62,7 +75,7 @@ from .acquisition.entropy import (
     pmax_from_samples,
 )
 from .acquisition.filters import FILTERS, cea, select
-from .acquisition.incumbent import choose_incumbent
+from .acquisition.incumbent import IncumbentScan, choose_incumbent
 from .base import MemoryUse, Optimizer, Param, Recommendation, Suggestion, decision_margin
 from .blas import single_threaded
 from .models.gp import GaussianProcess
@@ -71,9 +84,12 @@ from .models.targets import Targets
 from .models.trees import TreeEnsemble
 from .seeds import drawn_seed, keyed_generator
 
-__all__ = ["TrimTuner"]
+__all__ = ["ROW_BLOCK", "TrimTuner"]
 
 _CHUNK = 16  # candidates per executor item (does not change results)
+# rows per block of a fantasy's incumbent scan: more than any table of the papers has
+# configurations (384), so theirs are scanned in one block
+ROW_BLOCK = 2048
 
 
 @dataclass
@@ -87,8 +103,7 @@ class _Context:
     pred_std: np.ndarray  # (n,) objective std at the candidates (dt fantasies)
     rep: np.ndarray  # (R,) representer configurations (rows of X_full)
     draws: list  # gp: RepresenterDraws per hyperparameter sample
-    rows: dict  # gp: metric -> RowPosterior at X_full (objective; all with a
-    # constraint factor)
+    rep_rows: RowPosterior | None  # gp: the objective's posterior at the representers
     X_full: np.ndarray  # (n_configs, d+1) every configuration at s = 1
     cand_config: np.ndarray  # (n,) configuration of each candidate
     inc_ids: np.ndarray | None  # configurations the incumbent may be (None: all)
@@ -107,24 +122,23 @@ def acquisition_chunk(ctx: _Context, idx: np.ndarray) -> np.ndarray:
     ``idx``; a pure function of (ctx, idx)."""
     idx = np.asarray(idx, dtype=np.int64)
     if ctx.model == "gp":
-        cands = {m: CandidateCovariances(rows, ctx.X_cand[idx]) for m, rows in ctx.rows.items()}
-        gain = _gains_gp(ctx, idx, cands[ctx.targets.objective])
-        fantasies = (_fantasy_gp(ctx, cands, j, c) for j, c in enumerate(idx))
+        gain = _gains_gp(ctx, idx, CandidateCovariances(ctx.rep_rows, ctx.X_cand[idx]))
     else:
         gain = _gains_dt(ctx, idx)
-        fantasies = (_fantasy_dt(ctx, c) for c in idx)
-    factor = (
-        np.ones(len(idx))
-        if ctx.factor == "none"
-        else np.array([_factor(ctx, pred) for pred in fantasies])
-    )
+    if ctx.factor == "none":
+        factor = np.ones(len(idx))
+    elif ctx.model == "gp":
+        factor = _factors_gp(ctx, idx)
+    else:
+        factor = np.array([_factor(ctx, _scanned(ctx, [_fantasy_dt(ctx, c)])) for c in idx])
     cost = np.exp(ctx.pred_mean["cost"][idx])
     alpha = factor * np.maximum(gain, 0.0) / cost
     return np.column_stack([alpha, gain, factor])
 
 
 def _gains_gp(ctx: _Context, idx: np.ndarray, cands: CandidateCovariances) -> np.ndarray:
-    """IG of each candidate, averaged over the objective's hyperparameter samples."""
+    """IG of each candidate, averaged over the objective's hyperparameter samples; ``cands``:
+    the candidates' covariances with the representers."""
     obj = ctx.targets.models[ctx.targets.objective]
     M = len(ctx.z)
     e = np.column_stack([keyed_generator(ctx.e_seed, c).standard_normal(M) for c in idx])
@@ -133,7 +147,7 @@ def _gains_gp(ctx: _Context, idx: np.ndarray, cands: CandidateCovariances) -> np
     for s, draws in enumerate(ctx.draws):
         gains += information_gain_gp(
             draws,
-            cross[s][:, ctx.rep].T,
+            cross[s].T,
             means[s],
             variances[s],
             obj.noise_[s] * obj.y_scale_**2,
@@ -170,13 +184,38 @@ def _incumbent_rows(ctx: _Context, c: int) -> np.ndarray:
     return np.union1d(ctx.inc_ids, ctx.cand_config[c])
 
 
-def _fantasy_gp(ctx: _Context, cands: dict, j: int, c: int) -> dict:
-    """{metric: (mean, std)} at the incumbent rows after the fantasy at candidate c (the
-    chunk's j-th), by the closed-form rank-1 update (``models/gp_fantasy.py``)."""
-    ids = _incumbent_rows(ctx, c)
-    return {
-        m: cands[m].fantasy_predict(j, float(ctx.pred_mean[m][c]), ids) for m in ctx.targets.metrics
-    }
+def _factors_gp(ctx: _Context, idx: np.ndarray) -> np.ndarray:
+    """The constraint factor of each candidate of ``idx``, its fantasy by the closed-form
+    rank-1 update (``models/gp_fantasy.py``): the rows any of their incumbents may be go
+    through in blocks of ``ROW_BLOCK``, each candidate's incumbent scanned over its own."""
+    t = ctx.targets
+    X = ctx.X_cand[idx]
+    rows = (
+        np.arange(len(ctx.X_full))
+        if ctx.inc_ids is None
+        else np.union1d(ctx.inc_ids, ctx.cand_config[idx])
+    )
+    scans = [IncumbentScan(ctx.incumbent_rule, ctx.min_pf) for _ in idx]
+    for b in range(0, len(rows), ROW_BLOCK):
+        block = rows[b : b + ROW_BLOCK]
+        cands = {
+            m: CandidateCovariances(RowPosterior(t.models[m], ctx.X_full[block]), X)
+            for m in t.metrics
+        }
+        for j, c in enumerate(idx):
+            at = _block_positions(ctx, block, c)
+            pred = {m: cands[m].fantasy_predict(j, float(ctx.pred_mean[m][c]), at) for m in cands}
+            _scan(ctx, scans[j], pred)
+    return np.array([_factor(ctx, scan) for scan in scans])
+
+
+def _block_positions(ctx: _Context, block: np.ndarray, c: int) -> np.ndarray:
+    """Where, in ``block`` (sorted rows of X_full), the rows candidate c's incumbent may be
+    are."""
+    if ctx.inc_ids is None:
+        return np.arange(len(block))
+    own = _incumbent_rows(ctx, c)
+    return np.searchsorted(block, own[(own >= block[0]) & (own <= block[-1])])
 
 
 def _fantasy_dt(ctx: _Context, c: int) -> dict:
@@ -188,17 +227,28 @@ def _fantasy_dt(ctx: _Context, c: int) -> dict:
     return fantasy.predict(ctx.X_full[_incumbent_rows(ctx, c)])
 
 
-def _factor(ctx: _Context, pred: dict) -> float:
-    """P(the incumbent after a fantasy is feasible) [TrimTuner Sec. III-A, steps 1-4], from
-    the predictions ``pred`` of the models conditioned on the fantasy at the incumbent rows;
-    Fabulinus multiplies by its predicted accuracy [Mendes19 Eq. 4.5]."""
+def _scan(ctx: _Context, scan: IncumbentScan, pred: dict) -> None:
+    """Hand the predictions ``pred`` ({metric: (mean, std)}) of the models conditioned on a
+    fantasy, at a block of rows, to the scan for its incumbent [TrimTuner Alg. 1 line 19]."""
     t = ctx.targets
-    log_pf = constraints_log_pf(t.constraints, pred)
     mean = pred[t.objective][0]
-    quality = t.quality(mean)
-    best = choose_incumbent(ctx.incumbent_rule, quality, mean, log_pf, ctx.min_pf)
-    pf = math.exp(log_pf[best])
-    return pf * float(quality[best]) if ctx.factor == "cea" else pf
+    if len(mean):
+        scan.add(t.quality(mean), mean, constraints_log_pf(t.constraints, pred))
+
+
+def _scanned(ctx: _Context, blocks) -> IncumbentScan:
+    scan = IncumbentScan(ctx.incumbent_rule, ctx.min_pf)
+    for pred in blocks:
+        _scan(ctx, scan, pred)
+    return scan
+
+
+def _factor(ctx: _Context, scan: IncumbentScan) -> float:
+    """P(the incumbent after a fantasy is feasible) [TrimTuner Sec. III-A, steps 1-4], the
+    incumbent being the one ``scan`` chose among the predictions of the models conditioned on
+    the fantasy; Fabulinus multiplies by its predicted accuracy [Mendes19 Eq. 4.5]."""
+    pf = math.exp(scan.log_pf)
+    return pf * scan.quality if ctx.factor == "cea" else pf
 
 
 class TrimTuner(Optimizer):
@@ -206,10 +256,11 @@ class TrimTuner(Optimizer):
 
     name = "trimtuner"
     summary = "information gain per cost x P(feasible incumbent), sub-sampled (x, s)"
-    # the GP's joint posterior over every configuration at s = 1 per hyperparameter sample,
-    # (40, n, n), and its mixture (representer points, p_max); n_mc draws per configuration
-    # (docs/results/memory.md)
-    memory = MemoryUse(fixed=215e6, per_config=16e3, per_pair=360)
+    # the GP's joint posterior over at most representer_pool (512) configurations per
+    # hyperparameter sample, (40, 512, 512) = 84 MB, the candidates' covariances with them
+    # (40, 144, 512) = 24 MB, and its mixture; n_mc draws per configuration (docs/results/
+    # memory.md; 389 MB max RSS in all for 20 evaluations at 9,216 configurations)
+    memory = MemoryUse(fixed=325e6, per_config=16e3)
     uses_fidelity = True
     params = (
         Param(
@@ -231,6 +282,20 @@ class TrimTuner(Optimizer):
         Param("n_representers", 50, "representer configurations at s = 1", low=2),
         Param("n_mc", 1000, "Monte Carlo draws for p_max", low=10),
         Param("gh_nodes", 5, "Gauss-Hermite nodes over the fantasised observation", low=1),
+        Param(
+            "max_candidates",
+            144,
+            "most (x, s) pairs the filter keeps per step (10% of the papers' 1,440 pairs is 144)",
+            low=1,
+        ),
+        Param(
+            "representer_pool",
+            512,
+            "configurations at s = 1 whose joint draws choose the representers: all of a "
+            "table of at most this many (every table of the papers), else those with the "
+            "largest EI over the best predicted mean",
+            low=2,
+        ),
         Param("n_trees", 10, "trees in the dt ensemble", low=1),
         Param(
             "incumbent",
@@ -346,6 +411,7 @@ class TrimTuner(Optimizer):
             lambda i: self._evaluate(ctx, i),
             self.rng,
             scores,
+            self.config["max_candidates"],
         )
         best = int(np.argmax(values))
         c = int(idx[best])
@@ -376,17 +442,14 @@ class TrimTuner(Optimizer):
         rep = self._representers(X_full)
         z = self.rng.standard_normal((self.config["n_mc"], len(rep)))
         factor = self.factor if t.constraints else "none"
-        draws, rows = [], {}
+        draws, rep_rows = [], None
         if self.config["model"] == "gp":
             obj = t.models[t.objective]
             draws = [
                 RepresenterDraws.of(mean, cov, z)
                 for mean, cov in zip(*obj.predict_per_sample(X_full[rep], full_cov=True))
             ]
-            rows = {
-                m: RowPosterior(t.models[m], X_full)
-                for m in (t.metrics if factor != "none" else (t.objective,))
-            }
+            rep_rows = RowPosterior(obj, X_full[rep])
         gh_t, gh_w = gauss_hermite(self.config["gh_nodes"])
         ctx = _Context(
             targets=t,
@@ -396,7 +459,7 @@ class TrimTuner(Optimizer):
             pred_std=obj_std,
             rep=rep,
             draws=draws,
-            rows=rows,
+            rep_rows=rep_rows,
             X_full=X_full,
             z=z,
             e_seed=drawn_seed(self.rng),
@@ -412,19 +475,31 @@ class TrimTuner(Optimizer):
 
     def _representers(self, X_full: np.ndarray) -> np.ndarray:
         """The n_representers configurations at s = 1 most likely to be the optimum (Monte
-        Carlo p_max over all configurations, ties by predicted mean)."""
+        Carlo p_max over the representer pool, ties by predicted mean)."""
         n = min(self.config["n_representers"], len(X_full))
         obj = self._targets.models[self._targets.objective]
-        z = self.rng.standard_normal((self.config["n_mc"], len(X_full)))
+        pool = self._representer_pool(obj, X_full)
+        z = self.rng.standard_normal((self.config["n_mc"], len(pool)))
         if self.config["model"] == "gp":
-            mean, cov = obj.predict_joint(X_full)
+            mean, cov = obj.predict_joint(X_full[pool])
             samples = joint_samples(mean, cov, z)
         else:
-            mean, std = obj.predict(X_full)
+            mean, std = obj.predict(X_full[pool])
             samples = mean[None, :] + std[None, :] * z
         p = pmax_from_samples(samples)
         order = np.lexsort((mean, -p))
-        return np.sort(order[:n])
+        return np.sort(pool[order[:n]])
+
+    def _representer_pool(self, obj, X_full: np.ndarray) -> np.ndarray:
+        """The configurations (rows of X_full) the representers are drawn from: all of them
+        up to ``representer_pool``, else that many with the largest expected improvement over
+        the lowest predicted mean, ties by predicted mean [Hennig12 Sec. 2.3]."""
+        size = self.config["representer_pool"]
+        if len(X_full) <= size:
+            return np.arange(len(X_full))
+        mean, std = obj.predict(X_full)
+        ei = expected_improvement(mean, std, mean.min())
+        return np.sort(np.lexsort((mean, -ei))[:size])
 
     # -- recommendation ---------------------------------------------------------------------------
     @single_threaded

@@ -82,8 +82,9 @@ def test_a_run_out_of_memory_in_process_is_one_line_and_the_sweep_goes_on(tmp_pa
 
 def test_estimates_cover_the_process_the_oracle_and_what_each_optimizer_declares():
     """A run's estimate: the process, the oracle over the table, and the optimizer's own
-    structures (random search declares none); TrimTuner's covers the (40, n, n) joint
-    posterior it allocates, which at 9,216 configurations alone was 25.3 GiB (issue 41)."""
+    structures (random search declares none); TrimTuner's covers its joint posterior over
+    at most 512 representers, no longer one over every pair of configurations (25.3 GiB at
+    9,216, issue 41): 389 MB max RSS measured in all there."""
     from optfarm.farm.run.spec import RunSpec
     from optfarm.farm.runtime.memory import PROCESS_BYTES, run_memory
     from optfarm.optimizers.registry import available, get
@@ -97,4 +98,6 @@ def test_estimates_cover_the_process_the_oracle_and_what_each_optimizer_declares
         declared = get(name).memory.bytes(synthetic.space().n_configs)
         assert run_memory(RunSpec("synthetic", name), synthetic) == int(random + declared)
         assert name == "random" or declared > 0, name
-    assert TrimTuner.memory.bytes(9216) > 25.3 * 2**30
+    grid = load("cloud-grid-9216")
+    assert 389e6 < run_memory(RunSpec("cloud-grid-9216", "trimtuner"), grid) < 2e9
+    assert TrimTuner.memory.bytes(50176) < 50176 / 9216 * TrimTuner.memory.bytes(9216)  # not n^2

@@ -11,6 +11,7 @@ import pytest
 
 from optfarm.farm.cli import main
 from optfarm.oracle import registry
+from optfarm.oracle.cloud_grid import GRIDS
 from optfarm.oracle.dataset import Dataset, DatasetError
 from optfarm.oracle.sources import SOURCES, download, fetch, sources_dir
 
@@ -56,7 +57,7 @@ def test_fetch_all_from_a_local_copy_then_list_and_time_the_loads(
     listing = capsys.readouterr().out.splitlines()
     assert listing[0].split()[-2] == "load_s"
     named = [line.split()[0] for line in listing[2:] if not line.startswith(" ")]
-    assert named == ["synthetic"] + sorted(SOURCES)
+    assert named == ["synthetic", *GRIDS] + sorted(SOURCES)
     assert max(map(len, listing)) <= 100
     with capsys.disabled():
         print("\n" + "\n".join(lines))

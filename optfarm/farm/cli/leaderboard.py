@@ -478,12 +478,14 @@ def add_leaderboard_command(sub) -> None:
     )
     b.add_argument(
         "--budgets",
-        help="cost budgets read, in multiples of each table's mean "
-        "configuration cost, capped at the board's share of the price (default "
-        "the spec's, e.g. 2,5,10)",
+        help="cost budgets read, in multiples of each table's budget unit (its mean "
+        "configuration cost x its size factor), capped at the board's share of the price "
+        "(default the spec's, e.g. 5,10,20)",
     )
     b.add_argument(
-        "--evaluations", help="evaluation budgets read (default the spec's, e.g. 5,10,20)"
+        "--evaluations",
+        help="evaluation budgets read, times each table's size factor (default the spec's, "
+        "e.g. 5,10,20)",
     )
     b.add_argument("--out", help="the sweep's output folder (default sweeps-out/NAME)")
     b.add_argument("--report", help="where the board goes (default OUT/leaderboard)")

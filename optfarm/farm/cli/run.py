@@ -175,7 +175,7 @@ def _say_first_compile(spec, oracle) -> None:
             oracle.space,
             oracle.problem,
             seed=spec.seed,
-            evaluations=spec.iterations,
+            evaluations=spec.design_evaluations,
             **spec.params,
         )
     except (ParameterError, ProblemError):

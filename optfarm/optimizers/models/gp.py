@@ -61,7 +61,7 @@ from ..linalg import cholesky_with_jitter
 from ..seeds import drawn_seed
 from .gp_posterior import HORSESHOE_SCALE, Design, log_posterior
 
-__all__ = ["GaussianProcess", "mixture_moments"]
+__all__ = ["PREDICT_BLOCK", "GaussianProcess", "mixture_moments"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 # Bounds (log space) of the hyperparameters; also the support of the flat priors.
@@ -69,6 +69,9 @@ _AMP_BOUNDS = (-10.0, 5.0)
 _METRIC_BOUNDS = (-8.0, 6.0)  # log squared length scale: l in [0.018, 20] on [0, 1] inputs
 _BASIS_BOUNDS = (-8.0, 5.0)
 _NOISE_BOUNDS = (-14.0, 0.0)  # noise variance of the normalised targets in [8e-7, 1]
+# rows per block of a prediction: more than any table of the papers has (1,440 (x, s) pairs), so
+# theirs are predicted in one block, as before the blocks
+PREDICT_BLOCK = 8192
 
 
 def mixture_moments(means: np.ndarray, variances: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -308,7 +311,9 @@ class GaussianProcess:
         """Posterior of f at X under each hyperparameter sample, in target units.
 
         Returns ``means`` (S, m) and ``vars`` (S, m), or ``covs`` (S, m, m) when ``full_cov``.
-        ``noise`` adds the observation noise (predictive of y rather than f).
+        ``noise`` adds the observation noise (predictive of y rather than f). Without
+        ``full_cov`` the rows go through in blocks of ``PREDICT_BLOCK``, so that the
+        temporaries are (n, block), whatever the number of rows.
         """
         self._check_fitted()
         Xq = self._transform(X)
@@ -318,19 +323,28 @@ class GaussianProcess:
         out = np.empty((S, m, m) if full_cov else (S, m))
         for i, theta in enumerate(self.theta_):
             noise_var = self._set(theta)
-            Ks = self._kernel.get_value(self._Xt, Xq)  # (n, m)
-            means[i] = Ks.T @ self._alpha[i]
-            V = solve_triangular(self._L[i], Ks, lower=True)
             if full_cov:
-                cov = self._kernel.get_value(Xq) - V.T @ V
-                if noise:
-                    cov[np.diag_indices(m)] += noise_var
-                out[i] = cov
-            else:
-                var = self._kernel.get_value(Xq, diag=True) - np.einsum("ij,ij->j", V, V)
-                out[i] = np.maximum(var, 0.0) + (noise_var if noise else 0.0)
+                means[i], out[i] = self._sample_joint(i, Xq, noise_var if noise else 0.0)
+                continue
+            for b in range(0, m, PREDICT_BLOCK):
+                rows = slice(b, b + PREDICT_BLOCK)
+                Ks = self._kernel.get_value(self._Xt, Xq[rows])  # (n, block)
+                means[i, rows] = Ks.T @ self._alpha[i]
+                V = solve_triangular(self._L[i], Ks, lower=True)
+                var = self._kernel.get_value(Xq[rows], diag=True) - np.einsum("ij,ij->j", V, V)
+                out[i, rows] = np.maximum(var, 0.0) + (noise_var if noise else 0.0)
         scale2 = self.y_scale_**2
         return means * self.y_scale_ + self.y_mean_, out * scale2
+
+    def _sample_joint(self, i: int, Xq: np.ndarray, noise_var: float):
+        """Mean (m,) and covariance (m, m) of f (+ ``noise_var`` on the diagonal) at the
+        transformed rows ``Xq`` under hyperparameter sample ``i`` (loaded), normalised."""
+        Ks = self._kernel.get_value(self._Xt, Xq)  # (n, m)
+        V = solve_triangular(self._L[i], Ks, lower=True)
+        cov = self._kernel.get_value(Xq) - V.T @ V
+        if noise_var:
+            cov[np.diag_indices(len(Xq))] += noise_var
+        return Ks.T @ self._alpha[i], cov
 
     def predict(self, X, noise: bool = False):
         """Predictive mean and std at X (n, d), averaged over hyperparameter samples."""
@@ -338,12 +352,21 @@ class GaussianProcess:
 
     def predict_joint(self, X, noise: bool = False):
         """Joint predictive mean (m,) and covariance (m, m) at X: the moments of the mixture
-        over hyperparameter samples (mean of covariances + covariance of means)."""
-        means, covs = self.predict_per_sample(X, full_cov=True, noise=noise)
+        over hyperparameter samples (mean of covariances + covariance of means). The
+        covariances are summed one sample at a time: two (m, m) arrays, never S of them."""
+        self._check_fitted()
+        Xq = self._transform(X)
+        S = len(self.theta_)
+        means = np.empty((S, len(Xq)))
+        total = np.zeros((len(Xq), len(Xq)))
+        for i, theta in enumerate(self.theta_):
+            noise_var = self._set(theta)
+            means[i], cov = self._sample_joint(i, Xq, noise_var if noise else 0.0)
+            total += cov * self.y_scale_**2
+        means = means * self.y_scale_ + self.y_mean_
         mean = means.mean(axis=0)
         centred = means - mean
-        cov = covs.mean(axis=0) + centred.T @ centred / len(means)
-        return mean, cov
+        return mean, total / S + centred.T @ centred / S
 
     # -- pieces for closed-form updates outside the model ---------------------------------------
     def factors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -351,6 +374,18 @@ class GaussianProcess:
         (S, n, n) of K + noise I and the weights K^-1 y (S, n) of the normalised targets."""
         self._check_fitted()
         return self._X, self._L, self._alpha
+
+    def kernel_diagonal_per_sample(self, X) -> np.ndarray:
+        """The prior variances k(x, x) (S, m) at the rows of X under each hyperparameter
+        sample (normalised target scale, no noise): the diagonal of ``kernel_per_sample(X,
+        X)`` without the (m, m) matrices."""
+        self._check_fitted()
+        Xt = self._transform(X)
+        out = np.empty((len(self.theta_), len(Xt)))
+        for i, theta in enumerate(self.theta_):
+            self._set(theta)
+            out[i] = self._kernel.get_value(Xt, diag=True)
+        return out
 
     def kernel_per_sample(self, X, Y) -> np.ndarray:
         """The prior kernel k(X, Y) (S, m, q) under each hyperparameter sample (normalised

@@ -21,9 +21,12 @@ rows, which the information gain about the representers (some of the rows) uses.
 
 Usage::
 
-    rows = RowPosterior(gp, X_full)              # once per suggestion: every config at s = 1
+    rows = RowPosterior(gp, X_rows)              # e.g. the representers, or a block of configs
     cands = CandidateCovariances(rows, X_chunk)  # once per chunk of candidates
     mean, std = cands.fantasy_predict(j, y, ids) # rows ``ids`` after observing y at X_chunk[j]
+
+Memory is (samples x n x rows) for the rows and (samples x chunk x (n + rows)) for a chunk:
+a caller with many rows hands them over in blocks (``trimtuner._factors_gp``).
 
 Everything is on the model's normalised target scale inside; ``fantasy_predict`` returns
 the model's units, averaged over hyperparameter samples as ``GaussianProcess.predict``.
@@ -59,7 +62,7 @@ class RowPosterior:
         K = gp.kernel_per_sample(X, self.X_rows)  # (S, n, q)
         self.V = _solve_lower(self.L, K)
         self.mean = np.einsum("snq,sn->sq", K, self.alpha)
-        prior = np.diagonal(gp.kernel_per_sample(self.X_rows, self.X_rows), axis1=1, axis2=2)
+        prior = gp.kernel_diagonal_per_sample(self.X_rows)
         self.var = prior - np.einsum("snq,snq->sq", self.V, self.V)
 
 
