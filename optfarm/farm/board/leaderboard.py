@@ -39,9 +39,11 @@ import pandas as pd
 
 from optfarm.farm.report.analysis import DatasetAnalysis
 from optfarm.farm.run.metrics import (
+    CNO_CAP,
     SCORE_CAP,
     quality_score,
     quantile,
+    score_quality,
     shortfall_area,
     step_quality,
 )
@@ -704,7 +706,7 @@ def headroom_rows(board: Board) -> list[dict]:
             text = (
                 "none feasible"
                 if not math.isfinite(score)
-                else ">= 16"
+                else f">= {CNO_CAP:g}"
                 if board.metric == "cno" and score >= SCORE_CAP["cno"]
                 else f"{_shown(score, board.metric):.3g}"
             )
@@ -718,7 +720,7 @@ def _shown(score: float, metric: str) -> float:
     inf where censored."""
     if not math.isfinite(score):
         return math.inf
-    return 2.0**score if metric == "cno" else 1.0 - score
+    return score_quality(score, metric)
 
 
 def best_by_family(board: Board, budget: str | None = None) -> dict[str, tuple[list[str], float]]:
@@ -803,4 +805,4 @@ def heat_values(board: Board) -> pd.DataFrame:
     """Tables x optimizers at the last budget below the price, as shown: median CNO
     (2^score) or Accuracy_C / optimum (1 - score); NaN where censored."""
     s = last_budget(board).scores.replace(math.inf, np.nan)
-    return 2.0**s if board.metric == "cno" else 1.0 - s
+    return score_quality(s, board.metric)

@@ -36,7 +36,14 @@ from optfarm.farm.board.leaderboard import (
 )
 from optfarm.farm.report.analysis import DatasetAnalysis
 from optfarm.farm.report.sections import Section
-from optfarm.farm.run.metrics import SCORE_CAP, quality_score, quantile, step_quality
+from optfarm.farm.run.metrics import (
+    CNO_CAP,
+    SCORE_CAP,
+    quality_score,
+    quantile,
+    score_quality,
+    step_quality,
+)
 
 __all__ = ["board_figures", "budget_curves", "sections", "verdict"]
 
@@ -45,14 +52,14 @@ VALUE = {"cno": "CNO", "accuracy_c": "Accuracy_C / optimum's"}
 
 # -- the verdict ---------------------------------------------------------------------------------
 def _median_text(at: AtBudget, name: str, metric: str) -> str:
-    """An optimizer's median over the blocks at a budget, as read: CNO (">= 16" at the cap)
-    or Accuracy_C / optimum's; the anytime score itself."""
+    """An optimizer's median over the blocks at a budget, as read: CNO (">= CNO_CAP" at the
+    cap) or Accuracy_C / optimum's; the anytime score itself."""
     score = quantile(at.scores[name].to_numpy(), 0.5)
     if at.budget.axis == "anytime":
         return f"{score:.3f}"
-    if metric == "cno":
-        return ">= 16" if score >= SCORE_CAP[metric] else f"{2.0**score:.2f}"
-    return f"{1.0 - min(score, 1.0):.2f}"
+    if metric == "cno" and score >= SCORE_CAP[metric]:
+        return f">= {CNO_CAP:g}"
+    return f"{score_quality(min(score, SCORE_CAP[metric]), metric):.2f}"
 
 
 def _how_sure(board: Board, at: AtBudget, lead: str, first: str, following: str) -> str:
@@ -156,7 +163,7 @@ def budget_curves(
                     quality_score(step_quality(run, a.metric), a.metric, a.optimum), dtype=float
                 )
                 at = np.where(last >= 0, score[np.maximum(last, 0)], SCORE_CAP[a.metric])
-                values[name].append(2.0**at if a.metric == "cno" else 1.0 - at)
+                values[name].append(score_quality(at, a.metric))
     return x, {
         n: np.array([[quantile(col, q) for col in np.array(v).T] for q in (0.25, 0.5, 0.75)])
         for n, v in values.items()
