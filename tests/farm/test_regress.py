@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -574,14 +575,17 @@ def test_the_short_gate_runs_the_nightly_runs_on_synthetic():
 
 
 # -- the gate tested on itself ----------------------------------------------------------------
-from optfarm.farm.gate.mutations import MUTATIONS  # noqa: E402  (parametrises the probe test)
+from optfarm.farm.gate.mutations import load_catalogue  # noqa: E402
+
+CATALOGUE = load_catalogue()  # the checkout's (mutations/catalogue.py)
+MUTATIONS = CATALOGUE.MUTATIONS  # parametrises the probe test
 
 
 def test_every_mutation_hook_exists_and_is_restored():
     """A refactor that renames a hooked function fails here, not silently in the nightly."""
     import optfarm.optimizers.lynceus
-    from optfarm.farm.gate.mutations import MUTATIONS, patched
 
+    patched = CATALOGUE.patched
     original = optfarm.optimizers.lynceus.Lynceus.__init__
     for m in MUTATIONS:
         with m.patch():
@@ -842,3 +846,17 @@ def test_the_model_guided_share_leaves_out_re_runs_of_the_recommendation():
     )
     # the random samplers have no model: their search steps are not model-guided
     assert model_guided_share(trace) == {"guindani": 2 / 8, "optuna-tpe": 1 / 2}
+
+
+def test_the_shipped_package_patches_no_optimizer_by_name():
+    """The catalogue's hooks (``module:Class.attr``, private names among them) stay out of the
+    shipped package (issue 43): no module of ``optfarm/`` names one."""
+    root = Path(__file__).resolve().parents[2]
+    hook = re.compile(r"[\"']optfarm(\.\w+)+:\w")
+    found = [
+        f"{path.relative_to(root)}:{i}"
+        for path in sorted((root / "optfarm").rglob("*.py"))
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if hook.search(line)
+    ]
+    assert not found, found

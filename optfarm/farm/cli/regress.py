@@ -218,10 +218,13 @@ def _previous_baseline(path: Path) -> tuple[dict, list[str]]:
 
 def _mutations(specs, baseline, args) -> int:
     """``farm regress --mutations``: the gate's detection and false-alarm rates."""
-    from optfarm.farm.gate.mutations import MUTATIONS, format_mutation_table
+    from optfarm.farm.gate.mutations import format_mutation_table, load_catalogue
     from optfarm.farm.sweep.spec import expand
 
-    known = {m.name: m for m in MUTATIONS}
+    try:
+        known = {m.name: m for m in load_catalogue().MUTATIONS}
+    except LookupError as e:
+        return _error(str(e))
     names = list(known) if args.mutations == "all" else args.mutations.split(",")
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -333,9 +336,9 @@ def add_regress_command(sub) -> None:
     g.add_argument(
         "--mutations",
         metavar="all|NAME,...",
-        help="test the gate itself: rerun its runs under each mutation of "
-        "optfarm.farm.gate.mutations and print which it catches (exit 1 on a missed "
-        "regression or a false alarm)",
+        help="test the gate itself: rerun its runs under each mutation of the "
+        "checkout's catalogue (mutations/catalogue.py) and print which it catches "
+        "(exit 1 on a missed regression or a false alarm)",
     )
     g.add_argument("--workers", type=int, default=2, help="processes for --mutations (default 2)")
     g.add_argument(
