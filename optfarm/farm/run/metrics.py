@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
@@ -67,7 +67,7 @@ __all__ = [
     "worse_quantile",
 ]
 
-QUANTILE_METHOD = "inverted_cdf"
+QUANTILE_METHOD: Final = "inverted_cdf"
 _TOL = 1e-12
 
 
