@@ -16,7 +16,6 @@ import functools
 import importlib
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -98,7 +97,7 @@ def _gauss_hermite_one_node(original):
 
 def _no_budget_filter(original):
     def _context(self, remaining):
-        return replace(original(self, remaining), budget=math.inf)
+        return original(self, remaining)._replace(budget=math.inf)
 
     return _context
 

@@ -14,6 +14,7 @@ DOORS = {
     "ray": "optfarm.farm.runtime.ray_private",
     "mlflow": "optfarm.farm.tracking.mlflow_private",
     "optuna": "optfarm.optimizers.peers.optuna_private",
+    "numba": "optfarm.optimizers.numba_private",
 }
 
 

@@ -1,11 +1,13 @@
-"""Whether the optimizers' numba kernels (``optfarm/optimizers/models/_kernels.py``, used by the
-tree-based optimizers) are compiled for this install.
+"""Whether the optimizers' numba kernels (the tree kernels,
+``optfarm/optimizers/models/tree_kernels.py``, and the look-ahead's that inline them,
+``optfarm/optimizers/lookahead_kernels.py``; used by the tree-based optimizers) are compiled
+for this install.
 
 Every kernel is ``@numba.njit(cache=True)``: the first run of a model-based optimizer compiles
 them (a minute or two on a busy machine) and numba keeps the machine code beside the sources
 (``__pycache__/*.nbi``/``*.nbc``), so later runs load it in milliseconds. ``farm run`` says so
 before a first run rather than sitting silent. Reading the cache index goes through numba's
-``FunctionCache`` (not a public API; kept in this one module).
+private API's door, ``optfarm.optimizers.numba_private``.
 """
 
 from __future__ import annotations
@@ -15,24 +17,14 @@ __all__ = ["uncompiled_kernels"]
 
 def uncompiled_kernels() -> list[str]:
     """The names of the kernels with no compiled code in numba's cache for their current
-    source (none: every kernel loads without compiling)."""
-    from numba.core.registry import CPUDispatcher
-
-    from optfarm.optimizers.models import _kernels
+    sources (none: every kernel loads without compiling)."""
+    from optfarm.optimizers import lookahead_kernels
+    from optfarm.optimizers.models import tree_kernels
+    from optfarm.optimizers.numba_private import is_cached, kernels_of
 
     return [
-        name
-        for name, value in vars(_kernels).items()
-        if isinstance(value, CPUDispatcher)
-        and value.__module__ == _kernels.__name__
-        and not _cached(value)
+        kernel.py_func.__name__
+        for module in (tree_kernels, lookahead_kernels)
+        for kernel in kernels_of(module)
+        if not is_cached(kernel)
     ]
-
-
-def _cached(dispatcher) -> bool:
-    """Whether numba's cache index of ``dispatcher`` lists compiled code for its source as it
-    is now (an index of an older source reads as empty)."""
-    try:
-        return bool(dispatcher._cache._cache_file._load_index())
-    except (AttributeError, OSError):
-        return False

@@ -126,7 +126,7 @@ def incumbent_for_eic(observed, feasible, sigma_untested, rule="lynceus"):
 def reference_without_feasible(worst, sigma_untested):
     """y* while no observation is feasible [Lynceus Sec. IV-A]: the worst observed value + 3
     x the largest predictive std over the untested candidates (0 without any), so that EI
-    still ranks them. (The look-ahead kernel, ``models/_kernels._score_level``, has its own
+    still ranks them. (The look-ahead kernel, ``lookahead_kernels._score_level``, has its own
     numba copy; ``tests/optimizers/test_acquisition.py`` checks that the two agree.)"""
     spread = float(np.max(sigma_untested)) if np.size(sigma_untested) else 0.0
     return float(worst) + 3.0 * spread
