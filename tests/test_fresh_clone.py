@@ -43,7 +43,7 @@ def test_readme_test_command_on_a_fresh_clone_offline(tmp_path):
     }
     env.update(HOME=str(home), OPTFARM_OFFLINE="1", XDG_CACHE_HOME=str(home / ".cache"))
     where = subprocess.run(
-        [sys.executable, "-c", "import farm; print(farm.__file__)"],
+        [sys.executable, "-c", "import optfarm; print(optfarm.__file__)"],
         cwd=clone,
         env=env,
         capture_output=True,
