@@ -24,7 +24,8 @@ LOCK = ROOT / "requirements" / "lock.txt"
 
 
 def _build_wheel(tmp_path: Path) -> Path:
-    """The wheel of a copy of the working tree (building writes build/ and egg-info)."""
+    """The wheel of a copy of the working tree (building writes build/ and egg-info), built
+    in pip's isolated build environment (pyproject.toml's build requirements)."""
     src = tmp_path / "src"
     shutil.copytree(
         ROOT,
@@ -34,8 +35,7 @@ def _build_wheel(tmp_path: Path) -> Path:
     )
     dist = tmp_path / "dist"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
-        + ["-w", str(dist), str(src)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(src)],
         check=True,
         capture_output=True,
     )
