@@ -389,7 +389,7 @@ class Walk(NamedTuple):
     c: np.ndarray
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _new_walk(ctx, x0, R0, C0):
     """A walk of ``ctx.la + 1`` levels whose level 0 is the first step ``x0``."""
     n = ctx.la + 1
@@ -409,7 +409,7 @@ def _new_walk(ctx, x0, R0, C0):
     return walk
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _next_node(walk, lev, k_acc):
     """Level ``lev`` moves to its next (cost, accuracy) node pair."""
     walk.j[lev] += 1
@@ -418,7 +418,7 @@ def _next_node(walk, lev, k_acc):
         walk.i[lev] += 1
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _fold(walk, lev, gamma, c_scale, k_acc):
     """Level ``lev``'s finished sub-path folded into its parent (``R += gamma w r``,
     ``C += w c``, ``c_scale`` = gamma when the path cost is discounted), which moves to its
@@ -431,7 +431,7 @@ def _fold(walk, lev, gamma, c_scale, k_acc):
     return up
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _path_shape(ctx):
     """(cost nodes, accuracy nodes per cost node, the factor on a sub-path's cost: gamma
     when the path cost is discounted, OBOL, else 1)."""
@@ -439,7 +439,7 @@ def _path_shape(ctx):
     return ctx.gh_t.shape[0], k_acc, ctx.gamma if ctx.discount_cost else 1.0
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _enter(walk, lev, x, R, C, best, worst, budget):
     """Level ``lev`` starts the sub-path rooted at ``x``: its first nodes, its (R, C) so far,
     the simulated incumbent's cost, the largest cost and the budget it starts from."""
@@ -448,7 +448,7 @@ def _enter(walk, lev, x, R, C, best, worst, budget):
     walk.best[lev], walk.worst[lev], walk.budget[lev] = best, worst, budget
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _cost_node(ctx, lv, walk, lev, x, i):
     """Cost node ``i`` of ``x``'s predicted cost at level ``lev``: its simulated cost (a
     node <= 0 clamped to 0, or with ``skip_nonpositive`` dropped: False, the level moves to
@@ -518,7 +518,7 @@ def _simulate(ctx, lv, lev, x, c_i):
     )
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _node_outcome(ctx, lv, walk, lev, x, i, j, hints):
     """The simulated run of ``x`` at cost node ``i`` and accuracy node ``j`` (whose
     feasibility sets the simulated incumbent) and NextStep from the state it leaves: (its

@@ -64,7 +64,7 @@ def _best_threshold(X, y, rows, lo, hi, f, total, keys, order):
     return best, thr
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _node_stats(y, rows, lo, hi):
     """(sum, sum of squares, min, max) of the targets of the node's rows ``rows[lo:hi]``."""
     total = 0.0
@@ -80,7 +80,7 @@ def _node_stats(y, rows, lo, hi):
     return total, total2, ymin, ymax
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _feature_range(X, rows, lo, hi, f):
     """(min, max) of feature ``f`` over the node's rows."""
     xmin = math.inf
@@ -92,7 +92,7 @@ def _feature_range(X, rows, lo, hi, f):
     return xmin, xmax
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _threshold_score(X, y, rows, lo, hi, f, t, total):
     """The variance-reduction score of splitting the node at ``X[:, f] <= t``; -inf when a
     side is empty."""
@@ -108,7 +108,7 @@ def _threshold_score(X, y, rows, lo, hi, f, t, total):
     return sl * sl / nl + (total - sl) * (total - sl) / nr
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _split(X, y, rows, lo, hi, state, max_features, total, best_split, work_f, keys, order):
     """The node's split (feature, threshold), feature -1 for none: up to ``max_features``
     randomly drawn features with a spread are tried and the largest variance reduction wins;
@@ -139,7 +139,7 @@ def _split(X, y, rows, lo, hi, state, max_features, total, best_split, work_f, k
     return best_f, best_t
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _partition(M, idx, lo, hi, f, t):
     """Reorder ``idx[lo:hi]`` so that the rows of ``M`` with ``M[:, f] <= t`` come first;
     where the right part starts."""
@@ -155,7 +155,7 @@ def _partition(M, idx, lo, hi, f, t):
     return i
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _leaf(rows, lo, hi, cand, qlo, qhi, value, out, cleaf, rleaf, next_leaf):
     """A leaf: a fresh id from ``next_leaf`` for its training rows and queries, ``value`` the
     prediction of its queries."""
@@ -299,7 +299,7 @@ def _poisson1(u):
     return k
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _leaf_members(cleaf, rleaf, mult, q_new, r_new, k_new, rows, cand):
     """The training rows (each as often as its bootstrap multiplicity, then the new row
     ``k_new`` times) and the queries of the leaf holding query ``q_new``, written to ``rows``
@@ -430,7 +430,7 @@ def gaussian_summary(outputs, floor, mean, std, authors_sd=False):
         std[q] = _std_rule(std[q], mean[q], n_trees, floor, authors_sd)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _std_rule(v, mean, n_trees, floor, authors_sd):
     """The std from the sum ``v`` of squared deviations over the trees (``gaussian_summary``)."""
     if not authors_sd:
