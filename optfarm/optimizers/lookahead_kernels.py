@@ -41,7 +41,6 @@ __all__ = [
     "Levels",
     "PathContext",
     "Switches",
-    "Walk",
     "explore_many",
     "root_level",
 ]
@@ -338,274 +337,183 @@ def _next_step(
                 budget,
                 ystar,
             )
-            if _better(ei, top, h, arg):
+            if ei >= 0.0 and (ei > top or (ei == top and h < arg)):
                 top, arg = ei, h
     for q in range(mu_c.shape[0]):
-        if not untested[q] or _ruled_out(
-            q, mu_c, sd_c, mu_a, sd_a, has_acc, price, time_max, cost_max, acc_min, ystar, top
-        ):
+        if not untested[q]:
+            continue
+        mu, sd = mu_c[q], sd_c[q]
+        b_time = (mu - time_max * price[q]) / sd if time_max < math.inf else -1.0
+        b_cost = (mu - cost_max) / sd if cost_max < math.inf else -1.0
+        b_acc = (acc_min - mu_a[q]) / sd_a[q] if has_acc else -1.0
+        if _eic_bound(mu, sd, ystar, b_time, b_cost, b_acc, top) < top:
             continue
         ei = _eic_at(
             q, mu_c, sd_c, mu_a, sd_a, has_acc, price, time_max, cost_max, acc_min, budget, ystar
         )
-        if _better(ei, top, q, arg):
+        if ei >= 0.0 and (ei > top or (ei == top and q < arg)):
             top, arg = ei, q
     return arg, top
-
-
-@nb.njit(cache=True, inline="always")
-def _better(ei, top, q, arg):
-    """Whether the EIc ``ei`` of candidate ``q`` beats the best so far, ``top`` at ``arg``
-    (Gamma only: ``ei >= 0``; among equal maxima the first index)."""
-    return ei >= 0.0 and (ei > top or (ei == top and q < arg))
-
-
-@nb.njit(cache=True, inline="always")
-def _ruled_out(q, mu_c, sd_c, mu_a, sd_a, has_acc, price, time_max, cost_max, acc_min, ystar, top):
-    """Whether candidate ``q``'s EIc bound (``_eic_bound``) falls below ``top``."""
-    mu, sd = mu_c[q], sd_c[q]
-    b_time = (mu - time_max * price[q]) / sd if time_max < math.inf else -1.0
-    b_cost = (mu - cost_max) / sd if cost_max < math.inf else -1.0
-    b_acc = (acc_min - mu_a[q]) / sd_a[q] if has_acc else -1.0
-    return _eic_bound(mu, sd, ystar, b_time, b_cost, b_acc, top) < top
-
-
-class Walk(NamedTuple):
-    """The path ``_explore`` walks, one entry per level: the configuration explored from it
-    (``x``), its current cost and accuracy quadrature nodes (``i``, ``j``), its running
-    reward and cost (``R``, ``C``), the weight of the sub-path below it (``w``), its
-    incumbent's cost, largest cost and budget (``best``, ``worst``, ``budget``) and its cost
-    node's simulated cost (``c``)."""
-
-    x: np.ndarray
-    i: np.ndarray
-    j: np.ndarray
-    R: np.ndarray
-    C: np.ndarray
-    w: np.ndarray
-    best: np.ndarray
-    worst: np.ndarray
-    budget: np.ndarray
-    c: np.ndarray
-
-
-@nb.njit(cache=True, inline="always")
-def _new_walk(ctx, x0, R0, C0):
-    """A walk of ``ctx.la + 1`` levels whose level 0 is the first step ``x0``."""
-    n = ctx.la + 1
-    walk = Walk(
-        np.empty(n, np.int64),
-        np.zeros(n, np.int64),
-        np.zeros(n, np.int64),
-        np.empty(n),
-        np.empty(n),
-        np.empty(n),
-        np.empty(n),
-        np.empty(n),
-        np.empty(n),
-        np.empty(n),
-    )
-    _enter(walk, 0, x0, R0, C0, ctx.best, ctx.worst, ctx.budget)
-    return walk
-
-
-@nb.njit(cache=True, inline="always")
-def _next_node(walk, lev, k_acc):
-    """Level ``lev`` moves to its next (cost, accuracy) node pair."""
-    walk.j[lev] += 1
-    if walk.j[lev] >= k_acc:
-        walk.j[lev] = 0
-        walk.i[lev] += 1
-
-
-@nb.njit(cache=True, inline="always")
-def _fold(walk, lev, gamma, c_scale, k_acc):
-    """Level ``lev``'s finished sub-path folded into its parent (``R += gamma w r``,
-    ``C += w c``, ``c_scale`` = gamma when the path cost is discounted), which moves to its
-    next node; the parent's level."""
-    r, c = walk.R[lev], walk.C[lev]
-    up = lev - 1
-    walk.C[up] += c_scale * walk.w[up] * c
-    walk.R[up] += gamma * walk.w[up] * r
-    _next_node(walk, up, k_acc)
-    return up
-
-
-@nb.njit(cache=True, inline="always")
-def _path_shape(ctx):
-    """(cost nodes, accuracy nodes per cost node, the factor on a sub-path's cost: gamma
-    when the path cost is discounted, OBOL, else 1)."""
-    k_acc = ctx.gha_t.shape[0] if ctx.na > 0 else 1
-    return ctx.gh_t.shape[0], k_acc, ctx.gamma if ctx.discount_cost else 1.0
-
-
-@nb.njit(cache=True, inline="always")
-def _enter(walk, lev, x, R, C, best, worst, budget):
-    """Level ``lev`` starts the sub-path rooted at ``x``: its first nodes, its (R, C) so far,
-    the simulated incumbent's cost, the largest cost and the budget it starts from."""
-    walk.x[lev], walk.i[lev], walk.j[lev] = x, 0, 0
-    walk.R[lev], walk.C[lev] = R, C
-    walk.best[lev], walk.worst[lev], walk.budget[lev] = best, worst, budget
-
-
-@nb.njit(cache=True, inline="always")
-def _cost_node(ctx, lv, walk, lev, x, i):
-    """Cost node ``i`` of ``x``'s predicted cost at level ``lev``: its simulated cost (a
-    node <= 0 clamped to 0, or with ``skip_nonpositive`` dropped: False, the level moves to
-    its next cost node) and the simulated state it builds (``_simulate``)."""
-    c_i = ctx.switches.gh_scale * (lv.mu_c[lev, x] + lv.sd_c[lev, x] * ctx.gh_t[i])
-    if ctx.switches.skip_nonpositive and c_i <= 0.0:
-        walk.i[lev] += 1
-        return False
-    walk.c[lev] = max(c_i, 0.0)
-    _simulate(ctx, lv, lev, x, walk.c[lev])
-    return True
-
-
-@nb.njit(cache=True)
-def _simulate(ctx, lv, lev, x, c_i):
-    """S' = S + (x, c_i) in level ``lev + 1`` of ``lv``: the cost forest refitted (every tree
-    regrown with the root's randomness under ``full_refit``, else the simulated point's leaf
-    regrown: the cheap refit) and every candidate predicted."""
-    nxt = lev + 1
-    Xc, yc, nc, sw = ctx.Xc, ctx.yc, ctx.nc, ctx.switches
-    Xc[nc + lev] = ctx.F[x]
-    yc[nc + lev] = c_i
-    if sw.full_refit:
-        grow_forest(
-            Xc,
-            yc,
-            nc + lev + 1,
-            mix_key(ctx.key, 0),
-            ctx.n_trees,
-            ctx.max_features,
-            ctx.F,
-            lv.out[nxt],
-            lv.cleaf[nxt],
-            lv.rleaf[nxt],
-            lv.mult[nxt],
-            lv.next_leaf[nxt],
-            sw.best_split,
-        )
-    else:
-        lv.out[nxt] = lv.out[lev]
-        lv.cleaf[nxt] = lv.cleaf[lev]
-        lv.rleaf[nxt] = lv.rleaf[lev]
-        lv.mult[nxt] = lv.mult[lev]
-        lv.next_leaf[nxt] = lv.next_leaf[lev]
-        insert_point(
-            Xc,
-            yc,
-            nc + lev,
-            x,
-            mix_key(ctx.key, nxt),
-            ctx.n_trees,
-            ctx.max_features,
-            ctx.F,
-            lv.out[nxt],
-            lv.cleaf[nxt],
-            lv.rleaf[nxt],
-            lv.mult[nxt],
-            lv.next_leaf[nxt],
-            sw.best_split,
-        )
-    gaussian_summary(
-        lv.out[nxt],
-        std_floor(yc, nc + lev + 1, ctx.floor_rel),
-        lv.mu_c[nxt],
-        lv.sd_c[nxt],
-        sw.authors_sd,
-    )
-
-
-@nb.njit(cache=True, inline="always")
-def _node_outcome(ctx, lv, walk, lev, x, i, j, hints):
-    """The simulated run of ``x`` at cost node ``i`` and accuracy node ``j`` (whose
-    feasibility sets the simulated incumbent) and NextStep from the state it leaves: (its
-    weight, the incumbent's cost, the largest cost, the budget left, the next step (-1: none),
-    its EIc)."""
-    has_acc = ctx.na > 0
-    c_i = walk.c[lev]
-    a_j = lv.mu_a[x] + lv.sd_a[x] * ctx.gha_t[j] if has_acc else 0.0
-    w = ctx.gh_w[i] * (ctx.gha_w[j] if has_acc else 1.0)
-    feasible = (
-        c_i <= ctx.time_max * ctx.price[x]
-        and c_i <= ctx.cost_max
-        and (not has_acc or a_j >= ctx.acc_min)
-    )
-    fixed = ctx.switches.fixed_incumbent
-    best_i = min(walk.best[lev], c_i) if feasible and not fixed else walk.best[lev]
-    worst_i = max(walk.worst[lev], c_i)
-    budget_i = walk.budget[lev] - c_i
-    x_next, eic_next = _next_step(
-        lv.mu_c[lev + 1],
-        lv.sd_c[lev + 1],
-        lv.mu_a,
-        lv.sd_a,
-        has_acc,
-        ctx.price,
-        ctx.time_max,
-        ctx.cost_max,
-        ctx.acc_min,
-        ctx.untested,
-        budget_i,
-        best_i,
-        worst_i,
-        hints,
-    )
-    return w, best_i, worst_i, budget_i, x_next, eic_next
 
 
 @nb.njit(cache=True)
 def _explore(x0, ctx, lv, hints):
     """ExplorePaths(state, x0, la) -> (R, C) [Lynceus Alg. 2], as an explicit depth-first
-    walk (numba cannot reload a cached self-recursive function).
+    walk (numba cannot reload a cached self-recursive function); one kernel, the hot loop of
+    the look-ahead (split into named steps it cost more CPU: tests/test_function_size.py).
 
     Level ``lev`` holds one state of the path: its forest, predictions and EIc (``lv``), the
-    configuration explored from it, its running (R, C), budget and incumbent (``Walk``). Each
-    quadrature node of that configuration's cost builds the simulated state in level
-    ``lev + 1`` by a cheap refit (``_simulate``); the next step is the greedy argmax of EIc
-    there (NextStep, ``_next_step``, which scores the real state's best candidates ``hints``
-    first; ``_node_outcome``); a sub-path's (r, c) is folded into its parent as
-    ``R += gamma w r``, ``C += w c`` (``gamma w c`` when the path cost is discounted too,
-    OBOL).
+    configuration explored from it, its running (R, C), budget and incumbent. Each quadrature
+    node of that configuration's cost builds the simulated state in level
+    ``lev + 1`` by a cheap refit; the next step is the greedy argmax of EIc there (NextStep,
+    ``_next_step``, which scores the real state's best candidates ``hints`` first);
+    a sub-path's (r, c) is folded into its parent as ``R += gamma w r``, ``C += w c``
+    (``gamma w c`` when the path cost is discounted too, OBOL).
 
     ``ctx.switches`` hold the ablation switches (``Switches``): the trees, the sigma rule, a
     full refit of every tree instead of regrowing the simulated point's leaf, a fixed
     simulated incumbent, the scale of the quadrature values and whether nodes <= 0 are
     skipped.
     """
-    la, gamma, untested, mu_c = ctx.la, ctx.gamma, ctx.untested, lv.mu_c
-    R0, C0 = lv.eic[0, x0], mu_c[0, x0]
+    la, gamma, key, n_trees = ctx.la, ctx.gamma, ctx.key, ctx.n_trees
+    mf, rel, sw = ctx.max_features, ctx.floor_rel, ctx.switches
+    best_split, authors_sd = sw.best_split, sw.authors_sd
+    gh_t, gh_w, gha_t, gha_w = ctx.gh_t, ctx.gh_w, ctx.gha_t, ctx.gha_w
+    full_refit, fixed_incumbent = sw.full_refit, sw.fixed_incumbent
+    gh_scale, skip_nonpositive = sw.gh_scale, sw.skip_nonpositive
+    time_max, cost_max, acc_min = ctx.time_max, ctx.cost_max, ctx.acc_min
+    Xc, yc, nc, F = ctx.Xc, ctx.yc, ctx.nc, ctx.F
+    price, untested = ctx.price, ctx.untested
+    has_acc = ctx.na > 0
+    f_out, f_cleaf, f_rleaf, f_mult, f_next = lv.out, lv.cleaf, lv.rleaf, lv.mult, lv.next_leaf
+    mu_c, sd_c, mu_a, sd_a, eic = lv.mu_c, lv.sd_c, lv.mu_a, lv.sd_a, lv.eic
+    R0 = eic[0, x0]
+    C0 = mu_c[0, x0]
     if la == 0:
         return R0, C0
-    n_cost, k_acc, c_scale = _path_shape(ctx)
-    walk = _new_walk(ctx, x0, R0, C0)
+    n_cost = gh_t.shape[0]
+    k_acc = gha_t.shape[0] if has_acc else 1
+    c_scale = gamma if ctx.discount_cost else 1.0
+    lx = np.empty(la + 1, np.int64)
+    li = np.zeros(la + 1, np.int64)
+    lj = np.zeros(la + 1, np.int64)
+    lR = np.empty(la + 1)
+    lC = np.empty(la + 1)
+    lw = np.empty(la + 1)
+    lbest = np.empty(la + 1)
+    lworst = np.empty(la + 1)
+    lbudget = np.empty(la + 1)
+    lc = np.empty(la + 1)
+    lx[0], lR[0], lC[0] = x0, R0, C0
+    lbest[0], lworst[0], lbudget[0] = ctx.best, ctx.worst, ctx.budget
     untested[x0] = False
     lev = 0
     while True:
-        if walk.i[lev] >= n_cost:  # every branch of this level done: fold it into its parent
-            untested[walk.x[lev]] = True
+        if li[lev] >= n_cost:  # every branch of this level done: fold it into its parent
+            untested[lx[lev]] = True
             if lev == 0:
-                return walk.R[0], walk.C[0]
-            lev = _fold(walk, lev, gamma, c_scale, k_acc)
+                return lR[0], lC[0]
+            r, c = lR[lev], lC[lev]
+            lev -= 1
+            lC[lev] += c_scale * lw[lev] * c
+            lR[lev] += gamma * lw[lev] * r
+            lj[lev] += 1
+            if lj[lev] >= k_acc:
+                lj[lev] = 0
+                li[lev] += 1
             continue
-        x, i, j, nxt = walk.x[lev], walk.i[lev], walk.j[lev], lev + 1
-        if j == 0 and not _cost_node(ctx, lv, walk, lev, x, i):
-            continue  # a node the authors' code drops
-        w, best_i, worst_i, budget_i, x_next, eic_next = _node_outcome(
-            ctx, lv, walk, lev, x, i, j, hints
+        x, i, j, nxt = lx[lev], li[lev], lj[lev], lev + 1
+        if j == 0:  # S' = S + (x, c_i): refit and predict every candidate
+            c_i = gh_scale * (mu_c[lev, x] + sd_c[lev, x] * gh_t[i])
+            if skip_nonpositive and c_i <= 0.0:  # the authors' code drops such nodes
+                li[lev] += 1
+                continue
+            c_i = max(c_i, 0.0)
+            lc[lev] = c_i
+            Xc[nc + lev] = F[x]
+            yc[nc + lev] = c_i
+            if full_refit:  # every tree regrown on S' with the root's randomness
+                grow_forest(
+                    Xc,
+                    yc,
+                    nc + lev + 1,
+                    mix_key(key, 0),
+                    n_trees,
+                    mf,
+                    F,
+                    f_out[nxt],
+                    f_cleaf[nxt],
+                    f_rleaf[nxt],
+                    f_mult[nxt],
+                    f_next[nxt],
+                    best_split,
+                )
+            else:  # cheap refit: regrow the leaf of the simulated point only
+                f_out[nxt] = f_out[lev]
+                f_cleaf[nxt] = f_cleaf[lev]
+                f_rleaf[nxt] = f_rleaf[lev]
+                f_mult[nxt] = f_mult[lev]
+                f_next[nxt] = f_next[lev]
+                insert_point(
+                    Xc,
+                    yc,
+                    nc + lev,
+                    x,
+                    mix_key(key, nxt),
+                    n_trees,
+                    mf,
+                    F,
+                    f_out[nxt],
+                    f_cleaf[nxt],
+                    f_rleaf[nxt],
+                    f_mult[nxt],
+                    f_next[nxt],
+                    best_split,
+                )
+            gaussian_summary(
+                f_out[nxt], std_floor(yc, nc + lev + 1, rel), mu_c[nxt], sd_c[nxt], authors_sd
+            )
+        c_i = lc[lev]
+        # accuracy node j: the simulated run's feasibility (hence the simulated incumbent)
+        a_j = mu_a[x] + sd_a[x] * gha_t[j] if has_acc else 0.0
+        w = gh_w[i] * (gha_w[j] if has_acc else 1.0)
+        feasible = (
+            c_i <= time_max * price[x] and c_i <= cost_max and (not has_acc or a_j >= acc_min)
+        )
+        best_i = min(lbest[lev], c_i) if feasible and not fixed_incumbent else lbest[lev]
+        worst_i = max(lworst[lev], c_i)
+        budget_i = lbudget[lev] - c_i
+        x_next, eic_next = _next_step(
+            mu_c[nxt],
+            sd_c[nxt],
+            mu_a,
+            sd_a,
+            has_acc,
+            price,
+            time_max,
+            cost_max,
+            acc_min,
+            untested,
+            budget_i,
+            best_i,
+            worst_i,
+            hints,
         )
         if x_next >= 0 and nxt == la:  # the sub-path is the single step x_next
-            walk.C[lev] += c_scale * w * mu_c[nxt, x_next]
-            walk.R[lev] += gamma * w * eic_next
+            lC[lev] += c_scale * w * mu_c[nxt, x_next]
+            lR[lev] += gamma * w * eic_next
         elif x_next >= 0:  # descend: the sub-path rooted at x_next
-            walk.w[lev] = w
-            _enter(walk, nxt, x_next, eic_next, mu_c[nxt, x_next], best_i, worst_i, budget_i)
+            lw[lev] = w
+            lx[nxt], li[nxt], lj[nxt] = x_next, 0, 0
+            lR[nxt], lC[nxt] = eic_next, mu_c[nxt, x_next]
+            lbest[nxt], lworst[nxt], lbudget[nxt] = best_i, worst_i, budget_i
             untested[x_next] = False
             lev = nxt
             continue
-        _next_node(walk, lev, k_acc)  # none when NextStep found nothing
+        lj[lev] += 1  # next node of this level (none when NextStep found nothing)
+        if lj[lev] >= k_acc:
+            lj[lev] = 0
+            li[lev] += 1
 
 
 @nb.njit(cache=True)

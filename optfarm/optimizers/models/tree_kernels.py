@@ -64,110 +64,6 @@ def _best_threshold(X, y, rows, lo, hi, f, total, keys, order):
     return best, thr
 
 
-@nb.njit(cache=True, inline="always")
-def _node_stats(y, rows, lo, hi):
-    """(sum, sum of squares, min, max) of the targets of the node's rows ``rows[lo:hi]``."""
-    total = 0.0
-    total2 = 0.0
-    ymin = math.inf
-    ymax = -math.inf
-    for k in range(lo, hi):
-        v = y[rows[k]]
-        total += v
-        total2 += v * v
-        ymin = min(ymin, v)
-        ymax = max(ymax, v)
-    return total, total2, ymin, ymax
-
-
-@nb.njit(cache=True, inline="always")
-def _feature_range(X, rows, lo, hi, f):
-    """(min, max) of feature ``f`` over the node's rows."""
-    xmin = math.inf
-    xmax = -math.inf
-    for k in range(lo, hi):
-        v = X[rows[k], f]
-        xmin = min(xmin, v)
-        xmax = max(xmax, v)
-    return xmin, xmax
-
-
-@nb.njit(cache=True, inline="always")
-def _threshold_score(X, y, rows, lo, hi, f, t, total):
-    """The variance-reduction score of splitting the node at ``X[:, f] <= t``; -inf when a
-    side is empty."""
-    sl = 0.0
-    nl = 0
-    for k in range(lo, hi):
-        if X[rows[k], f] <= t:
-            sl += y[rows[k]]
-            nl += 1
-    nr = hi - lo - nl
-    if nl == 0 or nr == 0:
-        return -math.inf
-    return sl * sl / nl + (total - sl) * (total - sl) / nr
-
-
-@nb.njit(cache=True, inline="always")
-def _split(X, y, rows, lo, hi, state, max_features, total, best_split, work_f, keys, order):
-    """The node's split (feature, threshold), feature -1 for none: up to ``max_features``
-    randomly drawn features with a spread are tried and the largest variance reduction wins;
-    one uniform threshold per feature [Geurts06], or with ``best_split`` the best midpoint
-    [Weka RandomTree]."""
-    d = X.shape[1]
-    for j in range(d):
-        work_f[j] = j
-    best_score, best_f, best_t = -math.inf, -1, 0.0
-    tried = 0
-    remaining = d
-    while remaining > 0 and tried < max_features:
-        pick = int(_uniform(state) * remaining)
-        f = work_f[pick]
-        remaining -= 1
-        work_f[pick] = work_f[remaining]
-        xmin, xmax = _feature_range(X, rows, lo, hi, f)
-        if xmax <= xmin:
-            continue
-        tried += 1
-        if best_split:
-            score, t = _best_threshold(X, y, rows, lo, hi, f, total, keys, order)
-        else:
-            t = xmin + _uniform(state) * (xmax - xmin)
-            score = _threshold_score(X, y, rows, lo, hi, f, t, total)
-        if score > best_score:
-            best_score, best_f, best_t = score, f, t
-    return best_f, best_t
-
-
-@nb.njit(cache=True, inline="always")
-def _partition(M, idx, lo, hi, f, t):
-    """Reorder ``idx[lo:hi]`` so that the rows of ``M`` with ``M[:, f] <= t`` come first;
-    where the right part starts."""
-    i, j = lo, hi - 1
-    while i <= j:
-        if M[idx[i], f] <= t:
-            i += 1
-        else:
-            tmp = idx[i]
-            idx[i] = idx[j]
-            idx[j] = tmp
-            j -= 1
-    return i
-
-
-@nb.njit(cache=True, inline="always")
-def _leaf(rows, lo, hi, cand, qlo, qhi, value, out, cleaf, rleaf, next_leaf):
-    """A leaf: a fresh id from ``next_leaf`` for its training rows and queries, ``value`` the
-    prediction of its queries."""
-    leaf_id = next_leaf[0]
-    next_leaf[0] += 1
-    for k in range(qlo, qhi):
-        out[cand[k]] = value
-        cleaf[cand[k]] = leaf_id
-    for k in range(lo, hi):
-        rleaf[rows[k]] = leaf_id
-
-
 @nb.njit(cache=True)
 def _grow(
     X,
@@ -191,15 +87,16 @@ def _grow(
     ``rleaf`` (training rows), and its mean target is written to ``out`` for its queries.
 
     At each node, up to ``max_features`` randomly drawn features with a spread are tried;
-    the split with the largest variance reduction wins (``_split``). Extra-tree
-    (``best_split`` False): one uniform threshold per feature between its min and max
-    [Geurts06]. Weka RandomTree (``best_split`` True): the best midpoint of each feature, and
-    a node whose target variance is below ``min_var`` is a leaf (Weka's minVarianceProp x the
-    variance at the root) [Weka RandomTree]. A node with fewer than 2 rows, constant targets
-    or constant features is a leaf.
+    the split with the largest variance reduction wins. Extra-tree (``best_split`` False):
+    one uniform threshold per feature between its min and max [Geurts06]. Weka RandomTree
+    (``best_split`` True): the best midpoint of each feature, and a node whose target
+    variance is below ``min_var`` is a leaf (Weka's minVarianceProp x the variance at the
+    root) [Weka RandomTree]. A node with fewer than 2 rows, constant targets or constant
+    features is a leaf.
     """
     n = rows.shape[0]
-    work_f = np.empty(X.shape[1], np.int64)
+    d = X.shape[1]
+    work_f = np.empty(d, np.int64)
     keys = np.empty(n if best_split else 0)
     order = np.empty(n if best_split else 0, np.int64)
     stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, n, 0, cand.shape[0]
@@ -207,21 +104,88 @@ def _grow(
     while top > 0:
         top -= 1
         lo, hi, qlo, qhi = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3]
-        total, total2, ymin, ymax = _node_stats(y, rows, lo, hi)
+        total = 0.0
+        total2 = 0.0
+        ymin = math.inf
+        ymax = -math.inf
+        for k in range(lo, hi):
+            v = y[rows[k]]
+            total += v
+            total2 += v * v
+            ymin = min(ymin, v)
+            ymax = max(ymax, v)
         cnt = hi - lo
-        best_f, best_t = -1, 0.0
+        best_f = -1
+        best_t = 0.0
         splittable = cnt >= 2 and ymax - ymin > 1e-12 * (abs(ymax) + abs(ymin))
         if best_split and splittable:
             splittable = total2 / cnt - (total / cnt) ** 2 >= min_var
         if splittable:
-            best_f, best_t = _split(
-                X, y, rows, lo, hi, state, max_features, total, best_split, work_f, keys, order
-            )
-        if best_f < 0:
-            _leaf(rows, lo, hi, cand, qlo, qhi, total / cnt, out, cleaf, rleaf, next_leaf)
+            for j in range(d):
+                work_f[j] = j
+            best_score = -math.inf
+            tried = 0
+            remaining = d
+            while remaining > 0 and tried < max_features:
+                pick = int(_uniform(state) * remaining)
+                f = work_f[pick]
+                remaining -= 1
+                work_f[pick] = work_f[remaining]
+                xmin = math.inf
+                xmax = -math.inf
+                for k in range(lo, hi):
+                    v = X[rows[k], f]
+                    xmin = min(xmin, v)
+                    xmax = max(xmax, v)
+                if xmax <= xmin:
+                    continue
+                tried += 1
+                if best_split:
+                    score, t = _best_threshold(X, y, rows, lo, hi, f, total, keys, order)
+                    if score > best_score:
+                        best_score, best_f, best_t = score, f, t
+                    continue
+                t = xmin + _uniform(state) * (xmax - xmin)
+                sl = 0.0
+                nl = 0
+                for k in range(lo, hi):
+                    if X[rows[k], f] <= t:
+                        sl += y[rows[k]]
+                        nl += 1
+                nr = cnt - nl
+                if nl == 0 or nr == 0:
+                    continue
+                score = sl * sl / nl + (total - sl) * (total - sl) / nr
+                if score > best_score:
+                    best_score, best_f, best_t = score, f, t
+        if best_f < 0:  # leaf
+            leaf_id = next_leaf[0]
+            next_leaf[0] += 1
+            leaf = total / cnt
+            for k in range(qlo, qhi):
+                out[cand[k]] = leaf
+                cleaf[cand[k]] = leaf_id
+            for k in range(lo, hi):
+                rleaf[rows[k]] = leaf_id
             continue
-        i = _partition(X, rows, lo, hi, best_f, best_t)  # training rows: left part <= t
-        a = _partition(Q, cand, qlo, qhi, best_f, best_t)  # the same for the queries
+        i, j = lo, hi - 1
+        while i <= j:  # partition the training rows: left part <= threshold
+            if X[rows[i], best_f] <= best_t:
+                i += 1
+            else:
+                tmp = rows[i]
+                rows[i] = rows[j]
+                rows[j] = tmp
+                j -= 1
+        a, b = qlo, qhi - 1
+        while a <= b:  # the same for the queries
+            if Q[cand[a], best_f] <= best_t:
+                a += 1
+            else:
+                tmp = cand[a]
+                cand[a] = cand[b]
+                cand[b] = tmp
+                b -= 1
         stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = lo, i, qlo, a
         stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = i, hi, a, qhi
         top += 2
@@ -299,29 +263,6 @@ def _poisson1(u):
     return k
 
 
-@nb.njit(cache=True, inline="always")
-def _leaf_members(cleaf, rleaf, mult, q_new, r_new, k_new, rows, cand):
-    """The training rows (each as often as its bootstrap multiplicity, then the new row
-    ``k_new`` times) and the queries of the leaf holding query ``q_new``, written to ``rows``
-    and ``cand``; their counts."""
-    leaf = cleaf[q_new]
-    nr = 0
-    for r in range(r_new):
-        if rleaf[r] == leaf:
-            for _ in range(mult[r]):
-                rows[nr] = r
-                nr += 1
-    for _ in range(k_new):
-        rows[nr] = r_new
-        nr += 1
-    nq = 0
-    for q in range(cleaf.shape[0]):
-        if cleaf[q] == leaf:
-            cand[nq] = q
-            nq += 1
-    return nr, nq
-
-
 @nb.njit(cache=True)
 def insert_point(
     X,
@@ -344,12 +285,13 @@ def insert_point(
     it does, the leaf holding ``q_new`` is regrown on its rows plus the new one (the splits
     above it are kept) and its queries are re-routed. Updates the forest arrays in place.
     Rows ``0..r_new - 1`` must be the forest's current training rows."""
+    m = Q.shape[0]
     size = 0
     for t in range(n_trees):
         size = max(size, mult[t, :r_new].sum())
     size += 21  # the new row's multiplicity is at most 20
     rows = np.empty(size, np.int64)
-    cand = np.empty(Q.shape[0], np.int64)
+    cand = np.empty(m, np.int64)
     stack = np.empty((2 * size + 2, 4), np.int64)
     state = np.empty(1, np.uint64)
     counter = np.zeros(1, np.int64)
@@ -361,7 +303,21 @@ def insert_point(
         rleaf[t, r_new] = -1
         if k_new == 0:
             continue
-        nr, nq = _leaf_members(cleaf[t], rleaf[t], mult[t], q_new, r_new, k_new, rows, cand)
+        leaf = cleaf[t, q_new]
+        nr = 0
+        for r in range(r_new):
+            if rleaf[t, r] == leaf:
+                for _ in range(mult[t, r]):
+                    rows[nr] = r
+                    nr += 1
+        for _ in range(k_new):
+            rows[nr] = r_new
+            nr += 1
+        nq = 0
+        for q in range(m):
+            if cleaf[t, q] == leaf:
+                cand[nq] = q
+                nq += 1
         counter[0] = next_leaf[t]
         _grow(
             X,
