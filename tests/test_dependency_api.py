@@ -1,5 +1,5 @@
 """Each dependency's private API behind one door (issue 35): every private name the farm uses
-resolves under the installed (pinned) versions, and one that an upgrade dropped raises
+resolves under the installed (locked) versions, and one that an upgrade dropped raises
 ``DependencyAPIError`` naming it, never an error blamed on something else (the Ray head)."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ DOORS = {
     "ray": "optfarm.farm.runtime.ray_private",
     "mlflow": "optfarm.farm.tracking.mlflow_private",
     "optuna": "optfarm.optimizers.peers.optuna_private",
+    "numba": "optfarm.optimizers.numba_private",
 }
 
 
@@ -32,7 +33,7 @@ def test_a_missing_name_or_module_is_one_line_naming_it_and_the_version():
     with pytest.raises(
         DependencyAPIError,
         match=r"^ray\._raylet\.NoSuchClient is missing "
-        rf"from ray {version('ray')}: .*pyproject\.toml pins",
+        rf"from ray {version('ray')}: .*requirements/lock\.txt pins",
     ):
         private("ray._raylet", "NoSuchClient")
     with pytest.raises(DependencyAPIError, match=r"^mlflow\.server\.gone\._x is missing"):

@@ -54,8 +54,13 @@ def test_readme_is_a_front_door_that_starts_with_the_two_commands():
     first_block = re.search(r"```bash\n(.*?)```", text, re.S).group(1).strip().splitlines()
     assert text.index("```bash") < text.index("\n## ")  # before any section
     assert len(first_block) == 2
-    assert first_block[0].endswith("pip install -e . && farm run")
-    assert "python -m pytest" in first_block[1]
+    assert first_block[0].endswith("pip install -e . -c requirements/lock.txt && farm run")
+    assert first_block[1].endswith(
+        'pip install -e ".[test]" -c requirements/lock.txt && python -m pytest'
+    )
+    lock = (ROOT / "requirements" / "lock.txt").read_text()
+    assert not re.search(r"^optfarm\b", lock, re.M)  # pip refuses to constrain what it installs
+    assert len(re.findall(r"^[\w.-]+==", lock, re.M)) > 100
 
 
 def test_every_docs_page_is_reachable_from_the_index():

@@ -1,7 +1,9 @@
 """Functions a reader can hold (ARCHITECTURE.md, "Habits", 12): no function or method in
-``optfarm/farm/`` longer than 60 lines or of a cyclomatic complexity above 15, measured by radon as
-``radon cc optfarm/farm`` prints it. A failure names each function with its file, line, length and
-complexity; split it into named steps."""
+``optfarm/farm/``, ``optfarm/optimizers/`` or ``optfarm/oracle/`` longer than 60 lines or of a
+cyclomatic complexity above 15, measured by radon as ``radon cc optfarm/farm`` prints it (numba
+kernels included: a long kernel is a short one calling named kernels), but for the hot numba
+kernels in ``EXEMPT``, each with the measurement that keeps it whole. A failure names each
+function with its file, line, length and complexity; split it into named steps."""
 
 from __future__ import annotations
 
@@ -11,6 +13,21 @@ from radon.complexity import cc_visit
 
 REPO = Path(__file__).resolve().parents[1]
 MAX_LINES, MAX_COMPLEXITY = 60, 15
+PACKAGES = ("farm", "optimizers", "oracle")
+EXEMPT = {
+    "optfarm/optimizers/models/tree_kernels.py:_grow": (
+        "hot numba kernel: split costs 1.9x CPU (grow_forest), measured 345c04e"
+    ),
+    "optfarm/optimizers/models/tree_kernels.py:insert_point": (
+        "hot numba kernel: split costs 1.04x CPU (with the split _grow), measured 345c04e"
+    ),
+    "optfarm/optimizers/lookahead_kernels.py:_next_step": (
+        "hot numba kernel: split costs 3.9x CPU, measured 345c04e"
+    ),
+    "optfarm/optimizers/lookahead_kernels.py:_explore": (
+        "hot numba kernel: split costs 1.5x CPU (explore_many), measured 345c04e"
+    ),
+}
 
 
 def blocks(path: Path) -> dict[tuple[int, str], object]:
@@ -28,9 +45,11 @@ def blocks(path: Path) -> dict[tuple[int, str], object]:
 
 def too_big() -> list[str]:
     found = []
-    for path in sorted((REPO / "optfarm" / "farm").rglob("*.py")):
+    for path in sorted(p for pkg in PACKAGES for p in (REPO / "optfarm" / pkg).rglob("*.py")):
         for block in blocks(path).values():
             lines = block.endline - block.lineno + 1
+            if f"{path.relative_to(REPO)}:{block.fullname}" in EXEMPT:
+                continue
             if lines > MAX_LINES or block.complexity > MAX_COMPLEXITY:
                 found.append(
                     f"{path.relative_to(REPO)}:{block.lineno} {block.fullname}: "
@@ -39,6 +58,18 @@ def too_big() -> list[str]:
     return found
 
 
-def test_no_function_in_farm_is_longer_than_60_lines_or_more_complex_than_15():
+def test_no_function_is_longer_than_60_lines_or_more_complex_than_15():
     found = too_big()
     assert not found, "\n".join(found)
+
+
+def test_every_exempt_kernel_exists_and_needs_it():
+    """An exemption names a function that is still there and still over the rule."""
+    over = {}
+    for name in EXEMPT:
+        path, func = name.split(":")
+        for block in blocks(REPO / path).values():
+            if block.fullname == func:
+                lines = block.endline - block.lineno + 1
+                over[name] = lines > MAX_LINES or block.complexity > MAX_COMPLEXITY
+    assert over == {name: True for name in EXEMPT}

@@ -95,6 +95,13 @@ ROWS = (
         "score = math.log2(min(cno, 16.0))",
     ),
     Home(
+        "the quality a score stands for (score_quality: CNO 2 ** score, 1 - score)",
+        ("optfarm/farm/run/metrics.py",),
+        "code",
+        r"\b2(\.0)?\s*\*\*\s*\(?\s*(score|at|s)\b",
+        'return 2.0**score if metric == "cno" else 1.0 - score',
+    ),
+    Home(
         "a table's mean configuration cost and price (true cost at s = 1 over its configurations)",
         ("optfarm/farm/run/metrics.py",),
         "code",

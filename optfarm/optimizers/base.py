@@ -69,15 +69,10 @@ class Param:
     fixed: bool = False
 
     def validate(self, optimizer: str, value: Any) -> Any:
-        kind = type(self.default)
-        if self.default is not None and kind is not str and isinstance(value, str):
-            value = _parse_scalar(value, kind, optimizer, self.name)
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if self.default is not None and not isinstance(value, kind):
-            raise ParameterError(
-                f"{optimizer}: parameter {self.name!r} must be {kind.__name__}, got {value!r}"
-            )
+        """``value`` as this parameter's type (a string parsed, an int as a float where the
+        default is one); ParameterError naming the optimizer, the parameter, the value and
+        what is allowed."""
+        value = self._typed(optimizer, value)
         if self.fixed and value != self.default:
             raise ParameterError(
                 f"{optimizer}: parameter {self.name!r} is fixed at {self.default!r}, got {value!r}"
@@ -91,6 +86,19 @@ class Param:
             raise ParameterError(
                 f"{optimizer}: parameter {self.name!r} = {value!r} is outside "
                 f"[{self.low}, {self.high}]"
+            )
+        return value
+
+    def _typed(self, optimizer: str, value: Any) -> Any:
+        """``value`` converted to the default's type, or ParameterError."""
+        kind = type(self.default)
+        if self.default is not None and kind is not str and isinstance(value, str):
+            value = _parse_scalar(value, kind, optimizer, self.name)
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if self.default is not None and not isinstance(value, kind):
+            raise ParameterError(
+                f"{optimizer}: parameter {self.name!r} must be {kind.__name__}, got {value!r}"
             )
         return value
 

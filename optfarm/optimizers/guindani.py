@@ -187,17 +187,7 @@ class Guindani(Optimizer):
 
     def __init__(self, space, problem, seed=0, executor=None, **params):
         super().__init__(space, problem, seed, executor, **params)
-        limit = problem.constraint_on("time") or next(iter(problem.constraints), None)
-        if limit is None or limit.threshold == 0 or (limit.metric == "time" and limit.op != "<="):
-            raise ProblemError(
-                f"{self.name}: the problem needs a constraint 'time <= T_max' "
-                "or one on another metric with a non-zero threshold, got "
-                f"{[str(c) for c in problem.constraints]}"
-            )
-        if problem.objective.metric != "cost" or problem.objective.direction != "min":
-            raise ProblemError(
-                f"{self.name}: the objective must be 'min cost', got {problem.objective}"
-            )
+        limit = self._ml_constraint()
         self.limit = limit  # the ML-corrected constraint
         self.t_max = abs(float(limit.threshold))  # its load limit (T_max for time)
         self.k = self.config["k_rate"] / self.t_max
@@ -217,6 +207,23 @@ class Guindani(Optimizer):
         self.stopped_at: int | None = None  # execution index whose time entered the band
         self.stop_config: int | None = None  # the configuration whose time entered the band
         self._initial: list[int] | None = None
+
+    def _ml_constraint(self):
+        """The constraint the ML model corrects (time <= T_max, else the first one, with a
+        non-zero threshold); ProblemError for a problem Guindani et al. cannot pose."""
+        problem = self.problem
+        limit = problem.constraint_on("time") or next(iter(problem.constraints), None)
+        if limit is None or limit.threshold == 0 or (limit.metric == "time" and limit.op != "<="):
+            raise ProblemError(
+                f"{self.name}: the problem needs a constraint 'time <= T_max' "
+                "or one on another metric with a non-zero threshold, got "
+                f"{[str(c) for c in problem.constraints]}"
+            )
+        if problem.objective.metric != "cost" or problem.objective.direction != "min":
+            raise ProblemError(
+                f"{self.name}: the objective must be 'min cost', got {problem.objective}"
+            )
+        return limit
 
     # -- ask ------------------------------------------------------------------------------
     def suggest(self) -> Suggestion | None:

@@ -232,6 +232,23 @@ class Lynceus(Optimizer):
         self._acc_rows: list[int] = []
         self._acc_y: list[float] = []
         self._init_queue: list[int] | None = None
+        t, cost, quality = self._posed_constraints()
+        self._time_max = t.threshold if t else math.inf
+        self._cost_max = cost.threshold if cost else math.inf
+        # A constraint on accuracy or any other metric m is modelled by the second ensemble
+        # [Lynceus Sec. IV-A: P(feasible) of each constraint]: it learns s x m and requires
+        # s x m >= s x threshold, s = +1 for ">=" (accuracy >= a) and -1 for "<=" (rmsd <= r).
+        self._quality = quality[0] if quality else None
+        self._sign = 1.0 if self._quality is None or self._quality.op == ">=" else -1.0
+        self._acc_min = self._sign * self._quality.threshold if quality else -math.inf
+        self._gh = gauss_hermite(self.config["k"])
+        if self.config["gh"] == "authors":  # weights summing to sqrt(pi), see _switches
+            self._gh = (self._gh[0], self._gh[1] * math.sqrt(math.pi))
+        self._gha = gauss_hermite(self._k_acc())
+
+    def _posed_constraints(self):
+        """The problem's time and cost constraints (or None) and its other constraints (at
+        most one: one model of it); ProblemError for a problem Lynceus cannot pose."""
         c = self.problem
         t, cost = c.constraint_on("time"), c.constraint_on("cost")
         if c.objective.metric != "cost" or c.objective.direction != "min":
@@ -248,18 +265,7 @@ class Lynceus(Optimizer):
                 f"{self.name}: at most one constraint besides time and cost "
                 f"(one model of it), got {[str(x) for x in quality]}"
             )
-        self._time_max = t.threshold if t else math.inf
-        self._cost_max = cost.threshold if cost else math.inf
-        # A constraint on accuracy or any other metric m is modelled by the second ensemble
-        # [Lynceus Sec. IV-A: P(feasible) of each constraint]: it learns s x m and requires
-        # s x m >= s x threshold, s = +1 for ">=" (accuracy >= a) and -1 for "<=" (rmsd <= r).
-        self._quality = quality[0] if quality else None
-        self._sign = 1.0 if self._quality is None or self._quality.op == ">=" else -1.0
-        self._acc_min = self._sign * self._quality.threshold if quality else -math.inf
-        self._gh = gauss_hermite(self.config["k"])
-        if self.config["gh"] == "authors":  # weights summing to sqrt(pi), see _switches
-            self._gh = (self._gh[0], self._gh[1] * math.sqrt(math.pi))
-        self._gha = gauss_hermite(self._k_acc())
+        return t, cost, quality
 
     # -- candidates --------------------------------------------------------------------------
     def _setup_candidates(self) -> None:

@@ -187,9 +187,24 @@ class Dataset:
 
 
 def _validate(table: pa.Table, meta: DatasetMeta, where: str) -> None:
-    """Reject a malformed table with one line naming the file, column and row."""
+    """Reject a malformed table with one line naming the file, column and row (the checks in
+    this order: the first problem found is the one named)."""
     if table.num_rows == 0:
         raise DatasetError(f"{where}: the table has no rows")
+    _check_dimensions(table, meta, where)
+    _check_measures(table, where)
+    _check_named_metrics(table, meta, where)
+    if not math.isfinite(meta.curve_interval_s or 0.0):
+        raise DatasetError(f"{where}: curve_interval_s must be finite")
+
+
+def _floats(table: pa.Table, col: str) -> np.ndarray:
+    return table.column(col).to_numpy(zero_copy_only=False).astype(float)
+
+
+def _check_dimensions(table: pa.Table, meta: DatasetMeta, where: str) -> None:
+    """Declared once each, with a column each (and the required columns), every value one
+    of the declared values."""
     names = [d.name for d in meta.dimensions]
     if not names:
         raise DatasetError(f"{where}: the dataset declares no dimensions")
@@ -199,6 +214,11 @@ def _validate(table: pa.Table, meta: DatasetMeta, where: str) -> None:
     for col in (*names, *REQUIRED_COLUMNS):
         if col not in table.column_names:
             raise DatasetError(f"{where}: column {col!r} is missing")
+    _check_declared_values(table, meta, where)
+
+
+def _check_declared_values(table: pa.Table, meta: DatasetMeta, where: str) -> None:
+    """Every value of a dimension's column one of its declared values."""
     for d in meta.dimensions:
         allowed = set(d.values)
         for i, v in enumerate(table.column(d.name).to_pylist()):
@@ -207,31 +227,19 @@ def _validate(table: pa.Table, meta: DatasetMeta, where: str) -> None:
                     f"{where}: column {d.name!r}, row {i}: value {v!r} is not "
                     f"one of the declared values {list(d.values)!r}"
                 )
-    for col in (
-        "fidelity",
-        "time",
-        "cost",
-        "price_per_s",
-        *(["accuracy"] if "accuracy" in table.column_names else []),
-    ):
-        values = table.column(col).to_numpy(zero_copy_only=False).astype(float)
-        bad = np.flatnonzero(~np.isfinite(values))
-        if len(bad) and col != "accuracy":
-            raise DatasetError(
-                f"{where}: column {col!r}, row {bad[0]}: missing or non-finite "
-                f"value {values[bad[0]]!r}"
-            )
-        low = 0.0 if col != "fidelity" else 1e-12
-        neg = np.flatnonzero(values < low)
-        if len(neg):
-            raise DatasetError(
-                f"{where}: column {col!r}, row {neg[0]}: negative value {values[neg[0]]!r}"
-            )
+
+
+def _check_measures(table: pa.Table, where: str) -> None:
+    """Fidelity, time, cost, price (and accuracy) finite and not negative, time and price
+    physical, fidelity in (0, 1] reaching 1, accuracy a fraction."""
+    has_accuracy = "accuracy" in table.column_names
+    for col in ("fidelity", "time", "cost", "price_per_s", *(["accuracy"] if has_accuracy else [])):
+        _check_finite_non_negative(_floats(table, col), col, where)
     for col, cap, what in (
         ("time", MAX_RUN_S, "s: longer than a year"),
         ("price_per_s", MAX_PRICE_PER_S, "per s: above the price cap"),
     ):
-        values = table.column(col).to_numpy(zero_copy_only=False).astype(float)
+        values = _floats(table, col)
         over = np.flatnonzero(values > cap)
         if len(over):
             raise DatasetError(
@@ -241,18 +249,39 @@ def _validate(table: pa.Table, meta: DatasetMeta, where: str) -> None:
     fid = table.column("fidelity").to_numpy()
     if fid.max() != 1.0 or fid.min() <= 0:
         raise DatasetError(f"{where}: column 'fidelity' must lie in (0, 1] and reach 1.0")
-    if "accuracy" in table.column_names:
-        acc = table.column("accuracy").to_numpy(zero_copy_only=False).astype(float)
+    if has_accuracy:
+        acc = _floats(table, "accuracy")
         over = np.flatnonzero(acc > 1.0)
         if len(over):
             raise DatasetError(
                 f"{where}: column 'accuracy', row {over[0]}: value "
                 f"{acc[over[0]]!r} is not a fraction in [0, 1]"
             )
+
+
+def _check_finite_non_negative(values: np.ndarray, col: str, where: str) -> None:
+    """A measure's values finite (accuracy may be missing) and not negative (fidelity
+    positive)."""
+    bad = np.flatnonzero(~np.isfinite(values))
+    if len(bad) and col != "accuracy":
+        raise DatasetError(
+            f"{where}: column {col!r}, row {bad[0]}: missing or non-finite value {values[bad[0]]!r}"
+        )
+    low = 0.0 if col != "fidelity" else 1e-12
+    neg = np.flatnonzero(values < low)
+    if len(neg):
+        raise DatasetError(
+            f"{where}: column {col!r}, row {neg[0]}: negative value {values[neg[0]]!r}"
+        )
+
+
+def _check_named_metrics(table: pa.Table, meta: DatasetMeta, where: str) -> None:
+    """Each measured metric a column of finite values; the problem's constraints and
+    objective name columns of the table."""
     for m in meta.named_metrics:
         if m not in table.column_names:
             raise DatasetError(f"{where}: measured metric {m!r} has no column")
-        values = table.column(m).to_numpy(zero_copy_only=False).astype(float)
+        values = _floats(table, m)
         bad = np.flatnonzero(~np.isfinite(values))
         if len(bad):
             raise DatasetError(
@@ -268,5 +297,3 @@ def _validate(table: pa.Table, meta: DatasetMeta, where: str) -> None:
         raise DatasetError(
             f"{where}: objective {meta.problem.objective} names a column the table lacks"
         )
-    if not math.isfinite(meta.curve_interval_s or 0.0):
-        raise DatasetError(f"{where}: curve_interval_s must be finite")

@@ -6,7 +6,7 @@ Each dependency whose private names the farm uses has one module of its own list
 (``PRIVATE``: (module, name) pairs) and reaching them only through ``private``:
 ``optfarm.farm.tracking.mlflow_private`` (MLflow), ``optfarm.farm.runtime.ray_private`` (Ray),
 ``optfarm.optimizers.peers.optuna_private`` (Optuna). ``tests/test_dependency_api.py`` resolves
-every listed name under the versions installed (those ``pyproject.toml`` pins).
+every listed name under the versions installed (those ``requirements/lock.txt`` pins).
 """
 
 from __future__ import annotations
@@ -55,5 +55,5 @@ def missing(what: str, package: str) -> DependencyAPIError:
         installed = f"{package} (not installed)"
     return DependencyAPIError(
         f"{what} is missing from {installed}: optfarm uses this private "
-        "name of the version pyproject.toml pins; install that version"
+        "name of the version requirements/lock.txt pins; install that version"
     )

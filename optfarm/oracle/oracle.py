@@ -48,14 +48,25 @@ class Oracle:
         self._build_index()
 
     # -- index ---------------------------------------------------------------------------
-    def _build_index(self) -> None:
+    def _column(self, name: str) -> np.ndarray:
+        """A column of the table as floats (NaN where the table has none)."""
         t = self.dataset.table
-        names = self.space.names
+        if name not in t.column_names:
+            return np.full(t.num_rows, np.nan)
+        return t.column(name).to_numpy(zero_copy_only=False).astype(float)
+
+    def _row_configs(self) -> np.ndarray:
+        """Each table row's ``config_id`` (-1: a configuration not in the space)."""
+        t, names = self.dataset.table, self.space.names
         ids = {
             key: i for i, key in enumerate(zip(*(self.space.configs[n].tolist() for n in names)))
         }
         cols = [t.column(n).to_pylist() for n in names]
-        row_cid = np.array([ids.get(key, -1) for key in zip(*cols)], dtype=np.int64)
+        return np.array([ids.get(key, -1) for key in zip(*cols)], dtype=np.int64)
+
+    def _build_index(self) -> None:
+        t = self.dataset.table
+        row_cid = self._row_configs()
         fids = self.space.fidelities
         row_fi = np.searchsorted(fids, t.column("fidelity").to_numpy())
         keep = row_cid >= 0  # configurations measured only at s < 1 are not in the space
@@ -66,12 +77,7 @@ class Oracle:
         count = np.bincount(flat, minlength=shape[0] * shape[1])
         start = np.concatenate([[0], np.cumsum(count)[:-1]])
         self._order, self._start, self._count = order, start.reshape(shape), count.reshape(shape)
-
-        def col(name):
-            if name not in t.column_names:
-                return np.full(t.num_rows, np.nan)
-            return t.column(name).to_numpy(zero_copy_only=False).astype(float)
-
+        col = self._column
         self._time, self._cost = col("time")[order], col("cost")[order]
         self._acc, self._price = col("accuracy")[order], col("price_per_s")[order]
         self.named_metrics = self.dataset.meta.named_metrics
@@ -109,6 +115,33 @@ class Oracle:
         return i
 
     # -- running ---------------------------------------------------------------------------
+    def _measured(self, start: int, count: int, rng: np.random.Generator | None):
+        """(time, cost, accuracy, timed out, curve, named metrics) of the ``count`` repeated
+        measurements from index row ``start``: one drawn with ``rng`` (``aggregate="sample"``),
+        else their mean."""
+        if self.aggregate == "sample" and rng is not None:
+            row = start + (int(rng.integers(count)) if count > 1 else 0)
+            named = {m: float(v[row]) for m, v in self._named.items()}
+            return (
+                self._time[row],
+                self._cost[row],
+                self._acc[row],
+                bool(self._timed_out[row]),
+                self._curve(row),
+                named,
+            )
+        sl = slice(start, start + count)
+        acc = self._acc[sl].mean() if count else math.nan
+        named = {m: float(v[sl].mean()) for m, v in self._named.items()}
+        return (
+            self._time[sl].mean(),
+            self._cost[sl].mean(),
+            acc,
+            bool(self._timed_out[sl].mean() >= 0.5),
+            self._curve(start),
+            named,
+        )
+
     def run(
         self,
         config_id: int,
@@ -134,17 +167,7 @@ class Oracle:
                 f"{self.dataset.name}: configuration {config_id} "
                 f"({self.space.config(config_id)}) was not measured at s={fidelity}"
             )
-        if self.aggregate == "sample" and rng is not None:
-            row = start + (int(rng.integers(count)) if count > 1 else 0)
-            time, cost, acc = self._time[row], self._cost[row], self._acc[row]
-            timed_out, curve = bool(self._timed_out[row]), self._curve(row)
-            named = {m: float(v[row]) for m, v in self._named.items()}
-        else:
-            sl = slice(start, start + count)
-            time, cost = self._time[sl].mean(), self._cost[sl].mean()
-            acc = self._acc[sl].mean() if count else math.nan
-            timed_out, curve = bool(self._timed_out[sl].mean() >= 0.5), self._curve(start)
-            named = {m: float(v[sl].mean()) for m, v in self._named.items()}
+        time, cost, acc, timed_out, curve, named = self._measured(start, count, rng)
         if time_cap is not None and time > time_cap:
             return self._stopped(start, float(time_cap), curve)
         return Observation(

@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from .contract import METRICS
 from .spelling import did_you_mean
@@ -87,7 +87,7 @@ class Objective:
         parts = text.split()
         if len(parts) != 2:
             raise ValueError(f"objective {text!r} is not of the form 'min cost' or 'max accuracy'")
-        return cls(metric=parts[1], direction=parts[0])
+        return cls(metric=parts[1], direction=cast(Literal["min", "max"], parts[0]))
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ class Constraint:
                     f"constraint {text!r}: only a time takes a unit here ({', '.join(TIME_UNITS)})"
                 )
             value = to_seconds(value, unit)
-        return cls(metric, op, value)
+        return cls(metric, cast(Literal["<=", ">="], op), value)
 
 
 @dataclass(frozen=True)

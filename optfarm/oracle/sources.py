@@ -161,8 +161,45 @@ def fetch(
     Files that cannot be found or downloaded are reported all at once: one DatasetError line,
     and a manifest (``MANIFEST_NAME`` in the cache folder) saying which file goes where.
     ``progress(done, total)`` follows the downloads."""
-    from .formats import FORMATS
+    wanted = _wanted(names)
+    root, why = _source_root(wanted, from_dir, progress)
+    found = {name: _locate(SOURCES[name], root) for name in wanted}
+    missing = _missing(found)
+    if missing:
+        command = " ".join(["all"] if "all" in names else wanted)
+        why = why or f"not found under {root}"
+        raise DatasetError(_missing_files(missing, why, root, command, from_dir is not None))
+    datasets = _imported(wanted, found)
+    for d in datasets:
+        d.write(data_dir() / f"{d.name}.parquet")
+    if from_dir is not None:
+        _keep_sources(found)
+    _drop_manifest(wanted)
+    return [d.name for d in datasets]
 
+
+def _source_root(
+    wanted: list[str], from_dir: str | Path | None, progress: Callable[[int, int], None] | None
+) -> tuple[Path, str | None]:
+    """Where the files are: ``from_dir``, else the download folder after downloading them
+    (and why some could not be downloaded, or None)."""
+    if from_dir is None:
+        return sources_dir(), download(wanted, sources_dir(), progress)
+    root = Path(from_dir)
+    if not root.is_dir():
+        raise DatasetError(f"{root}: no such folder (--from takes a local copy of the data)")
+    return root, None
+
+
+def _missing(found: dict) -> dict:
+    """The files ``_locate`` found no path for, by dataset (datasets with none left out)."""
+    missing = {name: [f for f, path in files if path is None] for name, files in found.items()}
+    return {name: files for name, files in missing.items() if files}
+
+
+def _wanted(names: Sequence[str]) -> list[str]:
+    """The dataset names asked for (``"all"``: every name in SOURCES), each once;
+    DatasetError for an unknown one."""
     wanted = list(SOURCES) if "all" in names else list(dict.fromkeys(names))
     unknown = [n for n in wanted if n not in SOURCES]
     if unknown:
@@ -170,22 +207,14 @@ def fetch(
             f"unknown dataset {unknown[0]!r}{did_you_mean(unknown[0], SOURCES)}"
             " (`farm datasets fetch all` fetches every public dataset)"
         )
-    if from_dir is None:
-        root, why = sources_dir(), download(wanted, sources_dir(), progress)
-    else:
-        root, why = Path(from_dir), None
-        if not root.is_dir():
-            raise DatasetError(f"{root}: no such folder (--from takes a local copy of the data)")
-    found = {name: _locate(SOURCES[name], root) for name in wanted}
-    missing = {name: [f for f, path in files if path is None] for name, files in found.items()}
-    missing = {name: files for name, files in missing.items() if files}
-    if missing:
-        command = " ".join(["all"] if "all" in names else wanted)
-        raise DatasetError(
-            _missing_files(
-                missing, why or f"not found under {root}", root, command, from_dir is not None
-            )
-        )
+    return wanted
+
+
+def _imported(wanted: list[str], found: dict) -> list[Dataset]:
+    """Each wanted dataset read by its format from a temporary copy of its files laid out
+    as the format expects."""
+    from .formats import FORMATS
+
     datasets: list[Dataset] = []
     with tempfile.TemporaryDirectory(prefix="optfarm-fetch-") as tmp:
         for name in wanted:
@@ -195,12 +224,7 @@ def fetch(
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, target)
             datasets.extend(FORMATS[source.format](Path(tmp) / source.import_path, name=name))
-    for d in datasets:
-        d.write(data_dir() / f"{d.name}.parquet")
-    if from_dir is not None:
-        _keep_sources(found)
-    _drop_manifest(wanted)
-    return [d.name for d in datasets]
+    return datasets
 
 
 def _keep_sources(found: dict[str, list[tuple[tuple[str, str], Path | None]]]) -> None:

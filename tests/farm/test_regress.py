@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -508,19 +509,19 @@ def test_regress_bad_input_exits_2_with_one_line(tmp_path, capsys):
     assert main(["regress", str(spec), "--baseline", "b.json", "--alpha", "2"]) == 2
 
 
-SHORT_SPECS = ["sweeps/nightly-short.yaml", "sweeps/nightly-lynceus.yaml"]  # .ci/run
+SHORT_SPECS = ["nightly-short", "nightly-lynceus"]  # .ci/run's short gate (built-in specs)
 
 
 def test_the_committed_baseline_covers_the_nightly_specs():
     from pathlib import Path
 
-    from optfarm.farm.cli.report import DEFAULT_SPECS
+    from optfarm.farm.cli.regress import DEFAULT_SPECS
     from optfarm.farm.sweep.spec import load_spec
 
     root = Path(__file__).resolve().parents[2]
     baseline = read_baseline(root / "sweeps" / "nightly-baseline.json")
     for path in [*DEFAULT_SPECS, *SHORT_SPECS]:
-        spec = load_spec(root / path)
+        spec = load_spec(path)
         for d in spec.dataset_entries():
             for o in spec.optimizer_entries():
                 keys = [
@@ -538,52 +539,53 @@ def test_the_nightly_workflow_runs_every_nightly_spec_on_the_datasets_it_fetches
     dataset they run (the Guindani part moved to another table once without it)."""
     from pathlib import Path
 
-    from optfarm.farm.cli.report import DEFAULT_SPECS
+    from optfarm.farm.cli.regress import DEFAULT_SPECS
     from optfarm.farm.sweep.spec import load_spec
 
     root = Path(__file__).resolve().parents[2]
     workflow = (root / ".github" / "workflows" / "nightly.yml").read_text()
     fetched = re.search(r"farm datasets fetch ([^\n]+)", workflow).group(1).split()
     regress = (
-        re.search(r"farm regress (sweeps/.+?)--baseline sweeps/nightly-baseline", workflow, re.S)
+        re.search(r"farm regress ([\w\s\\-]+?)--baseline nightly-baseline", workflow, re.S)
         .group(1)
         .replace("\\", " ")
         .split()
     )
     assert regress == DEFAULT_SPECS
     for path in DEFAULT_SPECS:
-        for d in load_spec(root / path).dataset_entries():
+        for d in load_spec(path).dataset_entries():
             assert d.name == "synthetic" or d.name in fetched, (path, d.name)
 
 
 def test_the_short_gate_runs_the_nightly_runs_on_synthetic():
     """The same run keys (settings, seeds) as the nightly's synthetic part, all of them: the
     short gate checks against the same baseline and sees every synthetic row of the nightly."""
-    from pathlib import Path
 
-    from optfarm.farm.cli.report import DEFAULT_SPECS
+    from optfarm.farm.cli.regress import DEFAULT_SPECS
     from optfarm.farm.sweep.spec import expand, load_spec
 
-    root = Path(__file__).resolve().parents[2]
     full = {
         r.run_key
         for path in DEFAULT_SPECS
-        for r in expand(load_spec(root / path))
+        for r in expand(load_spec(path))
         if r.dataset == "synthetic"
     }
-    short = {r.run_key for path in SHORT_SPECS for r in expand(load_spec(root / path))}
+    short = {r.run_key for path in SHORT_SPECS for r in expand(load_spec(path))}
     assert short and short == full
 
 
 # -- the gate tested on itself ----------------------------------------------------------------
-from optfarm.farm.gate.mutations import MUTATIONS  # noqa: E402  (parametrises the probe test)
+from optfarm.farm.gate.mutations import load_catalogue  # noqa: E402
+
+CATALOGUE = load_catalogue()  # the checkout's (mutations/catalogue.py)
+MUTATIONS = CATALOGUE.MUTATIONS  # parametrises the probe test
 
 
 def test_every_mutation_hook_exists_and_is_restored():
     """A refactor that renames a hooked function fails here, not silently in the nightly."""
     import optfarm.optimizers.lynceus
-    from optfarm.farm.gate.mutations import MUTATIONS, patched
 
+    patched = CATALOGUE.patched
     original = optfarm.optimizers.lynceus.Lynceus.__init__
     for m in MUTATIONS:
         with m.patch():
@@ -844,3 +846,19 @@ def test_the_model_guided_share_leaves_out_re_runs_of_the_recommendation():
     )
     # the random samplers have no model: their search steps are not model-guided
     assert model_guided_share(trace) == {"guindani": 2 / 8, "optuna-tpe": 1 / 2}
+
+
+def test_the_shipped_package_patches_no_optimizer_by_name():
+    """The catalogue's patching of the optimizers by name (``patched``, hooks such as
+    ``optfarm.optimizers.lynceus:Lynceus._context``) stays out of the shipped package (issue
+    43): no module of ``optfarm/`` patches or names a private hook (the registry's
+    ``module:Class`` names are imports, not hooks)."""
+    root = Path(__file__).resolve().parents[2]
+    hook = re.compile(r"\bpatched\(|[\"']optfarm(\.\w+)+:[\w.]*\._\w")
+    found = [
+        f"{path.relative_to(root)}:{i}"
+        for path in sorted((root / "optfarm").rglob("*.py"))
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if hook.search(line)
+    ]
+    assert not found, found

@@ -11,8 +11,9 @@ from typing import Any
 
 from optfarm.farm.run.loop import run_one
 from optfarm.farm.run.spec import RunSpec
+from optfarm.oracle import Constraint, Dimension, Objective, Problem, SearchSpace
 from optfarm.oracle.oracle import Observation, Oracle
-from optfarm.oracle.synthetic import make_synthetic
+from optfarm.oracle.synthetic import FLAVORS, WORKERS, make_synthetic
 
 OPTIMIZER, SEED, PARAMS, EVALUATIONS = "lynceus", 0, {"la": 1}, 40
 
@@ -44,3 +45,34 @@ def evaluations_to(cnos: list[float], feasible: list[bool], target: float = 1.1)
         ),
         None,
     )
+
+
+# -- the documentation's job (docs/guide/ask-tell.md states the convention) --------------------
+# the synthetic job's settings a documented example does not choose
+DOC_FIXED = {"learning_rate": 1e-4, "batch_size": 64, "synchronism": "sync"}
+DOC_TIME_LIMIT = 3600.0  # seconds: 7 of the 20 (flavour, workers) configurations meet it
+
+
+def doc_space_problem() -> tuple[SearchSpace, Problem]:
+    """The ``space`` and ``problem`` a documented block uses without defining them: the
+    synthetic job's VM flavours x worker counts (its price model), cost minimised under a
+    one-hour limit."""
+    space = SearchSpace.product(
+        [
+            Dimension("vm_flavor", "categorical", tuple(FLAVORS)),
+            Dimension("n_workers", "ordinal", WORKERS, log=True),
+        ],
+        price_per_s=lambda c: (c["n_workers"] + 1) * FLAVORS[c["vm_flavor"]][1] / 3600,
+    )
+    problem = Problem(
+        Objective("cost", "min"), (Constraint("time", "<=", DOC_TIME_LIMIT),), budget=20.0
+    )
+    return space, problem
+
+
+def run_my_job(config: dict[str, Any], time_cap: float | None = None) -> tuple[float, float, bool]:
+    """The documented examples' ``run_my_job`` on the synthetic job: the configuration (its
+    ``DOC_FIXED`` settings added) run on the whole data, stopped at ``time_cap``; (seconds,
+    dollars, whether it finished)."""
+    obs = run_job({**DOC_FIXED, **config}, 1.0, time_cap)
+    return obs.time, obs.cost, not obs.timed_out

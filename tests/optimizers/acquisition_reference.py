@@ -1,4 +1,4 @@
-"""The test reference of the numba look-ahead kernel (``optfarm/optimizers/models/_kernels.py``):
+"""The test reference of the numba look-ahead kernel (``optfarm/optimizers/lookahead_kernels.py``):
 the cost-aware acquisition of the Lynceus family written out over the closed forms of
 ``optfarm.optimizers.acquisition.analytic``, vectorised with numpy and scipy. The optimizers use the
 kernel; ``test_acquisition.py`` checks that the two agree.

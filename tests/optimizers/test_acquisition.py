@@ -17,7 +17,7 @@ from optfarm.optimizers.acquisition import (
     timeout_cap,
     truncated_gaussian_mean,
 )
-from optfarm.optimizers.models._kernels import _score_level
+from optfarm.optimizers.lookahead_kernels import _score_level
 
 from .acquisition_reference import (
     bivariate_gauss_hermite,

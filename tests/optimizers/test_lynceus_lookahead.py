@@ -11,7 +11,7 @@ import pytest
 from optfarm.farm.run.loop import Stepper
 from optfarm.optimizers.acquisition import expected_improvement, gauss_hermite
 from optfarm.optimizers.lookahead import PathContext, Switches, explore_chunk, level_predictions
-from optfarm.optimizers.models._kernels import (
+from optfarm.optimizers.models.tree_kernels import (
     forest_outputs,
     gaussian_summary,
     mix_key,

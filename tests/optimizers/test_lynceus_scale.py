@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from optfarm.farm.bench.lynceus_scale import scale_table, step_cost
+from optfarm.optimizers.lookahead_kernels import _next_step, _score_level
 from optfarm.optimizers.lynceus import PATH_WORK
-from optfarm.optimizers.models._kernels import _next_step, _score_level
 from optfarm.optimizers.registry import make_optimizer
 from optfarm.oracle.oracle import Oracle
 

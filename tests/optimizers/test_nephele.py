@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 from scipy import stats
@@ -138,5 +136,5 @@ def test_bivariate_quadrature_by_hand(k_acc):
     assert r == pytest.approx(want, rel=1e-9)
     assert c == pytest.approx(2.0)
     if k_acc == 3:  # the infeasible node's branch is worth more than under one node
-        ctx1 = replace(ctx, gha_t=np.zeros(1), gha_w=np.ones(1))
+        ctx1 = ctx._replace(gha_t=np.zeros(1), gha_w=np.ones(1))
         assert r > explore_chunk(ctx1, [2])[0, 0]

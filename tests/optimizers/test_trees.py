@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from optfarm.optimizers.models._kernels import (
+from optfarm.optimizers.models.tree_kernels import (
     gaussian_summary,
     grow_forest,
     insert_point,

@@ -41,9 +41,11 @@ import pandas as pd
 
 from optfarm.farm.report.analysis import DatasetAnalysis
 from optfarm.farm.run.metrics import (
+    CNO_CAP,
     SCORE_CAP,
     quality_score,
     quantile,
+    score_quality,
     shortfall_area,
     step_quality,
 )
@@ -905,7 +907,7 @@ def headroom_rows(board: Board) -> list[dict]:
             text = (
                 "none feasible"
                 if not math.isfinite(score)
-                else ">= 16"
+                else f">= {CNO_CAP:g}"
                 if board.metric == "cno" and score >= SCORE_CAP["cno"]
                 else f"{shown_value(score, board.metric):.3g}"
             )
@@ -922,7 +924,7 @@ def shown_value(score: float, metric: str) -> float:
         return math.nan
     if math.isinf(score):
         return math.inf
-    return 2.0**score if metric == "cno" else 1.0 - score
+    return score_quality(score, metric)
 
 
 def best_by_family(board: Board, budget: str | None = None) -> dict[str, tuple[list[str], float]]:

@@ -40,7 +40,13 @@ from optfarm.farm.board.leaderboard import (
 )
 from optfarm.farm.report.analysis import DatasetAnalysis
 from optfarm.farm.report.sections import Section
-from optfarm.farm.run.metrics import SCORE_CAP, quality_score, quantile, step_quality
+from optfarm.farm.run.metrics import (
+    SCORE_CAP,
+    quality_score,
+    quantile,
+    score_quality,
+    step_quality,
+)
 
 __all__ = ["board_figures", "budget_curves", "intro", "sections"]
 
@@ -100,7 +106,7 @@ def _curve(run, price: Price, x: np.ndarray, cap: float | None, a: DatasetAnalys
     last = np.searchsorted(run["cum_exploration_cost"], limits * (1 + 1e-12), side="right") - 1
     score = np.asarray(quality_score(step_quality(run, a.metric), a.metric, a.optimum), dtype=float)
     at = np.where(last >= 0, score[np.maximum(last, 0)], SCORE_CAP[a.metric])
-    return 2.0**at if a.metric == "cno" else 1.0 - at
+    return score_quality(at, a.metric)
 
 
 def _ahead_of_random(board: Board) -> dict[str, list[float]]:

@@ -1,4 +1,7 @@
-"""The ``farm`` command line: one module per command, shared console helpers in ``console``.
+"""The ``farm`` command line: a module per command (``sweep`` holds ``farm sync`` too, the
+upload of a sweep's runs, and ``bench`` holds ``farm bench-farm``), the helpers of one
+command beside it (``run_summary``, ``leaderboard_plan``, ``bench_process``), shared console
+helpers in ``console``.
 
 Exit codes: 0 success; 1 a run or command failed; 2 bad input (unknown dataset, optimizer or
 parameter, malformed file or spec, a problem the optimizer cannot pose), reported on one line
@@ -26,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .datasets import add_datasets_commands
     from .leaderboard import add_leaderboard_command
     from .optimizers import add_optimizers_command
-    from .report import add_report_commands
+    from .regress import add_regress_command
+    from .report import add_report_command
     from .run import add_run_command
     from .sweep import add_sweep_commands
 
@@ -40,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
         add_optimizers_command,
         add_bench_commands,
         add_sweep_commands,
-        add_report_commands,
+        add_report_command,
+        add_regress_command,
         add_leaderboard_command,
         add_cluster_commands,
     ):

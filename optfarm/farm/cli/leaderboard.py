@@ -29,7 +29,7 @@ from .sweep import _signals_interrupt as signals_interrupt
 
 __all__ = ["add_leaderboard_command"]
 
-FIRST_LOOK = Path(__file__).resolve().parents[2] / "sweeps" / "leaderboard-first-look.yaml"
+FIRST_LOOK = Path("leaderboard-first-look")  # a built-in spec (optfarm.farm.sweep.builtin_specs)
 SETTINGS_FILE = "board.json"  # the board's budgets, beside the sweep's own files
 PLAN_SECONDS = 60.0  # --plan: CPU-seconds an optimizer's run is timed for, per table
 
@@ -464,12 +464,13 @@ def add_leaderboard_command(sub) -> None:
         "target",
         nargs="?",
         metavar="SPEC|SWEEP_DIR",
-        help="a leaderboard spec (sweeps/leaderboard*.yaml) or a sweep folder",
+        help="a leaderboard spec file, a built-in's name (leaderboard, "
+        "leaderboard-first-look, leaderboard-accuracy) or a sweep folder",
     )
     b.add_argument(
         "--datasets",
-        help="your tables (comma list): the board of SPEC (default "
-        "sweeps/leaderboard-first-look.yaml) on these tables",
+        help="your tables (comma list): the board of SPEC (default the built-in "
+        "leaderboard-first-look) on these tables",
     )
     b.add_argument(
         "--seeds",

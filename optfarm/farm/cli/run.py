@@ -201,7 +201,8 @@ def _builds_on_the_trees(cls) -> bool:
     homes = (
         "optfarm.optimizers.models.trees",
         "optfarm.optimizers.lookahead",
-        "optfarm.optimizers.models._kernels",
+        "optfarm.optimizers.lookahead_kernels",
+        "optfarm.optimizers.models.tree_kernels",
     )
     return any(
         getattr(value, "__module__", getattr(value, "__name__", "")) in homes

@@ -489,7 +489,9 @@ def _add_sweep_parser(sub) -> None:
         description="Run every (dataset, optimizer, parameters, seed) of a sweep."
         "\nRe-running skips the runs already finished in --out.",
     )
-    s.add_argument("spec", nargs="?", help="sweep spec (sweeps/*.yaml)")
+    s.add_argument(
+        "spec", nargs="?", help="a sweep spec file, or a built-in spec's name (quickstart, ...)"
+    )
     _add_inline_options(s)
     s.add_argument(
         "--out",

@@ -21,6 +21,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Literal, cast
 
 import numpy as np
 import pyarrow as pa
@@ -240,7 +241,8 @@ def _start(
     """The oracle (loaded when not given) and a fresh optimizer of the resolved ``spec``."""
     if oracle is None:
         dataset = load(spec.dataset)
-        oracle = Oracle(dataset, spec.problem(dataset), aggregate=spec.aggregate)
+        aggregate = cast(Literal["sample", "mean"], spec.aggregate)  # Oracle checks it
+        oracle = Oracle(dataset, spec.problem(dataset), aggregate=aggregate)
     opt = make_optimizer(
         spec.optimizer,
         oracle.space,

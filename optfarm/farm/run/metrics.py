@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
@@ -56,6 +56,7 @@ __all__ = [
     "pick_quality",
     "quality_auc",
     "quality_score",
+    "score_quality",
     "quantile",
     "recommendation_quality",
     "shortfall_area",
@@ -67,7 +68,7 @@ __all__ = [
     "worse_quantile",
 ]
 
-QUANTILE_METHOD = "inverted_cdf"
+QUANTILE_METHOD: Final = "inverted_cdf"
 _TOL = 1e-12
 
 
@@ -252,6 +253,13 @@ def quality_score(quality, metric: str, optimum: float):
     else:
         score = np.clip(1.0 - quality / optimum, 0.0, 1.0)
     return float(score) if score.ndim == 0 else score
+
+
+def score_quality(score, metric: str):
+    """The quality a score (a number or an array) stands for, ``quality_score``'s inverse:
+    CNO ``2 ** score``, Accuracy_C / optimum's ``1 - score``. A score at ``SCORE_CAP`` stands
+    for a CNO of ``CNO_CAP`` or more."""
+    return 2.0**score if metric == "cno" else 1.0 - score
 
 
 def mean_config_cost(oracle: Oracle) -> float:

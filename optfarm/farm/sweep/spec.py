@@ -1,6 +1,7 @@
 """Sweep specs: datasets x optimizers (with parameter grids) x seeds, expanded into run specs.
 
-A spec is YAML (``sweeps/*.yaml``) or the same dictionary built from the command line
+A spec is a YAML file, a built-in spec named by its name (``quickstart``:
+``optfarm.farm.sweep.builtin_specs``), or the same dictionary built from the command line
 (``farm sweep --datasets A,B --optimizers X,Y --seeds N``)::
 
     name: quickstart
@@ -50,6 +51,7 @@ from pydantic import (
 )
 
 from optfarm.farm.run.spec import MAX_SEED, RunSpec, changed_params
+from optfarm.farm.sweep.builtin_specs import resolve
 from optfarm.farm.tracking.uris import hide_password
 from optfarm.optimizers.base import ParameterError
 from optfarm.oracle.problem import Constraint, Objective
@@ -334,19 +336,23 @@ def load_spec(path: str | Path) -> SweepSpec:
 
 
 def read_yaml(path: str | Path) -> Any:
-    """The YAML document of a spec file; SpecError (one line) for a missing or unreadable file,
-    invalid YAML or a key given twice."""
-    path = Path(path)
-    if path.is_dir():
-        specs = sorted(p.name for p in path.iterdir() if p.suffix in (".yaml", ".yml"))
+    """The YAML document of a spec file, or of the built-in spec a bare name names
+    (``optfarm.farm.sweep.builtin_specs``); SpecError (one line) for a missing or unreadable
+    file, invalid YAML or a key given twice."""
+    try:
+        found = resolve(path)
+    except FileNotFoundError as e:
+        raise SpecError(str(e)) from None
+    if isinstance(found, Path) and found.is_dir():
+        specs = sorted(p.name for p in found.iterdir() if p.suffix in (".yaml", ".yml"))
         raise SpecError(
             f"{path} is a folder; a sweep spec is a YAML file"
             + (f" (in it: {', '.join(specs)})" if specs else " (none in it)")
         )
-    if not path.is_file():
+    if not found.is_file():
         raise SpecError(f"{path}: no such sweep spec")
     try:
-        data = load_unique(path.read_text())
+        data = load_unique(found.read_text())
     except OSError as e:
         raise SpecError(f"{path}: cannot read the file ({e.strerror or e})") from None
     except UnicodeDecodeError as e:

@@ -20,7 +20,7 @@ read back identically through ``MlflowClient`` (info, parameters, tags, metrics 
 histories), ``tests/farm/test_tracking_postgres.py`` the same through a PostgreSQL-backed
 server, for runs written into its database and through its optfarm app.
 
-Tied to MLflow 3.17.x (pinned in pyproject.toml): it writes the rows that
+Tied to MLflow 3.17.x (the release requirements/lock.txt pins): it writes the rows that
 ``SqlAlchemyStore.create_run``, ``log_batch`` (``_log_params``, ``_log_metrics``,
 ``_update_latest_metrics_if_necessary``, ``_set_tags``) and ``update_run_info`` of that version
 write, and validates with the same functions. ``bulk_store`` refuses any other major.minor

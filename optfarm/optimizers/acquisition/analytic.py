@@ -55,9 +55,11 @@ def log_expected_improvement(mu, sigma, best):
 
     ``EI = sigma h(z)``, ``z = (best - mu) / sigma``, ``h(z) = z Phi(z) + phi(z)``; for
     ``z < -20`` the asymptotic series ``h(z) ~ phi(z) / z^2 (1 - 3/z^2 + 15/z^4 - 105/z^6
-    ...)`` to its tenth term (the next one is below 1e-17 there), so that log h is within
-    1e-12 of its exact value on both sides of the switch (Abramowitz & Stegun 26.2.12 for
-    the Mills ratio ``(1 - Phi(x)) / phi(x)``, of which ``h(-x) / phi(x) = 1 - x`` times it).
+    ...)`` to its tenth term (the next one is below 1e-17 there; Abramowitz & Stegun
+    26.2.12 for the Mills ratio ``(1 - Phi(x)) / phi(x)``, of which ``h(-x) / phi(x) = 1 - x``
+    times it). Against log h computed to 50 digits: the series is within 3.3e-13 below -20;
+    the direct form above it loses digits to the cancellation of ``z Phi(z)`` and ``phi(z)``,
+    within 1.3e-12 above -10 and 2.0e-11 between -20 and -10 (8.0e-12 at -20).
     ``sigma = 0`` gives ``log max(best - mu, 0)``.
     """
     mu, sigma = np.asarray(mu, dtype=float), np.asarray(sigma, dtype=float)
@@ -124,7 +126,7 @@ def incumbent_for_eic(observed, feasible, sigma_untested, rule="lynceus"):
 def reference_without_feasible(worst, sigma_untested):
     """y* while no observation is feasible [Lynceus Sec. IV-A]: the worst observed value + 3
     x the largest predictive std over the untested candidates (0 without any), so that EI
-    still ranks them. (The look-ahead kernel, ``models/_kernels._score_level``, has its own
+    still ranks them. (The look-ahead kernel, ``lookahead_kernels._score_level``, has its own
     numba copy; ``tests/optimizers/test_acquisition.py`` checks that the two agree.)"""
     spread = float(np.max(sigma_untested)) if np.size(sigma_untested) else 0.0
     return float(worst) + 3.0 * spread

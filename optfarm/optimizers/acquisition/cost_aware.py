@@ -1,6 +1,6 @@
 """Cost-aware pieces of the Lynceus family: the timeout cap. (The family's EIc over the cost
-model is computed inside the numba look-ahead kernel, ``optfarm/optimizers/models/_kernels.py``; its
-numpy form is the kernel's test reference, ``tests/optimizers/acquisition_reference.py``.)
+model is computed inside the numba look-ahead kernel, ``optfarm/optimizers/lookahead_kernels.py``;
+its numpy form is the kernel's test reference, ``tests/optimizers/acquisition_reference.py``.)
 
 References:
     [Lynceus] Casimiro et al. Lynceus, ICDCS 2020: Sec. V-B (timeouts).

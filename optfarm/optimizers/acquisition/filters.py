@@ -100,39 +100,9 @@ def _search(method, features, k, evaluate, rng):
         values_of(np.array([0]))
         return _finish(seen)
     if method == "direct":
-        from scipy.optimize import direct
-
-        def f(x):
-            if len(seen) >= k:
-                raise _Budget
-            v = values_of(snap(x))[0]
-            return -v if np.isfinite(v) else 0.0
-
-        try:
-            direct(f, [(0.0, 1.0)] * dim, maxfun=50 * k + 100, locally_biased=True)
-        except _Budget:
-            pass
+        _direct(lambda x: values_of(snap(x)), seen, k, dim)
     else:
-        import cma
-
-        es = cma.CMAEvolutionStrategy(
-            np.full(dim, 0.5),
-            0.3,
-            {"bounds": [0.0, 1.0], "verbose": -9, "seed": drawn_seed(rng, 2**31 - 1, 1)},
-        )
-        stalls = 0
-        while len(seen) < k and stalls < 50:
-            before = len(seen)
-            xs = es.ask()
-            v = values_of(snap(np.array(xs)))
-            es.tell(xs, [-(x if np.isfinite(x) else 0.0) for x in v])
-            stalls = stalls + 1 if len(seen) == before else 0
-            if es.stop():
-                es = cma.CMAEvolutionStrategy(
-                    rng.random(dim),
-                    0.3,
-                    {"bounds": [0.0, 1.0], "verbose": -9, "seed": drawn_seed(rng, 2**31 - 1, 1)},
-                )
+        _cmaes(lambda xs: values_of(snap(xs)), seen, k, dim, rng)
     return _finish(seen)
 
 
@@ -159,6 +129,47 @@ class _Snap:
         full = np.zeros(self.unit.shape[1])
         full[self.free] = point
         return int(near[np.argmin(((self.unit[near] - full) ** 2)[:, self.free].sum(-1))])
+
+
+def _direct(values_at, seen: dict, k: int, dim: int) -> None:
+    """DIRECT (locally biased) over the unit box until ``k`` candidates are evaluated."""
+    from scipy.optimize import direct
+
+    def f(x):
+        if len(seen) >= k:
+            raise _Budget
+        v = values_at(x)[0]
+        return -v if np.isfinite(v) else 0.0
+
+    try:
+        direct(f, [(0.0, 1.0)] * dim, maxfun=50 * k + 100, locally_biased=True)
+    except _Budget:
+        pass
+
+
+def _cmaes(values_at, seen: dict, k: int, dim: int, rng) -> None:
+    """CMA-ES over the unit box, restarted from a random point when it stops, until ``k``
+    candidates are evaluated or 50 generations in a row find none new."""
+    import cma
+
+    es = cma.CMAEvolutionStrategy(
+        np.full(dim, 0.5),
+        0.3,
+        {"bounds": [0.0, 1.0], "verbose": -9, "seed": drawn_seed(rng, 2**31 - 1, 1)},
+    )
+    stalls = 0
+    while len(seen) < k and stalls < 50:
+        before = len(seen)
+        xs = es.ask()
+        v = values_at(np.array(xs))
+        es.tell(xs, [-(x if np.isfinite(x) else 0.0) for x in v])
+        stalls = stalls + 1 if len(seen) == before else 0
+        if es.stop():
+            es = cma.CMAEvolutionStrategy(
+                rng.random(dim),
+                0.3,
+                {"bounds": [0.0, 1.0], "verbose": -9, "seed": drawn_seed(rng, 2**31 - 1, 1)},
+            )
 
 
 def _finish(seen):

@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from ._kernels import forest_outputs, gaussian_summary, std_floor
+from .tree_kernels import forest_outputs, gaussian_summary, std_floor
 
 __all__ = ["TreeEnsemble", "default_max_features"]
 

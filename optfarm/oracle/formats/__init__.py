@@ -9,11 +9,14 @@ defaults) are in its module docstring.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from ..dataset import Dataset
 from . import cherrypick, guindani, lynceus, scout, table, trimtuner
 
 __all__ = ["FORMATS"]
 
-FORMATS = {
+FORMATS: dict[str, Callable[..., list[Dataset]]] = {
     "trimtuner": trimtuner.load,
     "lynceus": lynceus.load,
     "cherrypick": cherrypick.load,

@@ -89,29 +89,8 @@ class Expression:
             names[f"_c{len(names)}"] = m.group(1)
             return f"_c{len(names) - 1}"
 
-        text = _QUOTED.sub(alias, self.text)
-        if "`" in text:
-            raise self._fail(f"{self.text!r} has an unclosed backtick")
-        try:
-            tree = ast.parse(text.strip(), mode="eval")
-        except SyntaxError:
-            hint = (
-                " (quote column names such as `#vm` in backticks)"
-                if re.search(r"[#\s\-()%]", self.text)
-                else ""
-            )
-            raise self._fail(f"{self.text!r} is neither a column nor a formula{hint}") from None
-        for node in ast.walk(tree):
-            if not isinstance(node, _ALLOWED):
-                shown = ast.unparse(node) if isinstance(node, ast.expr) else type(node).__name__
-                raise self._fail(
-                    f"{shown!r} in {self.text!r} is not allowed (numbers, "
-                    "columns, + - * / ** and parentheses only)"
-                )
-            if isinstance(node, ast.Constant) and (
-                isinstance(node.value, bool) or not isinstance(node.value, (int, float))
-            ):
-                raise self._fail(f"{node.value!r} in {self.text!r} is not a number")
+        tree = self._syntax_tree(_QUOTED.sub(alias, self.text))
+        self._check_nodes(tree)
         for node in ast.walk(tree):
             if isinstance(node, ast.Name) and node.id not in names:
                 names[node.id] = node.id
@@ -123,6 +102,34 @@ class Expression:
                     f"column {col!r} is not in the table{hint}; columns are {list(table.columns)}"
                 )
         return tree, names
+
+    def _syntax_tree(self, text: str) -> ast.Expression:
+        """The syntax tree of ``text`` (backticked names replaced), or the one-line error."""
+        if "`" in text:
+            raise self._fail(f"{self.text!r} has an unclosed backtick")
+        try:
+            return ast.parse(text.strip(), mode="eval")
+        except SyntaxError:
+            hint = (
+                " (quote column names such as `#vm` in backticks)"
+                if re.search(r"[#\s\-()%]", self.text)
+                else ""
+            )
+            raise self._fail(f"{self.text!r} is neither a column nor a formula{hint}") from None
+
+    def _check_nodes(self, tree: ast.Expression) -> None:
+        """Numbers, names and + - * / ** only."""
+        for node in ast.walk(tree):
+            if not isinstance(node, _ALLOWED):
+                shown = ast.unparse(node) if isinstance(node, ast.expr) else type(node).__name__
+                raise self._fail(
+                    f"{shown!r} in {self.text!r} is not allowed (numbers, "
+                    "columns, + - * / ** and parentheses only)"
+                )
+            if isinstance(node, ast.Constant) and (
+                isinstance(node.value, bool) or not isinstance(node.value, (int, float))
+            ):
+                raise self._fail(f"{node.value!r} in {self.text!r} is not a number")
 
     def _eval(self, node: ast.AST, values: dict[str, np.ndarray]):
         """Evaluate a tree ``_parse`` has checked (only the nodes of ``_ALLOWED``)."""

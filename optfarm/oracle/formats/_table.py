@@ -193,20 +193,34 @@ def read_csv(path: Path, required: Sequence[str] = ()) -> RawTable:
         raise DatasetError(f"{where}: cannot read the file ({e})") from None
     if not text.strip():
         raise DatasetError(f"{where}: the file is empty")
-    header = text.splitlines()[0]
-    if "," not in header:
-        for sep in (";", "\t", "|"):
-            if sep in header:
-                raise DatasetError(
-                    f"{where}: line 1: the header is separated by {sep!r}; "
-                    "expected a comma-separated file"
-                )
+    _check_delimiter(text.splitlines()[0], where)
     rows = list(csv.reader(text.splitlines()))
     names = [n.strip() for n in rows[0]]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise DatasetError(f"{where}: column {dup[0]!r} appears twice in the header")
-    body = rows[1:]
+    body = _data_rows(rows[1:], len(names), where)
+    columns = {n: np.array([r[j] for r in body], dtype=object) for j, n in enumerate(names)}
+    table = RawTable(columns, where, line_offset=2)
+    table.require(required)
+    return table
+
+
+def _check_delimiter(header: str, where: str) -> None:
+    """A header without a comma but with another separator is a file of another delimiter."""
+    if "," in header:
+        return
+    for sep in (";", "\t", "|"):
+        if sep in header:
+            raise DatasetError(
+                f"{where}: line 1: the header is separated by {sep!r}; "
+                "expected a comma-separated file"
+            )
+
+
+def _data_rows(body: list[list[str]], n_names: int, where: str) -> list[list[str]]:
+    """The data rows without trailing blank lines: at least one, none blank, each with the
+    header's number of fields."""
     while body and not body[-1]:
         body.pop()  # trailing blank lines
     if not body:
@@ -214,15 +228,12 @@ def read_csv(path: Path, required: Sequence[str] = ()) -> RawTable:
     for i, r in enumerate(body):
         if not r:
             raise DatasetError(f"{where}: row {i + 1} (line {i + 2}): blank line")
-        if len(r) != len(names):
+        if len(r) != n_names:
             raise DatasetError(
                 f"{where}: row {i + 1} (line {i + 2}): {len(r)} fields, the "
-                f"header has {len(names)} (wrong delimiter or a stray comma?)"
+                f"header has {n_names} (wrong delimiter or a stray comma?)"
             )
-    columns = {n: np.array([r[j] for r in body], dtype=object) for j, n in enumerate(names)}
-    table = RawTable(columns, where, line_offset=2)
-    table.require(required)
-    return table
+    return body
 
 
 def read_parquet(path: Path, required: Sequence[str] = ()) -> RawTable:

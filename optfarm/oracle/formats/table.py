@@ -236,6 +236,8 @@ def _find_description(table: Path) -> Path:
 def load(
     path: Path, description: str | Path | None = None, name: str | None = None
 ) -> list[Dataset]:
+    """The dataset of a CSV or Parquet table and its description (``description``, else the
+    ``*.optfarm.yaml`` beside it): its dimensions, measures, price and problem."""
     if path.is_dir():
         raise DatasetError(f"{path}: the csv format takes one CSV or Parquet file")
     desc_path = Path(description) if description else _find_description(path)
@@ -243,32 +245,46 @@ def load(
         raise DatasetError(f"{desc_path}: no such description file")
     desc = read_description(desc_path)
     t = read_parquet(path) if path.suffix.lower() in (".parquet", ".pq") else read_csv(path)
-
-    def expr(key: str, text: str) -> Expression:
-        return Expression(text, key, str(desc_path))
-
     columns, dims = _dimensions(t, desc, desc_path)
+    price_col = _measures(t, desc, desc_path, columns, dims)
+    measured = _metrics(t, desc, desc_path, columns)
+    meta = DatasetMeta(
+        name=name or desc.name,
+        title=desc.title,
+        source=desc.source,
+        licence=desc.licence,
+        citation=desc.citation,
+        dimensions=tuple(dims),
+        problem=_problem(desc, desc_path, measured),
+        fidelity_name=desc.columns.fidelity,
+        measured=tuple(measured),
+        price_model=_price_model(desc.price),
+        cost_unit=desc.units.get("cost", "USD"),
+        time_unit=desc.units.get("time", "s"),
+        notes=desc.notes,
+    )
+    return [build_dataset(t, columns, meta, price_column=price_col, time_column=desc.columns.time)]
+
+
+def _measures(t: RawTable, desc: Description, desc_path: Path, columns: dict, dims) -> str:
+    """Fidelity, time (in seconds), cost, price per second and timeouts added to ``columns``;
+    the price's column (or formula) for the dataset's messages."""
     c = desc.columns
     time_unit = desc.units.get("time", "s")
-    time = expr("columns.time", c.time).evaluate(t, strictly_positive=True) * TIME_UNITS[time_unit]
+    time = (
+        Expression(c.time, "columns.time", str(desc_path)).evaluate(t, strictly_positive=True)
+        * TIME_UNITS[time_unit]
+    )
     fidelity = (
-        expr("columns.fidelity", c.fidelity).evaluate(t, strictly_positive=True, high=1.0)
+        Expression(c.fidelity, "columns.fidelity", str(desc_path)).evaluate(
+            t, strictly_positive=True, high=1.0
+        )
         if c.fidelity
         else np.ones(t.n_rows)
     )
-    price = desc.price
-    if price.cost_column:
-        cost = expr("price.cost_column", price.cost_column).evaluate(t)
-        price_per_s = _per_config_median(cost / time, [columns[d.name] for d in dims], fidelity)
-        price_col = price.cost_column
-    else:
-        key, text = (
-            ("price.column", price.column) if price.column else ("price.formula", price.formula)
-        )
-        hourly = expr(key, text).evaluate(t, strictly_positive=True)
-        price_per_s, price_col = hourly / 3600.0, text
-        with np.errstate(over="ignore"):  # an overflow is reported by build_dataset
-            cost = time * price_per_s
+    cost, price_per_s, price_col = _cost_and_price(
+        t, desc, desc_path, columns, dims, time, fidelity
+    )
     columns |= {
         "fidelity": fidelity,
         "time": time,
@@ -276,14 +292,41 @@ def load(
         "price_per_s": price_per_s,
         "timed_out": t.flag(c.timed_out) if c.timed_out else np.zeros(t.n_rows, bool),
     }
+    return price_col
+
+
+def _cost_and_price(t, desc, desc_path, columns, dims, time, fidelity):
+    """(cost, price per second, the price's column or formula): from a cost column (the
+    price the per-configuration median of cost / time), or from an hourly price column or
+    formula (cost = time x price)."""
+    price = desc.price
+    if price.cost_column:
+        cost = Expression(price.cost_column, "price.cost_column", str(desc_path)).evaluate(t)
+        price_per_s = _per_config_median(cost / time, [columns[d.name] for d in dims], fidelity)
+        return cost, price_per_s, price.cost_column
+    key, text = ("price.column", price.column) if price.column else ("price.formula", price.formula)
+    hourly = Expression(text, key, str(desc_path)).evaluate(t, strictly_positive=True)
+    price_per_s = hourly / 3600.0
+    with np.errstate(over="ignore"):  # an overflow is reported by build_dataset
+        cost = time * price_per_s
+    return cost, price_per_s, text
+
+
+def _metrics(t: RawTable, desc: Description, desc_path: Path, columns: dict) -> list[str]:
+    """Accuracy and the named metrics added to ``columns``; the measured metrics (a unit is
+    given only for one of them)."""
+    c = desc.columns
     measured = ["time", "cost"]
     if c.accuracy:
-        columns["accuracy"] = expr("columns.accuracy", c.accuracy).evaluate(t, high=1.0)
+        accuracy = Expression(c.accuracy, "columns.accuracy", str(desc_path))
+        columns["accuracy"] = accuracy.evaluate(t, high=1.0)
         measured.append("accuracy")
     for metric, text in desc.metrics.items():
         if metric in columns:
             raise DatasetError(f"{desc_path}: key 'metrics.{metric}': the name is a dimension's")
-        columns[metric] = expr(f"metrics.{metric}", text).evaluate(t, low=None)
+        columns[metric] = Expression(text, f"metrics.{metric}", str(desc_path)).evaluate(
+            t, low=None
+        )
         measured.append(metric)
     for key in desc.units:
         if key not in ("time", "cost", *measured):
@@ -291,6 +334,11 @@ def load(
                 f"{desc_path}: key 'units.{key}': {key!r} is not a measured "
                 f"metric (measured: {', '.join(measured)})"
             )
+    return measured
+
+
+def _problem(desc: Description, desc_path: Path, measured: list[str]) -> Problem:
+    """The described problem, every metric it uses measured."""
     problem = Problem(
         Objective.parse(desc.objective),
         tuple(_constraint(x, desc, desc_path) for x in desc.constraints),
@@ -302,28 +350,16 @@ def load(
                 f"{desc_path}: key 'objective'/'constraints' uses {metric!r}, "
                 f"but {where}.{metric} is not given"
             )
-    meta = DatasetMeta(
-        name=name or desc.name,
-        title=desc.title,
-        source=desc.source,
-        licence=desc.licence,
-        citation=desc.citation,
-        dimensions=tuple(dims),
-        problem=problem,
-        fidelity_name=c.fidelity,
-        measured=tuple(measured),
-        price_model=(
-            f"column {price.column} per hour"
-            if price.column
-            else f"formula {price.formula} per hour"
-            if price.formula
-            else f"median of {price.cost_column} / time per configuration"
-        ),
-        cost_unit=desc.units.get("cost", "USD"),
-        time_unit=time_unit,
-        notes=desc.notes,
-    )
-    return [build_dataset(t, columns, meta, price_column=price_col, time_column=c.time)]
+    return problem
+
+
+def _price_model(price) -> str:
+    """The price model in words (the dataset's facts)."""
+    if price.column:
+        return f"column {price.column} per hour"
+    if price.formula:
+        return f"formula {price.formula} per hour"
+    return f"median of {price.cost_column} / time per configuration"
 
 
 def _dimensions(t: RawTable, desc: Description, desc_path: Path):
@@ -334,26 +370,31 @@ def _dimensions(t: RawTable, desc: Description, desc_path: Path):
     for spec in desc.dimensions:
         col = spec.column or spec.name
         values = t.text(col) if spec.kind == "categorical" else _numbers(t, col, positive=spec.log)
-        allowed = None
-        if spec.values is not None:
-            allowed = (
-                [str(v) for v in spec.values]
-                if spec.kind == "categorical"
-                else [float(v) for v in spec.values]
-            )
-            bad = np.flatnonzero(~np.isin(values, allowed))
-            if len(bad):
-                raise t.fail(
-                    col,
-                    bad[0],
-                    f"value {values[bad[0]]!r} is not one of the declared values {spec.values}",
-                )
+        allowed = _declared_values(t, spec, col, values)
         columns[spec.name] = values
         try:
             dims.append(Dimension(spec.name, spec.kind, ordered_values(values, allowed), spec.log))
         except ValueError as e:
             raise DatasetError(f"{desc_path}: {e}") from None
     return columns, dims
+
+
+def _declared_values(t: RawTable, spec, col: str, values: np.ndarray) -> list | None:
+    """A dimension's declared values as its column reads them (None: not declared); the
+    table's one-line error for a value that is none of them."""
+    if spec.values is None:
+        return None
+    allowed = (
+        [str(v) for v in spec.values]
+        if spec.kind == "categorical"
+        else [float(v) for v in spec.values]
+    )
+    bad = np.flatnonzero(~np.isin(values, allowed))
+    if len(bad):
+        raise t.fail(
+            col, bad[0], f"value {values[bad[0]]!r} is not one of the declared values {spec.values}"
+        )
+    return allowed
 
 
 def _constraint(text: str, desc: Description, where: Path) -> Constraint:

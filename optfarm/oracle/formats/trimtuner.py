@@ -129,7 +129,14 @@ def _load_file(path: Path, name: str | None, cost_max: float | None) -> Dataset:
         "intermediate_iterations": t.floats_list("intermediate_no_interations"),
     }
     dims = t2_dimensions(flavor, workers, lr, batch, sync, flavor_kind="ordinal")
-    meta = DatasetMeta(
+    meta = _meta(network, name, c_max, dims)
+    return build_dataset(t, columns, meta, price_column="vm_flavor", time_column="training_time")
+
+
+def _meta(network: str, name: str | None, c_max: float, dims) -> DatasetMeta:
+    """The facts of one network's table and its problem (TrimTuner's: max accuracy under a
+    cost cap)."""
+    return DatasetMeta(
         name=name or f"trimtuner-{network}",
         title=f"TrimTuner TensorFlow {network.upper()} on t2 clusters, 5 training-set sizes",
         source=SOURCE,
@@ -144,7 +151,6 @@ def _load_file(path: Path, name: str | None, cost_max: float | None) -> Dataset:
         cost_unit="USD",
         notes=f"C_max = ${c_max:g} (TrimTuner Table II); rows are means of 3 runs",
     )
-    return build_dataset(t, columns, meta, price_column="vm_flavor", time_column="training_time")
 
 
 def t2_dimensions(
