@@ -32,6 +32,7 @@ from .executor import Executor, SerialExecutor
 __all__ = [
     "INIT_SHARE",
     "init_share",
+    "MemoryUse",
     "Param",
     "Suggestion",
     "Recommendation",
@@ -182,6 +183,24 @@ def _parse_scalar(text: str, kind: type, optimizer: str, name: str):
         ) from None
 
 
+@dataclass(frozen=True)
+class MemoryUse:
+    """What one run of an optimizer holds in memory at its peak beyond its process and the
+    oracle, in bytes, as a function of the n configurations of the table it runs on: ``fixed
+    + per_config x n + per_pair x n^2`` (``fixed``: the libraries it loads and its models;
+    ``per_config``: arrays over the configurations; ``per_pair``: matrices over pairs of them,
+    e.g. a GP's joint posterior over every configuration). A plain declaration, read by the
+    farm to place runs where they fit (``optfarm.farm.runtime.memory``); the numbers are
+    fitted to measured maximum resident sizes (docs/results/memory.md)."""
+
+    fixed: float = 0.0
+    per_config: float = 0.0
+    per_pair: float = 0.0
+
+    def bytes(self, n_configs: int) -> float:
+        return self.fixed + self.per_config * n_configs + self.per_pair * float(n_configs) ** 2
+
+
 def decision_margin(values) -> float:
     """How clearly the largest of ``values`` won: (top - runner-up) / |top|, 0 for an exact
     tie, inf without a runner-up. A margin of ~1e-12 is a decision that bit-level differences
@@ -214,6 +233,8 @@ class Optimizer(ABC):
     # gate's model-guided share leaves such optimizers out)
     has_model: ClassVar[bool] = True
     version: ClassVar[int] = 1  # in every run key: bump only when results change on purpose
+    # a run's peak memory beyond its process and the oracle (the farm places runs by it)
+    memory: ClassVar[MemoryUse] = MemoryUse()
 
     def __init__(
         self,

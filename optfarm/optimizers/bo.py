@@ -33,6 +33,7 @@ from .acquisition.analytic import (
 )
 from .acquisition.incumbent import incumbent
 from .base import (
+    MemoryUse,
     Optimizer,
     Param,
     Recommendation,
@@ -53,6 +54,7 @@ class EIc(Optimizer):
 
     name = "eic"
     summary = "GP + constrained EI at full data size (CherryPick), 4 LHS points"
+    memory = MemoryUse(fixed=64e6, per_config=1e3)  # docs/results/memory.md
     params = (
         Param(
             "n_init",

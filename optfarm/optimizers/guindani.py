@@ -80,7 +80,7 @@ from .acquisition.analytic import (
     log_expected_improvement,
     log_probability_of_feasibility,
 )
-from .base import Optimizer, Param, Recommendation, Suggestion, init_share
+from .base import MemoryUse, Optimizer, Param, Recommendation, Suggestion, init_share
 from .models.gp import GaussianProcess
 from .models.ridge import RidgeModel, reciprocal_features
 from .seeds import spawned_generator
@@ -108,6 +108,7 @@ class Guindani(Optimizer):
     """The hybrid BO of [Guindani], variants a (CherryPick's EIc), b, c, d."""
 
     name = "guindani"
+    memory = MemoryUse(fixed=86e6, per_config=2e3)  # docs/results/memory.md
     summary = (
         "GP EIc on cost x Ridge time-model corrections (variants a-d), taboo queue, "
         "stopping band, recurring job (Guindani et al.)"

@@ -67,6 +67,7 @@ from .acquisition.analytic import (
 )
 from .acquisition.cost_aware import timeout_cap
 from .base import (
+    MemoryUse,
     Optimizer,
     Param,
     Recommendation,
@@ -176,6 +177,8 @@ class Lynceus(Optimizer):
 
     name = "lynceus"
     summary = "budget-aware look-ahead BO on bagged trees with timeouts (Lynceus, ICDCS'20)"
+    # trees over the observations, per-candidate arrays (docs/results/memory.md)
+    memory = MemoryUse(fixed=180e6, per_config=500)
     params = (
         Param("la", 2, "look-ahead window (extra steps after the first)", low=0, high=3),
         Param("timeout", "tg", "timeout policy for sub-optimal runs", choices=TIMEOUT_POLICIES),
@@ -524,6 +527,7 @@ class Obol(Lynceus):
 
     name = "obol"
     summary = "budget-limited look-ahead BO on bagged trees (OBOL, seed 004)"
+    memory = MemoryUse(fixed=140e6, per_config=500)  # docs/results/memory.md
     params = derive(
         Lynceus.params,
         la={"doc": "look-ahead depth", "high": 5},

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from .base import Param, Recommendation, Suggestion, derive, fixed
+from .base import MemoryUse, Param, Recommendation, Suggestion, derive, fixed
 from .lynceus import Lynceus
 
 __all__ = ["Nephele"]
@@ -34,6 +34,7 @@ class Nephele(Lynceus):
     name = "nephele"
     summary = "Lynceus over (configuration, dataset size) with accuracy and time constraints"
     uses_fidelity = True
+    memory = MemoryUse(fixed=80e6, per_config=500)  # docs/results/memory.md
     recommends_fidelity = True
     # Lynceus' table (its ablation switches too), with what Nephele does not do fixed: no
     # timeouts (so no curve extrapolation) and no LHS bootstrap (B_init of random pairs)

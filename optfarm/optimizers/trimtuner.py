@@ -76,7 +76,7 @@ from .acquisition.entropy import (
 )
 from .acquisition.filters import FILTERS, cea, select
 from .acquisition.incumbent import IncumbentScan, choose_incumbent
-from .base import Optimizer, Param, Recommendation, Suggestion, decision_margin
+from .base import MemoryUse, Optimizer, Param, Recommendation, Suggestion, decision_margin
 from .blas import single_threaded
 from .models.gp import GaussianProcess
 from .models.gp_fantasy import CandidateCovariances, RowPosterior
@@ -256,6 +256,10 @@ class TrimTuner(Optimizer):
 
     name = "trimtuner"
     summary = "information gain per cost x P(feasible incumbent), sub-sampled (x, s)"
+    # the GP's joint posterior over every configuration at s = 1 per hyperparameter sample,
+    # (40, n, n), and its mixture (representer points, p_max); n_mc draws per configuration
+    # (docs/results/memory.md)
+    memory = MemoryUse(fixed=215e6, per_config=16e3, per_pair=360)
     uses_fidelity = True
     params = (
         Param(

@@ -59,6 +59,8 @@ def imported(name: str, tmp_path: Path, description: str | None = None) -> str:
         (["--max-runs", "0"], ["--max-runs must be at least 1"]),
         (["--max-in-flight", "-2"], ["--max-in-flight must be at least 1"]),
         (["--name", "n" * 10_000], ["at most 100 characters, got 10,000"]),
+        (["--ray-start-wait", "-1"], ["--ray-start-wait must be a number of seconds >= 0"]),
+        (["--ray-start-wait", "inf"], ["--ray-start-wait must be a number of seconds >= 0"]),
     ],
 )
 def test_bad_sweep_flags_exit_2_on_one_line_before_anything_is_written(
@@ -67,6 +69,15 @@ def test_bad_sweep_flags_exit_2_on_one_line_before_anything_is_written(
     out = tmp_path / "out"
     assert main(SWEEP + args + ["--out", str(out)]) == 2
     one_line_error(capsys, *words)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("value", ["soon", "-5", "nan"])
+def test_a_bad_ray_start_wait_in_the_environment_exits_2(value, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("FARM_RAY_START_WAIT", value)
+    out = tmp_path / "out"
+    assert main(SWEEP + ["--out", str(out)]) == 2
+    one_line_error(capsys, f"FARM_RAY_START_WAIT={value!r} is not a number of seconds >= 0")
     assert not out.exists()
 
 

@@ -293,25 +293,26 @@ def test_unreachable_cluster_one_line_exit_1_in_bounded_time(tmp_path):
     err = done.stderr.strip().splitlines()
     assert done.returncode == 1 and len(err) == 1, done.stderr
     assert err[0].startswith("farm: error: no Ray cluster answers at 127.0.0.1:1"), err
+    assert "--serial" in err[0]
     assert not (out / "mlflow.db").exists()
     print(f"\nunreachable cluster: exit 1 after {took:.1f} s (interpreter start-ups included)")
 
 
-@pytest.mark.slow  # three starts of about 30 s each
-def test_local_ray_start_that_times_out_one_line_exit_1(tmp_path):
+@pytest.mark.slow  # one or two starts of Ray's 30 s wait, then the sweep in-process
+def test_local_ray_start_that_times_out_falls_back_to_serial_in_one_line(tmp_path):
     """A local Ray whose start times out every time (each new raylet stopped, SIGSTOP, the
-    moment it appears: a raylet that gets no CPU on a loaded machine): Ray gives up after its
-    30 s wait for the node ("The current node timed out during startup"), the farm tries
-    ``START_ATTEMPTS`` times, then one ``farm: error:`` line and exit 1; no MLflow store made,
-    nothing run, no process of the attempts left, and each try's stopped raylet gone before
-    the next try's starts (Ray's reaper would end them only at exit)."""
+    moment it appears: a raylet that gets no CPU on a loaded machine, issue 44): Ray gives up
+    after its 30 s wait for the node ("The current node timed out during startup"), the farm
+    tries again after a pause while ``--ray-start-wait 45`` allows (one line per new try), then
+    says in one line that it runs the sweep in this process, as --serial, and does: exit 0,
+    the run stored; no ``farm: error:`` line, no process of the tries left, and each try's
+    stopped raylet gone before the next try's starts (Ray's reaper would end them only at
+    exit)."""
     import signal
     import subprocess
     import sys
     import time
     from pathlib import Path
-
-    from optfarm.farm.runtime.ray_setup import START_ATTEMPTS
 
     out = tmp_path / "out"
     t0 = time.monotonic()
@@ -327,9 +328,14 @@ def test_local_ray_start_that_times_out_one_line_exit_1(tmp_path):
             "random",
             "--seeds",
             "1",
+            "--iterations",
+            "5",
             "--out",
             str(out),
             "--no-progress",
+            "--no-tracking",
+            "--ray-start-wait",
+            "45",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -359,18 +365,21 @@ def test_local_ray_start_that_times_out_one_line_exit_1(tmp_path):
         time.sleep(0.02)
     _, stderr = proc.communicate(timeout=60)
     took = time.monotonic() - t0
-    errors = [line for line in stderr.splitlines() if line.startswith("farm: error:")]
-    retries = [line for line in stderr.splitlines() if "starting it again" in line]
-    assert proc.returncode == 1 and len(stopped) == START_ATTEMPTS, (stopped, stderr)
-    assert len(errors) == 1 and errors[0].startswith("farm: error: could not start a local Ray:"), (
+    lines = stderr.splitlines()
+    fallback = [line for line in lines if "running the 1 runs in this process instead" in line]
+    retries = [line for line in lines if "starting it again in" in line]
+    assert proc.returncode == 0 and 1 <= len(stopped) <= 2, (stopped, stderr)
+    assert len(fallback) == 1 and fallback[0].startswith("farm: a local Ray did not start in"), (
         stderr
     )
-    assert "timed out during startup" in errors[0] and len(retries) == START_ATTEMPTS - 1
-    assert not (out / "mlflow.db").exists() and not list(out.glob("runs/*.json"))
+    assert "timed out during startup" in fallback[0] and "--ray-start-wait" in fallback[0]
+    assert len(retries) == len(stopped) - 1 and not [ln for ln in lines if "farm: error" in ln]
+    records = list(Store(out).records())
+    assert len(records) == 1 and records[0]["status"] == "done"
     assert not earlier_alive, [(pid, names[pid]) for pid in earlier_alive]
     left = [(pid, names[pid]) for pid in seen if alive(pid)]
     assert not left, left
-    print(f"\nlocal Ray start timed out {START_ATTEMPTS} times: exit 1 after {took:.1f} s")
+    print(f"\nlocal Ray start timed out {len(stopped)} times: in-process after {took:.1f} s")
 
 
 @pytest.mark.slow  # a node start of Ray's 30 s wait, then one that works

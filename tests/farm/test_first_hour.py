@@ -192,8 +192,9 @@ def test_the_report_opens_on_a_verdict_and_keeps_its_tables_narrow_and_numbers_p
     text = re.sub(r'src="data:image/png;base64,[^"]*"', "", page)
     first = text.split("<h1>t</h1>", 1)[1].lstrip().splitlines()[0]
     assert first.startswith(
-        '<p class="verdict"><b>Verdict.</b> synthetic: lynceus is best, '
-        "final CNO p50 1 (p90 1) for a median exploration cost of 30,000."
+        '<p class="verdict"><b>Verdict.</b> synthetic (3 seeds): 1st, tied: lynceus (final '
+        "CNO p50 1, p90 1; median exploration cost 30,000), random (1.5, 1.5; 30,000); 3 seeds "
+        "cannot separate any two (a signed-rank test needs 6)."
     )
     for table in re.findall(r"<table>.*?</table>", text, re.DOTALL):
         header = re.search(r"<tr>(.*?)</tr>", table).group(1)

@@ -71,7 +71,7 @@ def test_oracle_table_is_shared_zero_copy_one_copy(ray_local):
         ray.kill(a)
 
 
-def test_killed_actor_is_retried_and_every_run_done_once(ray_local, tmp_path):
+def test_killed_actor_is_retried_and_every_run_done_once(ray_local, tmp_path, capfd):
     spec = _spec(seeds=2, iterations=None)  # whole runs (360 evaluations): long enough to kill
     killed = []
 
@@ -81,6 +81,11 @@ def test_killed_actor_is_retried_and_every_run_done_once(ray_local, tmp_path):
             os.kill(where["pid"], signal.SIGKILL)
 
     report = run_sweep(spec, tmp_path / "out", progress=False, on_submit=kill_first)
+    time.sleep(2)  # Ray's driver prints what its cluster publishes from a thread of its own
+    out, err = capfd.readouterr()
+    # the death is one line (issue 44), not Ray's paragraph on it
+    assert [line for line in err.splitlines() if "died (node " in line], err
+    assert not [line for line in (out + err).splitlines() if "Worker ID" in line], out + err
     store = Store(tmp_path / "out")
     records = list(store.records())
     assert report.complete and report.done == len(records) == 8

@@ -55,6 +55,7 @@ from optfarm.farm.sweep.board_spec import (
 )
 
 __all__ = [
+    "ALPHA",
     "ANYTIME",
     "BASELINE",
     "BOARD_TITLES",
@@ -67,9 +68,12 @@ __all__ = [
     "best_by_family",
     "budget_name",
     "budget_rows",
+    "budget_share",
     "build_boards",
+    "cost_labels",
     "failure_rows",
     "family",
+    "finite",
     "family_rows",
     "headroom_rows",
     "heat_values",
@@ -77,6 +81,9 @@ __all__ = [
     "needed_text",
     "overall_text",
     "pair_rows",
+    "percent",
+    "seed_ranges",
+    "shown_value",
     "standings_rows",
     "statistics_rows",
     "tidy_scores",
@@ -109,7 +116,10 @@ INTRO = (
     "ranks differ; pairwise Wilcoxon signed-rank tests over the blocks, Holm-corrected at "
     "alpha 0.05, say which pairs the data separate, and for those they do not, how many "
     "blocks would detect the observed difference with 80% power (Benavoli et al. 2016); "
-    "Nemenyi's critical difference is drawn for scale. Intervals: 90% percentile "
+    "Nemenyi's critical difference is drawn for scale. A place is 1 + the optimizers the "
+    "tests separate from it and rank ahead of it: those the data do not separate share a "
+    "place. The decision names what the tests separate from random search and rank ahead "
+    "of it, or says that nothing here beats random search. Intervals: 90% percentile "
     "bootstrap over blocks."
 )
 BOARD_TITLES = {
@@ -117,6 +127,7 @@ BOARD_TITLES = {
     "accuracy_c": "accuracy-maximisation tables (score 1 - Accuracy_C / optimum)",
 }
 POWER = 0.8
+ALPHA = 0.05  # the level of the pairwise tests (Wilcoxon-Holm), and of the power's blocks
 
 
 def family(dataset: str) -> str:
@@ -128,16 +139,20 @@ def family(dataset: str) -> str:
 class Budget:
     """A budget: ``amount`` multiples of the table's mean configuration cost (``axis``
     "cost"), evaluations (``axis`` "evaluations"), or the anytime score over the cost
-    budgets (``ANYTIME``)."""
+    budgets (``ANYTIME``); ``also``, the larger amounts that buy the same on every table of
+    the board (the cap binds: "5x = 10x")."""
 
     axis: str
     amount: float
+    also: tuple[float, ...] = ()
 
     @property
     def label(self) -> str:
         if self.axis == "anytime":
             return "anytime"
-        return f"{self.amount:g}x" if self.axis == "cost" else f"{self.amount:g} evals"
+        unit = "x" if self.axis == "cost" else ""
+        amounts = " = ".join(f"{a:g}{unit}" for a in (self.amount, *self.also))
+        return amounts if self.axis == "cost" else f"{amounts} evals"
 
 
 ANYTIME = Budget("anytime", 0.0)
@@ -227,8 +242,9 @@ def tidy_scores(
     cap: float | None = PRICE_SHARE_CAP,
 ) -> pd.DataFrame:
     """One row per (table, optimizer variant, seed, budget): ``metric table family optimizer
-    seed budget axis amount share exhaustive score``; the anytime score as budget
-    ``ANYTIME`` when there are cost budgets."""
+    seed budget axis amount limit share exhaustive score`` (``limit``: the budget on that
+    table, in its currency or evaluations); the anytime score as budget ``ANYTIME`` when
+    there are cost budgets."""
     rows = []
     for table, a in analyses.items():
         for label, g in a.groups.items():
@@ -250,6 +266,7 @@ def tidy_scores(
                             "budget": b.label,
                             "axis": b.axis,
                             "amount": b.amount,
+                            "limit": limit,
                             "share": price.share(b, cap),
                             "exhaustive": b.axis == "cost" and limit >= price.cost,
                             "score": _at(run, score, b, limit),
@@ -263,6 +280,7 @@ def tidy_scores(
                             "budget": ANYTIME.label,
                             "axis": ANYTIME.axis,
                             "amount": ANYTIME.amount,
+                            "limit": math.nan,
                             "share": math.nan,
                             "exhaustive": False,
                             "score": _anytime(run, score, window, a.metric),
@@ -296,16 +314,31 @@ class AtBudget:
     cliques: list[list[str]]
     intervals: pd.DataFrame  # bootstrap over blocks
 
+    def separated(self) -> set[frozenset]:
+        """The pairs Wilcoxon-Holm separates."""
+        return {frozenset((r.a, r.b)) for r in self.pairs.itertuples() if r.significant}
+
     def places(self) -> pd.Series:
-        """Each optimizer's place by mean rank, ties sharing the best of their places
-        (1, 1, 3)."""
-        values = self.mean_ranks.round(9)
-        return values.rank(method="min").astype(int)
+        """Each optimizer's place, those the data do not separate sharing one
+        (``optfarm.farm.stats.ranks.places``), in order of place, then mean rank."""
+        return ranks.places(self.mean_ranks, self.pairs)
 
     def ahead(self) -> list[str]:
-        """The optimizers sharing the lowest mean rank."""
+        """The optimizers in the first place (none of them separated from any other
+        optimizer ranked ahead of it)."""
         places = self.places()
         return list(places.index[places == 1])
+
+    def beat(self, baseline: str = "") -> list[str]:
+        """The optimizers the data separate from ``baseline`` (``BASELINE``) that rank ahead
+        of it, by mean rank; none when it is not on the board."""
+        baseline = baseline or BASELINE
+        mean, differ = self.mean_ranks, self.separated()
+        if baseline not in mean.index:
+            return []
+        return [
+            n for n in mean.index if mean[n] < mean[baseline] and frozenset((n, baseline)) in differ
+        ]
 
 
 @dataclass
@@ -348,26 +381,28 @@ def build_boards(
     analyses: Mapping[str, DatasetAnalysis],
     budgets: Sequence[Budget] = DEFAULT_BUDGETS,
     cap: float | None = PRICE_SHARE_CAP,
-    alpha: float = 0.05,
+    alpha: float = ALPHA,
     confidence: float = 0.9,
 ) -> dict[str, Board]:
-    """A board per quality metric in the sweep (the optimizers that ran on each of its
-    tables; one that made another's very choices on every table shown once)."""
+    """A board per quality metric in the sweep: the optimizers and seeds complete on its
+    tables (``_complete``), one that made another's very choices on every table shown once,
+    budgets that buy the same on every table merged (``_merge_repeats``)."""
     tidy = tidy_scores(analyses, budgets, cap)
     boards = {}
     for metric, part in tidy.groupby("metric", sort=False):
         part, left_out = _complete(part)
         part, same_as = _shown_once(part, analyses)
-        labels = [b.label for b in budgets]
+        part, merged = _merge_repeats(part, budgets)
+        labels = [b.label for b in merged]
         if ANYTIME.label in set(part["budget"]):
             labels.insert(0, ANYTIME.label)
         at = {
             label: _at_budget(
-                _budget(label, budgets), part[part["budget"] == label], alpha, confidence
+                _budget(label, merged), part[part["budget"] == label], alpha, confidence
             )
             for label in labels
         }
-        board = Board(metric, part, list(budgets), at, pd.DataFrame(), cap, left_out, same_as)
+        board = Board(metric, part, merged, at, pd.DataFrame(), cap, left_out, same_as)
         board.win_tie_loss = ranks.win_tie_loss(
             part[part["budget"] == board.headline.budget.label], alpha
         )
@@ -379,29 +414,141 @@ def _budget(label: str, budgets: Sequence[Budget]) -> Budget:
     return ANYTIME if label == ANYTIME.label else next(b for b in budgets if b.label == label)
 
 
-def _complete(tidy: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """The complete part of a board (Friedman's blocks must be), for a sweep still running or
-    an optimizer run on some tables only: the table or optimizer with the largest share of
-    missing (table, optimizer) cells goes, the table on a tie (the board is about the
-    optimizers), until none is missing; what went, as notes."""
-    ran = pd.crosstab(tidy["table"], tidy["optimizer"]) > 0
-    notes = []
-    while not ran.to_numpy().all():
-        by_table = 1.0 - ran.mean(axis=1)
-        by_optimizer = 1.0 - ran.mean(axis=0)
-        if by_table.max() >= by_optimizer.max():
-            table = by_table.idxmax()
-            missing = sorted(ran.columns[~ran.loc[table]])
-            notes.append(f"{table}: no runs of {', '.join(missing)} on it")
-            ran = ran.drop(index=table)
+def _merge_repeats(
+    tidy: pd.DataFrame, budgets: Sequence[Budget]
+) -> tuple[pd.DataFrame, list[Budget]]:
+    """Budgets of one axis that buy the same on every table of the board (the cap binds:
+    "10 evals" on a table of 12 configurations is "20 evals") as one budget, labelled with
+    every amount ("10 = 20 evals"): their rows would repeat each other."""
+    limits = tidy.drop_duplicates(["budget", "table"]).set_index(["budget", "table"])["limit"]
+    first: dict[tuple, int] = {}
+    merged: list[Budget] = []
+    for b in budgets:
+        key = (b.axis, tuple(np.round(limits.loc[b.label].sort_index().to_numpy(), 9)))
+        if key in first:
+            kept = merged[first[key]]
+            merged[first[key]] = Budget(kept.axis, kept.amount, (*kept.also, b.amount))
         else:
-            name = by_optimizer.idxmax()
-            notes.append(f"{name}: not run on every table")
-            ran = ran.drop(columns=name)
-    return (
-        tidy[tidy["table"].isin(ran.index) & tidy["optimizer"].isin(ran.columns)],
-        sorted(notes),
-    )
+            first[key] = len(merged)
+            merged.append(b)
+    relabel = {Budget(b.axis, b.amount).label: b.label for b in merged}
+    part = tidy[tidy["budget"].isin([*relabel, ANYTIME.label])]
+    return part.assign(budget=part["budget"].replace(relabel)), merged
+
+
+def _complete(tidy: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The complete part of a board (Friedman's blocks must be), for a sweep still running,
+    stopped, or with an optimizer run on some tables only: the blocks (one table's seeds, or
+    the tables) x optimizers where every cell is complete (``_cells``), found by
+    ``_most_seeds`` on one table, by ``_fewest_dropped`` on several; what went, as notes
+    naming it."""
+    one_table = tidy["table"].nunique() == 1
+    cells = _cells(tidy, one_table)
+    have = _most_seeds(cells) if one_table else _fewest_dropped(cells)
+    keep = tidy["optimizer"].isin(have.columns)
+    keep &= tidy["seed" if one_table else "table"].isin(have.index)
+    return tidy[keep], _left_out_notes(tidy, cells, have, one_table)
+
+
+def _most_seeds(cells: pd.DataFrame) -> pd.DataFrame:
+    """On one table, the optimizers with the most seeds and the seeds they all have that
+    hold the most runs (optimizers x seeds), at least two optimizers where there are, more
+    optimizers on a tie: a board stopped after its first seed ranks every optimizer on that
+    seed, one stopped later leaves out by name those that have fewer."""
+    counts = cells.sum().sort_values(ascending=False, kind="stable")
+    best: tuple | None = None
+    for m in range(len(counts), 0, -1):
+        names = list(counts.index[:m])
+        common = cells.index[cells[names].all(axis=1)]
+        score = (m >= min(2, len(counts)), m * len(common))
+        if best is None or score > best[0]:
+            best = (score, names, common)
+    return cells.loc[best[2], best[1]]
+
+
+def _fewest_dropped(cells: pd.DataFrame) -> pd.DataFrame:
+    """On several tables: the table or optimizer with the largest share of incomplete
+    cells goes, the table on a tie (the board is about the optimizers), until none is
+    incomplete; two optimizers and one table are always kept."""
+    have = cells.copy()
+    while not have.to_numpy().all():
+        by_block = 1.0 - have.mean(axis=1)
+        by_optimizer = 1.0 - have.mean(axis=0)
+        drop_block = by_block.max() >= by_optimizer.max() or have.shape[1] <= 2
+        if drop_block and have.shape[0] > 1:
+            have = have.drop(index=by_block.idxmax())
+        else:
+            have = have.drop(columns=by_optimizer.idxmax())
+    return have
+
+
+def _cells(tidy: pd.DataFrame, one_table: bool) -> pd.DataFrame:
+    """Blocks x optimizers, whether the cell is complete: on a board of one table, its seeds
+    (blocks) x optimizers, whether the optimizer ran that seed; on a board of tables,
+    whether the optimizer ran every seed any optimizer ran on that table."""
+    runs = tidy.drop_duplicates(["table", "optimizer", "seed"])
+    if one_table:
+        return pd.crosstab(runs["seed"], runs["optimizer"]) > 0
+    seeds = runs.groupby(["table", "optimizer"])["seed"].nunique().unstack(fill_value=0)
+    return seeds.eq(runs.groupby("table")["seed"].nunique(), axis=0)
+
+
+def _left_out_notes(
+    tidy: pd.DataFrame, cells: pd.DataFrame, have: pd.DataFrame, one_table: bool
+) -> list[str]:
+    """What ``_complete`` left out, by name: each optimizer (with the seeds it has), the
+    tables (with the optimizers missing there), or one table's seeds."""
+    runs = tidy.drop_duplicates(["table", "optimizer", "seed"])
+    count = runs.groupby(["table", "optimizer"])["seed"].nunique()
+    seeds = runs.groupby("table")["seed"].nunique()
+    notes = [
+        _optimizer_note(name, count.xs(name, level="optimizer"), seeds, cells, one_table)
+        for name in cells.columns
+        if name not in have.columns
+    ]
+    dropped = [b for b in cells.index if b not in have.index]
+    if one_table and dropped:
+        notes.append(
+            f"{seeds.index[0]} seeds {seed_ranges(dropped)}: not run by every optimizer on it"
+        )
+    notes += [_table_note(t, cells, count, seeds) for t in ([] if one_table else dropped)]
+    return sorted(notes)
+
+
+def _table_note(table: str, cells: pd.DataFrame, count: pd.Series, seeds: pd.Series) -> str:
+    """Why a table is left off: "scout-x: no runs of C on it; only some seeds of A (1 of 3)"."""
+    missing = [n for n in cells.columns if not cells.loc[table, n]]
+    none = [n for n in missing if (table, n) not in count.index]
+    some = [f"{n} ({count[table, n]} of {seeds[table]})" for n in missing if n not in none]
+    parts = [f"no runs of {', '.join(none)} on it"] if none else []
+    parts += [f"only some seeds of {', '.join(some)}"] if some else []
+    return f"{table}: " + "; ".join(parts)
+
+
+def _optimizer_note(
+    name: str, ran: pd.Series, seeds: pd.Series, cells: pd.DataFrame, one_table: bool
+) -> str:
+    """Why an optimizer is left off: its seeds on the one table ("B: 1 of 20 seeds, fewer
+    than the others"), or the tables it did not run on (every seed of)."""
+    if one_table:
+        return f"{name}: {ran.iloc[0]} of {seeds.iloc[0]} seeds, fewer than the others"
+    every = len(ran) == len(cells.index)
+    return f"{name}: not {'every seed ' if every else ''}run on every table"
+
+
+def seed_ranges(seeds: Sequence[int]) -> str:
+    """Seeds as ranges: "0-4, 7, 9-19"."""
+    out: list[str] = []
+    values = sorted(int(s) for s in seeds)
+    start = prev = values[0]
+    for s in [*values[1:], None]:
+        if s is not None and s == prev + 1:
+            prev = s
+            continue
+        out.append(f"{start}" if start == prev else f"{start}-{prev}")
+        if s is not None:
+            start = prev = s
+    return ", ".join(out)
 
 
 def _choices(group, metric: str) -> tuple | None:
@@ -511,13 +658,24 @@ def _with_power(pairs: pd.DataFrame, scores: pd.DataFrame, alpha: float) -> pd.D
 
 
 # -- what the board says, as rows ----------------------------------------------------------------
-def _share_text(shares: pd.Series) -> str:
-    """A budget's share of the price over the board's tables: "4%" or "2-11%"."""
+def percent(share: float) -> str:
+    """A share as a percentage to two significant digits ("25%", "4.3%", "0.34%"), so that
+    a budget on a large table never reads "0% of the price"."""
+    value = 100.0 * share
+    if value == 0 or value >= 99.5:
+        return f"{value:.0f}%"
+    return f"{value:.2g}%" if value >= 0.01 else "< 0.01%"
+
+
+def _share_text(shares: pd.Series, whole: str) -> str:
+    """A budget's share of the ``whole`` (price or configurations) over the board's tables:
+    "4.3% of the price" or "2.1-11% of the price"; "the price unknown" for runs stored
+    before the price was kept."""
     shares = shares.dropna()
     if shares.empty:
-        return "price unknown"
-    lo, hi = shares.min(), shares.max()
-    return f"{lo:.0%}" if f"{lo:.0%}" == f"{hi:.0%}" else f"{lo:.0%}-{hi:.0%}"
+        return f"the {whole} unknown"
+    lo, hi = percent(shares.min()), percent(shares.max())
+    return (lo if lo == hi else f"{lo[:-1]}-{hi}") + f" of the {whole}"
 
 
 def budget_rows(board: Board) -> list[dict]:
@@ -527,11 +685,12 @@ def budget_rows(board: Board) -> list[dict]:
     for b in board.budgets:
         part = board.tidy[board.tidy["budget"] == b.label].drop_duplicates("table")
         exhaustive = int(part["exhaustive"].sum())
+        share = _share_text(part["share"], _price_word(b))
         rows.append(
             {
                 "budget": b.label,
                 "in": "mean configuration costs" if b.axis == "cost" else "evaluations",
-                "share of the table": f"{_share_text(part['share'])} of the " + _price_word(b),
+                "share of the table": share + (" (the cap: they buy the same)" if b.also else ""),
                 "exhaustive": f"yes, on {exhaustive} of {len(part)} tables" if exhaustive else "-",
             }
         )
@@ -542,22 +701,45 @@ def _price_word(b: Budget) -> str:
     return "price" if b.axis == "cost" else "configurations"
 
 
-def budget_name(board: Board, label: str) -> str:
-    """A budget as a reader should read it: "5x (11% of the price)", "anytime"; "exhaustive"
-    when it buys the whole table somewhere."""
+def budget_share(board: Board, label: str, short: bool = False) -> str:
+    """A budget's share of each table's price or configurations, "11% of the price" ("11%"
+    when ``short``), ", exhaustive" after it when it buys the whole table somewhere."""
     b = board.at[label].budget
-    if b.axis == "anytime":
-        return label
     part = board.tidy[board.tidy["budget"] == label].drop_duplicates("table")
-    text = f"{label} ({_share_text(part['share'])} of the {_price_word(b)})"
-    return text + (", exhaustive" if part["exhaustive"].any() else "")
+    share = _share_text(part["share"], _price_word(b))
+    return (share.split(" of the ")[0] if short else share) + (
+        ", exhaustive" if part["exhaustive"].any() else ""
+    )
+
+
+def budget_name(board: Board, label: str, short: bool = False) -> str:
+    """A budget as a reader should read it: "5x (11% of the price)" ("5x (11%)" when
+    ``short``), "anytime"; "exhaustive" when it buys the whole table somewhere."""
+    if board.at[label].budget.axis == "anytime":
+        return label
+    return f"{label} ({budget_share(board, label, short)})"
+
+
+def cost_labels(board: Board) -> list[str]:
+    """The cost budgets below the price on every table (the ones a decision is about)."""
+    tidy = board.tidy
+    return [
+        b.label
+        for b in board.budgets
+        if b.axis == "cost" and not tidy.loc[tidy["budget"] == b.label, "exhaustive"].any()
+    ]
+
+
+def finite(value) -> float | None:
+    """A number for a table cell, None ("-") for NaN: no "nan" reaches a reader."""
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
 def standings_rows(board: Board) -> list[dict]:
-    """The leaderboard by the headline (the anytime score): per optimizer its place (ties
-    share one), average rank with the bootstrap interval, the median anytime score, its
-    average rank at each budget, censored share at the last cost budget, and the families
-    it leads."""
+    """The leaderboard by the headline (the anytime score): per optimizer its place (the
+    optimizers the data do not separate share one), average rank with the bootstrap
+    interval, the median anytime score, its average rank at each budget, censored share at
+    the last cost budget, and the families it leads."""
     h = board.headline
     last = [b for b in board.budgets if b.axis == "cost"] or board.budgets
     censored = ranks.censored_share(board.tidy[board.tidy["budget"] == last[-1].label])
@@ -566,13 +748,12 @@ def standings_rows(board: Board) -> list[dict]:
         for name in best[0]:
             leads.setdefault(name, []).append(fam)
     iv = h.intervals.set_index("optimizer")
-    places = h.places()
     rows = []
-    for name, rank in h.mean_ranks.items():
+    for name, place in h.places().items():
         row = {
-            "place": int(places[name]),
+            "place": int(place),
             "optimizer": name,
-            f"mean rank ({h.budget.label})": rank,
+            f"mean rank ({h.budget.label})": h.mean_ranks[name],
             f"90% interval (bootstrap over {board.blocks})": (
                 f"{iv.loc[name, 'low']:.2f}-{iv.loc[name, 'high']:.2f}"
             ),
@@ -581,28 +762,20 @@ def standings_rows(board: Board) -> list[dict]:
         for label, at in board.at.items():
             if label != h.budget.label:
                 row[f"rank at {label}"] = at.mean_ranks[name]
-        row[f"no feasible recommendation at {last[-1].label} (runs)"] = f"{censored[name]:.0%}"
+        row[f"no feasible recommendation at {last[-1].label} (runs)"] = percent(censored[name])
         row["lowest mean rank in"] = ", ".join(leads.get(name, [])) or "-"
         rows.append(row)
     return rows
 
 
-def _separated_from_rest(at: AtBudget) -> bool:
-    """Whether every optimizer sharing the lowest mean rank is separated from every other."""
-    ahead = set(at.ahead())
-    differ = {frozenset((r.a, r.b)) for r in at.pairs.itertuples() if r.significant}
-    return all(
-        frozenset((a, b)) in differ for a in ahead for b in at.mean_ranks.index if b not in ahead
-    )
-
-
 def statistics_rows(board: Board) -> list[dict]:
     """Per budget (the headline first): its share of the price, the blocks, optimizers,
-    Friedman's chi2 and p, Nemenyi's CD, the pairs Wilcoxon-Holm separates, who is ahead
-    (ties named together) and whether the data separate them from the rest."""
+    Friedman's chi2 and p, Nemenyi's CD, the pairs Wilcoxon-Holm separates, the optimizers
+    in the first place (ties named together) and those the data separate from random
+    search and put ahead of it."""
     rows = []
     for label, at in board.at.items():
-        stat, p = at.friedman if at.friedman else (math.nan, math.nan)
+        stat, p = at.friedman if at.friedman else (None, None)
         rows.append(
             {
                 "budget": budget_name(board, label),
@@ -610,12 +783,16 @@ def statistics_rows(board: Board) -> list[dict]:
                 "optimizers": at.scores.shape[1],
                 "Friedman chi2": stat,
                 "p": p,
-                "Nemenyi CD": at.cd,
+                "Nemenyi CD": finite(at.cd),
                 "pairs separated (Wilcoxon-Holm)": (
                     f"{int(at.pairs['significant'].sum())} of {len(at.pairs)}"
                 ),
-                "ahead (lowest mean rank)": ", ".join(at.ahead()),
-                "separated from the rest": "yes" if _separated_from_rest(at) else "no",
+                "first place (not separated)": ", ".join(at.ahead()),
+                "separated from random search, ahead of it": (
+                    ", ".join(at.beat()) or "none"
+                    if BASELINE in at.mean_ranks.index
+                    else "random search is not on the board"
+                ),
             }
         )
     return rows
@@ -654,8 +831,8 @@ def pair_rows(board: Board) -> list[dict]:
                 "Holm": r.p_holm,
                 f"p (over {board.blocks})": t.p,
                 "Holm ": t.p_holm,
-                "mean difference": sign * t.effect,
-                "spread (sd)": t.spread,
+                "mean difference": finite(sign * t.effect),
+                "spread (sd)": finite(t.spread),
                 "separated": "yes" if t.significant else "no",
                 f"{board.blocks} needed (80% power)": "-"
                 if t.significant
@@ -679,19 +856,32 @@ def overall_text(board: Board) -> str:
     order = list(h.mean_ranks.index)
     for r in sorted(h.pairs.itertuples(), key=lambda r: order.index(r.a) + order.index(r.b)):
         if not r.significant:
-            text += (
-                f"; {r.a} vs {r.b} not separated: "
-                + needed_text(r.needed, board.blocks)
-                + " would detect their mean "
-                f"difference of {abs(r.effect):.3g} (spread {r.spread:.3g}) with 80% power"
-            )
-            break
+            return text + f"; {r.a} vs {r.b} not separated: " + _power_words(r, board.blocks)
     return text
+
+
+def _power_words(pair, blocks: str) -> str:
+    """What it would take to separate a pair the data do not: the blocks that would detect
+    its mean difference with 80% power, or why that cannot be said."""
+    if pair.needed is not None and not (isinstance(pair.needed, float) and math.isnan(pair.needed)):
+        return (
+            f"{needed_text(pair.needed, blocks)} would detect their mean difference of "
+            f"{abs(pair.effect):.3g} (spread {pair.spread:.3g}) with 80% power"
+        )
+    if isinstance(pair.effect, float) and math.isnan(pair.effect):
+        return f"fewer than two {blocks} where both have a feasible recommendation"
+    return "their mean difference is nil"
+
+
+def _nothing_feasible(scores: np.ndarray) -> str:
+    """How many of a set of runs' scores are censored: "1 of 10 nothing feasible"."""
+    return f"{int(np.isinf(scores).sum())} of {len(scores)} nothing feasible"
 
 
 def headroom_rows(board: Board) -> list[dict]:
     """Per table, how far random search is from the optimum at each cost budget: its median
-    CNO (or Accuracy_C / optimum's) over its seeds, with the budget's share of the price."""
+    CNO (or Accuracy_C / optimum's) over its seeds, the budget's share of the price, and how
+    many of its runs have nothing feasible there ("1.17 (10%; 1 of 10 nothing feasible)")."""
     if BASELINE not in set(board.tidy["optimizer"]):
         return []
     mine = board.tidy[(board.tidy["optimizer"] == BASELINE) & (board.tidy["axis"] == "cost")]
@@ -699,24 +889,28 @@ def headroom_rows(board: Board) -> list[dict]:
     for table, part in mine.groupby("table", sort=False):
         row = {"table": table}
         for label, at_b in part.groupby("budget", sort=False):
-            score = quantile(at_b["score"].to_numpy(), 0.5)
+            scores = at_b["score"].to_numpy()
+            score = quantile(scores, 0.5)
             share = at_b["share"].iloc[0]
             text = (
                 "none feasible"
                 if not math.isfinite(score)
                 else ">= 16"
                 if board.metric == "cno" and score >= SCORE_CAP["cno"]
-                else f"{_shown(score, board.metric):.3g}"
+                else f"{shown_value(score, board.metric):.3g}"
             )
-            row[label] = text + (f" ({share:.0%} of price)" if math.isfinite(share) else "")
+            where = f"{percent(share)}; " if math.isfinite(share) else ""
+            row[label] = f"{text} ({where}{_nothing_feasible(scores)})"
         rows.append(row)
     return rows
 
 
-def _shown(score: float, metric: str) -> float:
+def shown_value(score: float, metric: str) -> float:
     """A score as a reader reads it: CNO (2^score) or Accuracy_C / optimum's (1 - score);
-    inf where censored."""
-    if not math.isfinite(score):
+    inf where censored, NaN where missing."""
+    if math.isnan(score):
+        return math.nan
+    if math.isinf(score):
         return math.inf
     return 2.0**score if metric == "cno" else 1.0 - score
 
@@ -801,6 +995,7 @@ def last_budget(board: Board) -> AtBudget:
 
 def heat_values(board: Board) -> pd.DataFrame:
     """Tables x optimizers at the last budget below the price, as shown: median CNO
-    (2^score) or Accuracy_C / optimum (1 - score); NaN where censored."""
-    s = last_budget(board).scores.replace(math.inf, np.nan)
-    return 2.0**s if board.metric == "cno" else 1.0 - s
+    (2^score) or Accuracy_C / optimum (1 - score); inf where censored (nothing feasible),
+    NaN where no run is (missing)."""
+    s = last_budget(board).scores
+    return s.apply(lambda col: [shown_value(v, board.metric) for v in col])

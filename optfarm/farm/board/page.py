@@ -1,9 +1,12 @@
 """The leaderboard's page (``farm leaderboard``), from the boards of
-``optfarm.farm.board.leaderboard``: a one-paragraph verdict per board, then a picture of median CNO
-(or Accuracy_C / optimum's) with its interquartile band against budget per optimizer, then
-the standings, the statistics per budget, the pairs with the blocks each would need, the
-headroom random search leaves on each table, best per family, where each optimizer fails,
-what was left out or shown once, and how to read it all.
+``optfarm.farm.board.leaderboard``: it opens on each board's decision
+(``optfarm.farm.board.decision``) and what a partial sweep lacks; then one picture, each
+optimizer's median CNO (or Accuracy_C / optimum's) with its interquartile band against budget
+in a panel of its own beside random search's, over a row per budget (the places the data
+back, random search's median, the first optimizer against it); then the standings, the
+statistics per budget, the pairs with the blocks each would need, the headroom random search
+leaves on each table, the budgets in the tables' own terms, best per family, where each
+optimizer fails, what was left out or shown once, and how to read it all.
 """
 
 from __future__ import annotations
@@ -16,20 +19,21 @@ import numpy as np
 import pandas as pd
 
 from optfarm.farm.board import plots
+from optfarm.farm.board.decision import decision, detail_rows
 from optfarm.farm.board.leaderboard import (
+    BASELINE,
     BOARD_TITLES,
     INTRO,
-    AtBudget,
     Board,
     Price,
     budget_name,
     budget_rows,
+    cost_labels,
     failure_rows,
     family_rows,
     headroom_rows,
     heat_values,
     last_budget,
-    needed_text,
     pair_rows,
     standings_rows,
     statistics_rows,
@@ -38,137 +42,76 @@ from optfarm.farm.report.analysis import DatasetAnalysis
 from optfarm.farm.report.sections import Section
 from optfarm.farm.run.metrics import SCORE_CAP, quality_score, quantile, step_quality
 
-__all__ = ["board_figures", "budget_curves", "sections", "verdict"]
+__all__ = ["board_figures", "budget_curves", "intro", "sections"]
 
 VALUE = {"cno": "CNO", "accuracy_c": "Accuracy_C / optimum's"}
 
 
-# -- the verdict ---------------------------------------------------------------------------------
-def _median_text(at: AtBudget, name: str, metric: str) -> str:
-    """An optimizer's median over the blocks at a budget, as read: CNO (">= 16" at the cap)
-    or Accuracy_C / optimum's; the anytime score itself."""
-    score = quantile(at.scores[name].to_numpy(), 0.5)
-    if at.budget.axis == "anytime":
-        return f"{score:.3f}"
-    if metric == "cno":
-        return ">= 16" if score >= SCORE_CAP[metric] else f"{2.0**score:.2f}"
-    return f"{1.0 - min(score, 1.0):.2f}"
-
-
-def _how_sure(board: Board, at: AtBudget, lead: str, first: str, following: str) -> str:
-    """Whether the data separate the first optimizer ahead from the next, and if not, the
-    blocks that would."""
-    pair = next(r for r in at.pairs.itertuples() if {r.a, r.b} == {first, following})
-    over = f"Wilcoxon-Holm p = {pair.p_holm:.2g} over {at.scores.shape[0]} {board.blocks}"
-    if pair.significant:
-        return f"the data separate {lead} from {following} ({over})"
-    if pair.needed is None or (isinstance(pair.needed, float) and math.isnan(pair.needed)):
-        why = (
-            "a run without a feasible recommendation leaves the difference unmeasured"
-            if math.isnan(pair.effect)
-            else "their mean difference is nil"
-        )
-        return f"the data do not separate {first} from {following} ({over}; {why})"
-    return (
-        f"the data do not separate {first} from {following} ({over}; "
-        f"{needed_text(pair.needed, board.blocks)} would detect their mean difference "
-        f"of {abs(pair.effect):.3g} with 80% power)"
-    )
-
-
-def _at_text(board: Board, label: str) -> str:
-    """One budget's sentence: who is ahead, by how much, how sure."""
-    at = board.at[label]
-    value = "anytime score" if at.budget.axis == "anytime" else VALUE[board.metric]
-    ahead = at.ahead()
-    rest = [n for n in at.mean_ranks.index if n not in ahead]
-    where = (
-        "By the anytime score" if at.budget.axis == "anytime" else f"At {budget_name(board, label)}"
-    )
-    shown = {n: _median_text(at, n, board.metric) for n in at.mean_ranks.index}
-    lead = " and ".join(ahead) if len(ahead) < 3 else ", ".join(ahead[:-1]) + f" and {ahead[-1]}"
-    if not rest:
-        return f"{where} all {len(ahead)} optimizers tie (median {value} {shown[ahead[0]]})."
-    following = rest[0]
-    separated = sum(
-        1
-        for r in at.pairs.itertuples()
-        if r.significant and ({r.a, r.b} & set(ahead)) and ({r.a, r.b} & set(rest))
-    )
-    return (
-        f"{where} {lead} {'is' if len(ahead) == 1 else 'are'} ahead (median {value} "
-        + ", ".join(shown[n] for n in ahead)
-        + f", against {shown[following]} for {following}, the next); "
-        + _how_sure(board, at, lead, ahead[0], following)
-        + f"; {separated} of the {len(ahead) * len(rest)} pairs between the optimizers "
-        "ahead and the rest are separated."
-    )
-
-
-def verdict(board: Board) -> str:
-    """One paragraph: at each cost budget below the price and by the anytime score, which
-    optimizers are ahead, by how much, and how sure."""
-    n_tables, n_seeds = len(board.tables), int(board.tidy["seed"].nunique())
-    on = (
-        f"On {board.tables[0]} ({n_seeds} seeds)"
-        if n_tables == 1
-        else f"On {n_tables} tables ({n_seeds} seeds each)"
-    )
-    labels = [
-        b.label
-        for b in board.budgets
-        if b.axis == "cost"
-        and not board.tidy.loc[board.tidy["budget"] == b.label, "exhaustive"].any()
-    ]
-    if board.headline.budget.axis == "anytime":
-        labels.append("anytime")
-    text = " ".join(_at_text(board, label) for label in labels)
-    left = "" if not board.left_out else " Left off the board: " + "; ".join(board.left_out) + "."
-    once = "" if not board.same_as else " Same choices: " + "; ".join(board.same_as) + "."
-    return f"{on}, {BOARD_TITLES[board.metric]}: {text}{left}{once}"
+def intro(boards: Mapping[str, Board], partial: str | None = None) -> list[str]:
+    """The page's opening paragraphs: each board's decision (the first is the page's lead),
+    what a partial sweep lacks (``partial``) and what was left off the board; each budget's
+    detail follows under the picture (``sections``)."""
+    out = [decision(b) for b in boards.values()]
+    out += [partial] if partial else []
+    for b in boards.values():
+        out += [f"Left off the board: {note}." for note in b.left_out]
+    return out
 
 
 # -- the picture ---------------------------------------------------------------------------------
+def _cost_amounts(board: Board) -> list[float]:
+    """The cost budgets' amounts (a merged budget's each), in multiples of the mean
+    configuration cost, ascending."""
+    return sorted(a for b in board.budgets if b.axis == "cost" for a in (b.amount, *b.also))
+
+
 def budget_curves(
     board: Board, analyses: Mapping[str, DatasetAnalysis], points: int = 40
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """The budgets (multiples of each table's mean configuration cost, a log grid from 1x or
-    the first budget to the last cost budget) and per optimizer the 25th, 50th and 75th
-    percentiles (rows) over its runs (tables x seeds) of the credited CNO (or Accuracy_C /
-    optimum's) at each; a run without a feasible recommendation counts at the cap (CNO 16,
-    Accuracy_C 0). Each table's budgets stop at the board's cap."""
-    cost = sorted(b.amount for b in board.budgets if b.axis == "cost")
+    the first budget to the last cost budget) and per optimizer on the board, in order of
+    place, the 25th, 50th and 75th percentiles (rows) over the runs the board ranks (tables
+    x seeds) of the credited CNO (or Accuracy_C / optimum's) at each; a run without a
+    feasible recommendation counts at the cap (CNO 16, Accuracy_C 0). Each table's budgets
+    stop at the board's cap."""
+    cost = _cost_amounts(board)
     x = np.geomspace(min(1.0, cost[0]), cost[-1], points)
-    names = list(board.headline.mean_ranks.index)
+    names = list(board.headline.places().index)
+    ranked = set(zip(board.tidy["table"], board.tidy["optimizer"], board.tidy["seed"]))
     values: dict[str, list[np.ndarray]] = {n: [] for n in names}
     for table in board.tables:
         a = analyses[table]
         for name in names:
             g = a.groups[name]
-            for summary, run in zip(g.summaries, g.traces):
-                price = Price.of(summary)
-                limits = np.minimum(x * price.mean_cost, (board.cap or math.inf) * price.cost)
-                last = (
-                    np.searchsorted(run["cum_exploration_cost"], limits * (1 + 1e-12), side="right")
-                    - 1
-                )
-                score = np.asarray(
-                    quality_score(step_quality(run, a.metric), a.metric, a.optimum), dtype=float
-                )
-                at = np.where(last >= 0, score[np.maximum(last, 0)], SCORE_CAP[a.metric])
-                values[name].append(2.0**at if a.metric == "cno" else 1.0 - at)
+            for seed, summary, run in zip(g.seeds, g.summaries, g.traces):
+                if (table, name, seed) in ranked:
+                    values[name].append(_curve(run, Price.of(summary), x, board.cap, a))
     return x, {
         n: np.array([[quantile(col, q) for col in np.array(v).T] for q in (0.25, 0.5, 0.75)])
         for n, v in values.items()
     }
 
 
-def _per_price(board: Board) -> float | None:
-    """On a board of one table of known size: the price per mean configuration cost."""
-    if len(board.tables) != 1:
-        return None
-    sizes = board.tidy.loc[board.tidy["axis"] == "cost", ["amount", "share"]].dropna()
-    return None if sizes.empty else float((sizes["share"] / sizes["amount"]).max())
+def _curve(run, price: Price, x: np.ndarray, cap: float | None, a: DatasetAnalysis):
+    """One run's credited CNO (or Accuracy_C / optimum's) at budgets ``x`` (multiples of the
+    mean configuration cost, capped at ``cap`` x the price); the cap's value before the
+    first step paid for."""
+    limits = np.minimum(x * price.mean_cost, (cap or math.inf) * price.cost)
+    last = np.searchsorted(run["cum_exploration_cost"], limits * (1 + 1e-12), side="right") - 1
+    score = np.asarray(quality_score(step_quality(run, a.metric), a.metric, a.optimum), dtype=float)
+    at = np.where(last >= 0, score[np.maximum(last, 0)], SCORE_CAP[a.metric])
+    return 2.0**at if a.metric == "cno" else 1.0 - at
+
+
+def _ahead_of_random(board: Board) -> dict[str, list[float]]:
+    """Per optimizer, the cost budgets (amounts) at which the data separate it from random
+    search and rank it ahead: the panels' marks."""
+    out: dict[str, list[float]] = {}
+    for label in cost_labels(board):
+        at = board.at[label]
+        for name in at.beat():
+            out.setdefault(name, []).append(at.budget.amount)
+    return out
 
 
 def board_figures(
@@ -214,43 +157,52 @@ def board_figures(
             values,
             board.metric,
             f"Median over seeds at {budget_name(board, last.budget.label)} "
-            "(black: no feasible recommendation)",
+            "(black: nothing feasible; hatched: not run)",
         )
     )
     return files
 
 
 def _picture(board: Board, analyses: Mapping[str, DatasetAnalysis], out_dir: Path) -> Path:
+    """The page's picture: each optimizer's median and interquartile band against budget in
+    a panel of its own, random search's in every panel (``plots.plot_small_multiples``)."""
     slug = "cost" if board.metric == "cno" else "accuracy"
     x, curves = budget_curves(board, analyses)
-    runs = "seeds" if len(board.tables) == 1 else "runs (tables x seeds)"
-    return plots.plot_value_budget(
+    n_seeds = int(board.tidy["seed"].nunique())
+    runs = (
+        f"{n_seeds} seeds of {board.tables[0]}"
+        if len(board.tables) == 1
+        else f"{len(board.tables)} tables x {n_seeds} seeds"
+    )
+    capped = f", each budget at most {board.cap:.0%} of the price" if board.cap else ""
+    return plots.plot_small_multiples(
         out_dir / f"leaderboard_{slug}_against_budget.png",
         x,
         curves,
+        BASELINE if BASELINE in curves else None,
+        _cost_amounts(board),
+        _ahead_of_random(board),
         board.metric,
-        _per_price(board),
-        f"Median {VALUE[board.metric]} and interquartile band over "
-        f"{runs} against budget (capped at {board.cap:.0%} of the price)"
-        if board.cap
-        else f"Median {VALUE[board.metric]} and interquartile band over {runs} against budget",
+        f"Median {VALUE[board.metric]} (line) and interquartile band over {runs}{capped}; "
+        "grey: random search; dot: separated from random search and ahead of it",
     )
 
 
 # -- the page ------------------------------------------------------------------------------------
 def sections(boards: Mapping[str, Board], analyses: Mapping[str, DatasetAnalysis]) -> list[Section]:
-    """The leaderboard's sections of ``report.html`` (``optfarm.farm.report.page.write_report``; the
-    verdicts are its introduction), per board."""
+    """The leaderboard's sections of ``report.html`` (``optfarm.farm.report.page.write_report``;
+    ``intro`` is its introduction), per board."""
     out = []
     for board in boards.values():
         what = BOARD_TITLES[board.metric]
         h = board.headline.budget.label
         out += [
             Section(
-                f"{VALUE[board.metric]} against budget, {what}; the budgets in the "
-                "tables' own terms",
-                lambda _, b=board: budget_rows(b),
+                f"{VALUE[board.metric]} against budget, each optimizer beside random search, "
+                f"{what}; per budget, the places the data back",
+                lambda _, b=board: detail_rows(b),
                 figures=lambda _, d, b=board: [_picture(b, analyses, d)],
+                figures_first=True,
             ),
             Section(
                 f"Leaderboard, {what}, by the {h} score",
@@ -268,9 +220,13 @@ def sections(boards: Mapping[str, Board], analyses: Mapping[str, DatasetAnalysis
                 lambda _, b=board: pair_rows(b),
             ),
             Section(
-                f"Headroom, {what}: random search's median at each budget",
+                f"Headroom, {what}: random search's median at each budget, and its runs "
+                "with nothing feasible",
                 lambda _, b=board: headroom_rows(b),
                 empty="random search is not on this board",
+            ),
+            Section(
+                f"The budgets in the tables' own terms, {what}", lambda _, b=board: budget_rows(b)
             ),
             Section(
                 f"Lowest mean rank per table family, {what}", lambda _, b=board: family_rows(b)

@@ -5,8 +5,8 @@
   Nemenyi's critical difference as a scale bar;
 - ``plot_rank_budget``: average rank against budget (anytime), one panel per budget axis;
 - ``plot_heatmap``: the table x optimizer matrix of median CNO (or Accuracy_C / optimum);
-- ``plot_value_budget``: median CNO (or Accuracy_C / optimum) with its interquartile band
-  against budget, per optimizer (the page's lead picture).
+- ``plot_small_multiples``: median CNO (or Accuracy_C / optimum) with its interquartile band
+  against budget, a panel per optimizer beside random search's (the page's picture).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pandas as pd
 from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-__all__ = ["plot_cd", "plot_heatmap", "plot_rank_budget", "plot_value_budget"]
+__all__ = ["plot_cd", "plot_heatmap", "plot_rank_budget", "plot_small_multiples"]
 
 
 def plot_cd(
@@ -112,24 +112,30 @@ def plot_rank_budget(path: Path, curves: Mapping[str, Mapping[str, pd.Series]], 
 
 def plot_heatmap(path: Path, values: pd.DataFrame, metric: str, title: str) -> Path:
     """Tables (rows) x optimizers (columns, best first), each cell the median CNO (log
-    colour scale) or Accuracy_C / optimum; a censored cell (NaN) is drawn black and
-    marked "-"."""
+    colour scale) or Accuracy_C / optimum; a censored cell (inf: nothing feasible) is drawn
+    black and marked "none", a missing one (NaN: not run) hatched and marked "not run"."""
     n_rows, n_cols = values.shape
     fig, ax = plt.subplots(figsize=(1.5 + 0.62 * n_cols, 1.4 + 0.3 * n_rows))
-    data = np.ma.masked_invalid(values.to_numpy(dtype=float))
+    raw = values.to_numpy(dtype=float)
+    data = np.ma.masked_invalid(raw)
     cmap = plt.get_cmap("viridis_r" if metric == "cno" else "viridis").with_extremes(bad="black")
+    ticks = None
     if metric == "cno":
-        hi = max(float(np.nanmax(data.filled(np.nan))) if data.count() else 2.0, 1.01)
+        hi = max(float(data.max()) if data.count() else 2.0, 1.01)
         norm = LogNorm(vmin=1.0, vmax=hi)
-        image = ax.imshow(data, cmap=cmap, norm=norm, aspect="auto")
         ticks = [t for t in (1, 1.1, 1.25, 1.5, 2, 3, 5, 10, 30, 100, 1000) if t <= hi]
     else:
         norm = plt.Normalize(0.0, 1.0)
-        image = ax.imshow(data, cmap=cmap, norm=norm, aspect="auto")
-        ticks = None
-    for (r, c), v in np.ndenumerate(values.to_numpy(dtype=float)):
-        text = "-" if np.isnan(v) else (f"{v:.2f}" if v < 10 else f"{v:.0f}")
-        dark = np.isnan(v) or (norm(v) > 0.6 if metric == "cno" else norm(v) < 0.4)
+    image = ax.imshow(data, cmap=cmap, norm=norm, aspect="auto")
+    for (r, c), v in np.ndenumerate(raw):
+        if np.isnan(v):
+            ax.add_patch(
+                plt.Rectangle((c - 0.5, r - 0.5), 1, 1, facecolor="0.92", hatch="///", lw=0)
+            )
+        text = "not run" if np.isnan(v) else "none" if np.isinf(v) else _cell(v)
+        dark = np.isinf(v) or (
+            np.isfinite(v) and (norm(v) > 0.6 if metric == "cno" else norm(v) < 0.4)
+        )
         ax.text(
             c, r, text, ha="center", va="center", fontsize=6, color="white" if dark else "black"
         )
@@ -147,51 +153,93 @@ def plot_heatmap(path: Path, values: pd.DataFrame, metric: str, title: str) -> P
     return _save(fig, path, title)
 
 
-def plot_value_budget(
+def _cell(v: float) -> str:
+    return f"{v:.2f}" if v < 10 else f"{v:.0f}"
+
+
+def plot_small_multiples(
     path: Path,
     x: np.ndarray,
     curves: Mapping[str, np.ndarray],
+    baseline: str | None,
+    budgets: Sequence[float],
+    marks: Mapping[str, Sequence[float]],
     metric: str,
-    per_price: float | None,
     title: str,
 ) -> Path:
-    """Per optimizer (``curves``: name -> 3 x len(x) array of the 25th, 50th and 75th
-    percentiles) its median as a line and the interquartile range as a band, against budget
-    ``x`` in multiples of the mean configuration cost (log axis); CNO on a log axis. With
-    ``per_price`` (the price's share per mean configuration cost, one table), a second axis
-    gives the budget as a share of the table's price."""
-    fig, ax = plt.subplots(figsize=(8.4, 4.8))
-    cmap = plt.get_cmap("tab10")
-    for i, (name, (low, mid, high)) in enumerate(curves.items()):
-        colour = cmap(i % 10)
-        ax.fill_between(x, low, high, color=colour, alpha=0.12, lw=0, step="post")
-        ax.step(
-            x, mid, where="post", color=colour, lw=1.5, label=name, ls=("-", "--", ":")[i // 10 % 3]
+    """One panel per optimizer (``curves``: name -> 3 x len(x) array of the 25th, 50th and
+    75th percentiles, in the order drawn), its median as a line and its interquartile range
+    as a band against budget ``x`` (multiples of the mean configuration cost, log axis), with
+    ``baseline``'s median and band in grey in every other panel; dotted lines at the board's
+    ``budgets``, a dot on the median at each budget of ``marks[name]``. Shared axes; CNO on a
+    log axis whose top, when reached, is the cap (nothing feasible)."""
+    names = [n for n in curves if n != baseline] or list(curves)
+    cols = min(4, len(names), math.ceil(math.sqrt(1.5 * len(names))))
+    rows = math.ceil(len(names) / cols)
+    fig, axes = plt.subplots(
+        rows,
+        cols,
+        figsize=(3.1 * cols + 0.6, 1.9 * rows + 1.0),
+        sharex=True,
+        sharey=True,
+        squeeze=False,
+    )
+    for ax, name in zip(axes.flat, names):
+        if baseline is not None and name != baseline:
+            low, mid, high = curves[baseline]
+            ax.fill_between(x, low, high, color="0.5", alpha=0.2, lw=0, step="post")
+            ax.step(x, mid, where="post", color="0.35", lw=1.2, ls="--")
+        low, mid, high = curves[name]
+        ax.fill_between(x, low, high, color="tab:blue", alpha=0.25, lw=0, step="post")
+        ax.step(x, mid, where="post", color="tab:blue", lw=1.6)
+        at = [b for b in marks.get(name, ()) if x[0] <= b <= x[-1]]
+        ax.plot(
+            at, [mid[np.searchsorted(x, b, side="right") - 1] for b in at], "o", color="tab:red"
         )
+        for b in budgets:
+            ax.axvline(b, color="0.6", lw=0.6, ls=":")
+        ax.set_title(name, fontsize=9, pad=3)
+        ax.grid(alpha=0.3, which="major")
+    for ax in list(axes.flat)[len(names) :]:
+        ax.axis("off")
+    _budget_axes(axes[0][0], x, budgets, curves, metric)
+    fig.supxlabel("budget (multiples of the table's mean configuration cost)", fontsize=9)
+    fig.supylabel(
+        "CNO (1: the optimum; 16: nothing feasible)"
+        if metric == "cno"
+        else "Accuracy_C / the optimum's (0: none)",
+        fontsize=9,
+    )
+    return _save(fig, path, title, dpi=90)
+
+
+def _budget_axes(
+    ax, x: np.ndarray, budgets: Sequence[float], curves: Mapping[str, np.ndarray], metric: str
+) -> None:
+    """The shared axes of ``plot_small_multiples``: budgets as ticks ("2x"), CNO on a log
+    axis from 1 to the highest upper quartile from the first budget on (the steps down to
+    it from before any run is paid for enter from the top edge)."""
     ax.set_xscale("log")
+    ax.set_xticks(sorted({float(x[0]), *budgets}))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
-    ax.set_xlabel("budget (multiples of the table's mean configuration cost)")
-    if metric == "cno":
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.set_ylabel("CNO of the credited configuration (1: the optimum; 16: none feasible)")
-    else:
-        ax.set_ylabel("Accuracy_C / the optimum's (0: none)")
-    if per_price:
-        top = ax.secondary_xaxis(
-            "top", functions=(lambda v: v * per_price, lambda v: v / per_price)
-        )
-        top.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0%}"))
-        top.set_xlabel("share of the table's price (every configuration run once)")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    return _save(fig, path, title)
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    if metric != "cno":
+        ax.set_ylim(-0.02, 1.02)
+        return
+    start = np.searchsorted(x, min(budgets))
+    top = max(1.05, max(float(np.nanmax(c[2][start:])) for c in curves.values())) * 1.04
+    ax.set_yscale("log")
+    ax.set_ylim(0.985, top)
+    ticks = [1, 1.05, 1.1, 1.2, 1.35, 1.5, 2, 3, 4, 8, 16]
+    shown = [t for t in ticks if t <= top]
+    ax.set_yticks(shown[:: max(1, math.ceil(len(shown) / 5))])
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
 
 
-def _save(fig, path: Path, title: str) -> Path:
+def _save(fig, path: Path, title: str, dpi: int = 110) -> Path:
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
     plt.close(fig)
     return path

@@ -78,8 +78,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # a crash: one line, exit 1; FARM_DEBUG=1 shows the traceback
         if os.environ.get("FARM_DEBUG"):
             raise
-        print(f"farm: failed: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"farm: failed: {_first_line(e)}", file=sys.stderr)
         return EXIT_FAILED
+
+
+def _first_line(e: Exception) -> str:
+    """``Type: message`` on one line: a message of many lines (Ray's errors are paragraphs)
+    is cut to its first, with where the rest is."""
+    lines = str(e).strip().splitlines() or [""]
+    more = " (more: FARM_DEBUG=1)" if len(lines) > 1 else ""
+    return f"{type(e).__name__}: {lines[0]}{more}"
 
 
 def run() -> NoReturn:

@@ -81,9 +81,9 @@ def print_json(obj: Any) -> None:
 
 
 def fmt(v: Any) -> str:
-    """A table cell: "-" for nothing, "never" for inf (a quality or a target never reached, as
-    ``farm report`` shows it), floats to 4 significant digits."""
-    if v is None:
+    """A table cell: "-" for nothing (None, NaN), "never" for inf (a quality or a target
+    never reached, as ``farm report`` shows it), floats to 4 significant digits."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     if isinstance(v, float):
         return "never" if math.isinf(v) else f"{v:.4g}"

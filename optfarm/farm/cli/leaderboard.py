@@ -17,10 +17,13 @@ is still written) or the folder could not be written; 2 bad input, one line on s
 from __future__ import annotations
 
 import json
+import math
+import shlex
 import sys
+import textwrap
 from pathlib import Path
 
-from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_json, print_table
+from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, WIDTH, print_json, print_table
 from .report import log_report_files
 from .sweep import _signals_interrupt as signals_interrupt
 
@@ -36,19 +39,44 @@ def _error(message: str) -> int:
 
 
 def _numbers(text: str | None, kind, flag: str) -> list | None:
+    """A comma list of distinct positive finite numbers (``kind``), sorted; ValueError naming
+    the flag otherwise."""
     if text is None:
         return None
     try:
         values = [kind(v) for v in text.split(",") if v.strip()]
     except ValueError:
         values = []
-    if not values or any(v <= 0 for v in values):
-        raise ValueError(f"{flag} {text!r}: give positive numbers separated by commas")
+    if not values or any(not math.isfinite(v) or v <= 0 for v in values):
+        raise ValueError(f"{flag} {text!r}: give positive finite numbers separated by commas")
+    if len(set(values)) < len(values):
+        raise ValueError(f"{flag} {text!r}: give each budget once")
     return sorted(values)
+
+
+def _check_counts(args) -> None:
+    """ValueError for a count flag below 1 (or seeds past the largest seed), or an --out or
+    --report that is a file: checked before anything is read, run or written."""
+    from optfarm.farm.run.spec import MAX_SEED
+
+    for flag, value in (
+        ("--seeds", args.seeds),
+        ("--max-in-flight", args.max_in_flight),
+        ("--plan-steps", args.plan_steps),
+        ("--cpus", args.cpus),
+    ):
+        if value is not None and value < 1:
+            raise ValueError(f"{flag} must be at least 1, got {value}")
+    if args.seeds is not None and args.seeds - 1 > MAX_SEED:
+        raise ValueError(f"--seeds: seeds are at most {MAX_SEED} (2**32 - 1), got {args.seeds:,}")
+    for flag, value in (("--out", args.out), ("--report", args.report)):
+        if value and Path(value).is_file():
+            raise ValueError(f"{flag} {value} is a file; name a folder")
 
 
 def cmd_leaderboard(args) -> int:
     try:
+        _check_counts(args)
         budgets = _numbers(args.budgets, float, "--budgets")
         evaluations = _numbers(args.evaluations, int, "--evaluations")
     except ValueError as e:
@@ -63,8 +91,9 @@ def cmd_leaderboard(args) -> int:
 
 def _board_of_folder(sweep_dir: Path, budgets, evaluations, args) -> int:
     """The board of a sweep folder's runs as they are (nothing to run, nothing to price)."""
-    if args.datasets:
-        return _error("--datasets runs a spec; give a SPEC (or none), not a sweep folder")
+    for flag, given in (("--datasets", args.datasets), ("--seeds", args.seeds)):
+        if given is not None:
+            return _error(f"{flag} runs a spec; give a SPEC (or none), not a sweep folder")
     if args.plan:
         return _error("--plan prices a SPEC before it runs, not a sweep folder")
     return _board(sweep_dir, budgets, evaluations, args, failed=0)
@@ -74,32 +103,70 @@ def _board_of_spec(spec_path: Path, budgets, evaluations, args) -> int:
     """The board of a leaderboard spec (on --datasets' tables when given): its price with
     --plan, else the runs its folder lacks, then the board."""
     from optfarm.farm.sweep.board_spec import load_board_spec
-    from optfarm.farm.sweep.spec import SpecError
+    from optfarm.farm.sweep.spec import DEFAULT_MAX_RUNS, SpecError, expand, parse_spec
 
     datasets = [d.strip() for d in (args.datasets or "").split(",") if d.strip()] or None
     try:
         resolved = load_board_spec(spec_path, datasets)
+        spec = resolved.sweep
+        if args.seeds is not None:  # validated as a spec's seeds are
+            spec = parse_spec({**spec.model_dump(mode="json"), "seeds": args.seeds}, "--seeds")
+        if spec.n_runs() > DEFAULT_MAX_RUNS:  # farm sweep's limit; a board has no --max-runs
+            raise SpecError(
+                f"{spec_path}: the board expands to {spec.n_runs():,} runs, more than "
+                f"{DEFAULT_MAX_RUNS:,}: give fewer --seeds or tables"
+            )
+        runs = len(expand(spec, str(spec_path)))
     except SpecError as e:
         return _error(str(e))
-    spec = resolved.sweep
     if args.plan:
         from .leaderboard_plan import print_plan
 
         return print_plan(spec, str(spec_path), args)
-    if args.seeds:
-        spec = spec.model_copy(update={"seeds": args.seeds})
     out = Path(args.out or Path("sweeps-out") / spec.name)
     for note in resolved.notes:
         print(f"left out: {note}", file=sys.stderr)
+    _keep_settings(out, resolved, runs, spec, _resume_command(args, out))
     failed = _run_with_estimate(spec, str(spec_path), out, args)
     if failed is None:
         return EXIT_FAILED
+    return _board(out, budgets, evaluations, args, failed)
+
+
+def _keep_settings(out: Path, resolved, runs: int, spec, resume: str) -> None:
+    """``board.json`` beside the sweep, before any run (a board stopped early is read with
+    them): the budgets, the optimizers left out, how many runs and which optimizers the
+    board has, and the command that resumes it."""
     from optfarm.farm.store.store import atomic_write_json
 
+    out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(
-        out / SETTINGS_FILE, {**resolved.settings.model_dump(), "left_out": resolved.notes}
+        out / SETTINGS_FILE,
+        {
+            **resolved.settings.model_dump(),
+            "left_out": resolved.notes,
+            "runs": runs,
+            "optimizers": [o.name for o in spec.optimizer_entries()],
+            "resume": resume,
+        },
     )
-    return _board(out, budgets, evaluations, args, failed)
+
+
+def _resume_command(args, out: Path) -> str:
+    """The command that runs what the board's folder lacks (the same board, the same
+    --out), then writes its board."""
+    words = ["farm", "leaderboard", *([args.target] if args.target else [])]
+    for flag, value in (
+        ("--datasets", args.datasets),
+        ("--seeds", args.seeds),
+        ("--budgets", args.budgets),
+        ("--evaluations", args.evaluations),
+        ("--tracking-uri", args.tracking_uri),
+    ):
+        if value is not None:
+            words += [flag, str(value)]
+    words += ["--serial"] * args.serial + ["--no-tracking"] * args.no_tracking
+    return shlex.join([*words, "--out", str(out)])
 
 
 def _run_with_estimate(spec, source: str, out: Path, args) -> int | None:
@@ -192,7 +259,8 @@ def _board(sweep_dir: Path, budgets, evaluations, args, failed: int) -> int:
     boards = build_boards(analyses, _budgets(budgets, evaluations, settings), settings.cap)
     name = (Store(sweep_dir).read_spec() or {}).get("name", sweep_dir.resolve().name)
     out = Path(args.report) if args.report else sweep_dir / "leaderboard"
-    files, result = _write_boards(analyses, boards, out, name)
+    missing = _missing(stored, summaries, sweep_dir)
+    files, result = _write_boards(analyses, boards, out, name, missing.get("partial"))
     logged = (
         None
         if args.no_tracking
@@ -200,32 +268,59 @@ def _board(sweep_dir: Path, budgets, evaluations, args, failed: int) -> int:
             sweep_dir, files, args.tracking_uri, folder="leaderboard", quiet=args.json
         )
     )
-    left_out = stored.get("left_out", [])
     if args.json:
         print_json(
             {
                 "name": name,
                 "runs": len(summaries),
                 "failed": failed,
+                **missing,
                 "report": str(out / "report.html"),
                 "files": [str(f) for f in files],
                 "mlflow_logged": logged,
                 "boards": result,
-                "left_out": left_out,
+                "left_out": stored.get("left_out", []),
             }
         )
     else:
-        for note in left_out:
-            print(f"left out: {note}")
-        for r in result.values():
-            _print_board(r)
+        _print_boards(result, missing.get("partial"), stored.get("left_out", []))
         print(f"\nleaderboard {name} of {len(summaries)} runs: {out / 'report.html'}")
     return EXIT_FAILED if failed else EXIT_OK
 
 
+def _missing(stored: dict, summaries: list[dict], sweep_dir: Path) -> dict:
+    """What a partial board lacks: the runs the board has (``board.json``, else the stored
+    spec's) that have not finished, the optimizers without any, the command that resumes,
+    and all that in one sentence ("partial"); {} when nothing is missing."""
+    from optfarm.farm.store.store import Store
+    from optfarm.farm.sweep.spec import SpecError, expand, parse_spec
+
+    planned, optimizers = stored.get("runs"), stored.get("optimizers")
+    if planned is None:
+        try:
+            spec = parse_spec(Store(sweep_dir).read_spec() or {}, str(sweep_dir))
+            planned = len(expand(spec, str(sweep_dir), max_runs=None))
+            optimizers = [o.name for o in spec.optimizer_entries()]
+        except SpecError:
+            return {}
+    ran = {s["optimizer"] for s in summaries}
+    lacking = [o for o in optimizers if o not in ran]
+    missing = max(planned - len(summaries), 0)
+    if not missing:
+        return {}
+    resume = stored.get("resume") or f"the command that made it, with --out {sweep_dir}"
+    none = f" ({', '.join(lacking)}: none yet)" if lacking else ""
+    note = (
+        f"A partial sweep: {missing:,} of its {planned:,} runs are missing{none}; the board "
+        f"ranks the seeds every optimizer on it has. Resume: {resume}"
+    )
+    return {"missing_runs": missing, "planned_runs": planned, "resume": resume, "partial": note}
+
+
 def _stored_settings(sweep_dir: Path):
-    """What ``farm leaderboard SPEC`` kept beside the sweep (``board.json``: its budgets and
-    the tables left out; nothing for a plain sweep folder), and its board settings."""
+    """What ``farm leaderboard SPEC`` kept beside the sweep (``board.json``: its budgets, the
+    tables left out, its runs and optimizers, the command that resumes it; nothing for a
+    plain sweep folder), and its board settings."""
     from optfarm.farm.sweep.board_spec import BoardSettings
 
     settings_path = sweep_dir / SETTINGS_FILE
@@ -246,30 +341,30 @@ def _budgets(budgets, evaluations, settings) -> list:
     ]
 
 
-def _write_boards(analyses, boards, out: Path, name: str):
+def _write_boards(analyses, boards, out: Path, name: str, partial: str | None):
     """The board's page and ``leaderboard.json`` written into ``out``: the files, and the
     boards as the JSON holds them."""
-    from optfarm.farm.board.page import sections, verdict
+    from optfarm.farm.board.page import intro, sections
     from optfarm.farm.report.page import write_report
 
-    verdicts = {metric: verdict(b) for metric, b in boards.items()}
     files = write_report(
         analyses,
         out,
         f"optfarm leaderboard: {name}",
         sections=sections(boards, analyses),
         per_dataset=False,
-        intro=" ".join(verdicts.values()),
+        intro=intro(boards, partial),
     )
-    result = {metric: _board_json(b, verdicts[metric]) for metric, b in boards.items()}
+    result = {metric: _board_json(b) for metric, b in boards.items()}
     board_json = out / "leaderboard.json"
     board_json.write_text(json.dumps(result, indent=1, default=str))
     files.append(board_json)
     return files, result
 
 
-def _board_json(b, verdict: str) -> dict:
+def _board_json(b) -> dict:
     """One board as ``leaderboard.json`` and ``--json`` hold it."""
+    from optfarm.farm.board.decision import budget_lines, decision, decision_rows
     from optfarm.farm.board.leaderboard import (
         BOARD_TITLES,
         best_by_family,
@@ -287,7 +382,9 @@ def _board_json(b, verdict: str) -> dict:
         "tables": len(b.tables),
         "seeds": int(b.tidy["seed"].nunique()),
         "blocks": b.blocks,
-        "verdict": verdict,
+        "decision": decision(b),
+        "use": decision_rows(b),
+        "detail": budget_lines(b),
         "overall": overall_text(b),
         "budgets": budget_rows(b),
         "friedman": b.headline.friedman,
@@ -305,9 +402,34 @@ def _board_json(b, verdict: str) -> dict:
     }
 
 
-def _print_board(r: dict) -> None:
+def _print_boards(result: dict, partial: str | None, left_out: list[str]) -> None:
+    """The terminal's board: each board's decision first, what a partial sweep lacks, a line
+    per budget; then each board's tables."""
+    for r in result.values():
+        _say(r["decision"])
+    if partial:
+        _say(partial)
+    for r in result.values():
+        print()
+        for line in r["detail"]:
+            _say(line)
+        for note in r["left_out"]:
+            _say(f"left off the board: {note}")
+        for note in r["shown_once"]:
+            _say(f"same choices: {note}")
+    for note in left_out:
+        _say(f"left out: {note}")
+    for r in result.values():
+        _print_tables(r)
+
+
+def _say(text: str) -> None:
+    print(textwrap.fill(text, WIDTH, break_on_hyphens=False, break_long_words=False))
+
+
+def _print_tables(r: dict) -> None:
     h = r["headline"]
-    seeds = f"{r['seeds']} seeds" + (" each" if r["tables"] > 1 else "")
+    seeds = f"{r['seeds']} seed{'s' * (r['seeds'] != 1)}" + (" each" if r["tables"] > 1 else "")
     print(
         f"\n{r['title']}: {r['tables']} table{'s' * (r['tables'] != 1)}, {seeds}; "
         f"headline: the {h} score"
@@ -322,11 +444,6 @@ def _print_board(r: dict) -> None:
     if r["headroom"]:
         print("\nheadroom: random search's median CNO (or Accuracy_C / optimum's) per table")
         print_table(r["headroom"], list(r["headroom"][0]))
-    print(f"\n{r['verdict']}")
-    for note in r["left_out"]:
-        print(f"left off the board: {note}")
-    for note in r["shown_once"]:
-        print(f"same choices: {note}")
 
 
 def add_leaderboard_command(sub) -> None:

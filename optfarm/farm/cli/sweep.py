@@ -91,6 +91,21 @@ def _check_sweep_options(args) -> None:
         raise SpecError(f"--max-runs must be at least 1, got {args.max_runs}")
     if args.max_in_flight is not None and args.max_in_flight < 1:
         raise SpecError(f"--max-in-flight must be at least 1, got {args.max_in_flight}")
+    _check_start_wait(args.ray_start_wait)
+
+
+def _check_start_wait(seconds: float | None) -> None:
+    """SpecError for a local Ray's start wait that is not a number of seconds >= 0, given
+    (--ray-start-wait) or in the environment (``$FARM_RAY_START_WAIT``)."""
+    from optfarm.farm.runtime.ray_setup import start_wait
+    from optfarm.farm.sweep.spec import SpecError
+
+    if seconds is not None and not 0 <= seconds < float("inf"):
+        raise SpecError(f"--ray-start-wait must be a number of seconds >= 0, got {seconds}")
+    try:
+        start_wait()
+    except ValueError as e:
+        raise SpecError(str(e)) from None
 
 
 def _out_folder(args, spec) -> str:
@@ -177,6 +192,7 @@ def _sweep(spec, source, out, args, run: bool = True, tracking: bool | None = No
         verify=args.verify,
         run=run,
         statistics=STATISTICS,
+        ray_start_wait=args.ray_start_wait,
     )
 
 
@@ -239,7 +255,11 @@ def _say_failure(e: Exception, args, out) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
-    print(f"farm: error: {e}; nothing was run", file=sys.stderr)  # RayStartError: nor MLflow
+    # RayStartError: nothing run, nor logged to MLflow
+    print(
+        f"farm: error: {e}; nothing was run (--serial runs the sweep in this process, without Ray)",
+        file=sys.stderr,
+    )
     return EXIT_FAILED
 
 
@@ -467,13 +487,7 @@ def _add_sweep_parser(sub) -> None:
         help="output folder: a path, or a pyarrow.fs URI such as "
         "s3://BUCKET/PATH (default sweeps-out/NAME)",
     )
-    s.add_argument(
-        "--address",
-        help="Ray cluster to join, or 'auto' for the one started on "
-        "this machine by `ray start` (default $RAY_ADDRESS, else a local Ray)",
-    )
-    s.add_argument("--max-in-flight", type=int, help="runs at once (default: cluster CPUs)")
-    s.add_argument("--serial", action="store_true", help="run in this process, without Ray")
+    _add_where_options(s)
     s.add_argument(
         "--tracking-uri",
         help="MLflow tracking URI (default $MLFLOW_TRACKING_URI, else sqlite:///OUT/mlflow.db)",
@@ -505,6 +519,25 @@ def _add_sweep_parser(sub) -> None:
         help="end with one JSON object (the summary table's rows) instead of the table",
     )
     s.set_defaults(func=cmd_sweep)
+
+
+def _add_where_options(s) -> None:
+    """Where the sweep runs: a cluster, a local Ray (and how long its start may take), or
+    this process."""
+    s.add_argument(
+        "--address",
+        help="Ray cluster to join, or 'auto' for the one started on "
+        "this machine by `ray start` (default $RAY_ADDRESS, else a local Ray)",
+    )
+    s.add_argument("--max-in-flight", type=int, help="runs at once (default: cluster CPUs)")
+    s.add_argument("--serial", action="store_true", help="run in this process, without Ray")
+    s.add_argument(
+        "--ray-start-wait",
+        type=float,
+        metavar="SECONDS",
+        help="how long starting a local Ray may take, its tries together, before the sweep "
+        "runs in this process instead, as --serial (default $FARM_RAY_START_WAIT, else 300)",
+    )
 
 
 def _add_inline_options(s) -> None:

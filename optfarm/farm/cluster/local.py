@@ -28,15 +28,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from optfarm.farm.runtime.ports import free_ports
+from optfarm.farm.runtime.ray_setup import load_stretch, start_pause
 from optfarm.oracle.atomic_files import write_file_atomically
 
 __all__ = ["ClusterError", "LocalCluster", "Node", "loopback_name", "start_schedule"]
 
 STATE = "cluster.json"
 START_TRIES = 5
-START_PAUSE_S = 5.0
-LOADED_PER_CORE = 4.0  # a load average per core above this stretches the tries (start_schedule)
-MAX_PAUSE_S = 60.0
 # what a node's log ends with when Ray gave up waiting for one of its processes at start-up
 _START_TIMEOUTS = ("timed out during startup", "Timed out waiting for file")
 # the ports each node's servers would otherwise take from Ray's fixed defaults
@@ -266,15 +264,14 @@ class LocalCluster:
 
 def start_schedule(attempt: int, tries: int = START_TRIES) -> tuple[int, float]:
     """(tries, pause before the next) after failed start ``attempt``, at the machine's load now:
-    ``START_TRIES`` and ``START_PAUSE_S`` x attempt while the load average per core is at most
-    ``LOADED_PER_CORE``; above it, a try more and a pause that much longer per
-    ``LOADED_PER_CORE`` (at most twice the tries, ``MAX_PAUSE_S`` each): on a machine that
-    busy a node's Python agents need more than Ray's fixed waits, and only a lull lets them
-    start. ``tries`` never shrinks once grown."""
-    per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
-    stretch = max(1.0, per_core / LOADED_PER_CORE)
+    ``START_TRIES`` while the load average per core is at most ``LOADED_PER_CORE``; above it,
+    a try more per ``LOADED_PER_CORE`` (at most twice the tries); the pause is a local Ray's
+    (``optfarm.farm.runtime.ray_setup.start_pause``, ``MAX_PAUSE_S`` at most): on a machine
+    that busy a node's Python agents need more than Ray's fixed waits, and only a lull lets
+    them start. ``tries`` never shrinks once grown."""
+    stretch = load_stretch()
     tries = max(tries, min(2 * START_TRIES, START_TRIES + int(stretch) - 1))
-    return tries, min(MAX_PAUSE_S, START_PAUSE_S * attempt * stretch)
+    return tries, start_pause(attempt)
 
 
 def _stop_group(pgid: int, sig: int, grace: float) -> None:

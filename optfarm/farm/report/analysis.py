@@ -63,6 +63,7 @@ __all__ = [
     "analyse",
     "cost_where_curve_reaches",
     "paper_p90_curve",
+    "ordinal",
     "paper_rows",
     "plain",
     "variant_labels",
@@ -499,6 +500,12 @@ def plain(v: float) -> str:
     if abs(v) >= 1e4:
         return f"{v:,.0f}"
     return np.format_float_positional(v, precision=4, fractional=False, trim="-")
+
+
+def ordinal(n: int) -> str:
+    """A place as the reports write it: "1st", "2nd", "3rd", "11th"."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 # the loop's limits: a run that ended there was stopped, not stopping by itself

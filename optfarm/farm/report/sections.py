@@ -30,6 +30,7 @@ class Section:
     empty: str | None = None  # shown when there are no rows; None: the section is left out
     # files the section writes into the report folder (PNGs are shown under its table)
     figures: Callable[[Mapping[str, DatasetAnalysis], Path], list[Path]] | None = None
+    figures_first: bool = False  # the PNGs above the table (a page's lead picture)
 
 
 def latency_rows(analyses: Mapping[str, DatasetAnalysis]) -> list[dict[str, Any]]:

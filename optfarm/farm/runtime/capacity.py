@@ -134,6 +134,17 @@ class HeadWatch:
 
     def cpus(self) -> int | None:
         """CPUs of the nodes alive now; None when the head did not answer in ``HEAD_CALL_S``."""
+        totals = self._alive_totals()
+        return None if totals is None else int(sum(t.get("CPU", 0) for t in totals))
+
+    def largest(self, resource: str) -> float | None:
+        """The most of ``resource`` (e.g. ``memory``, in bytes) one node alive now has; None
+        when the head did not answer in ``HEAD_CALL_S`` or no node has it."""
+        totals = self._alive_totals()
+        return max((t[resource] for t in totals or () if resource in t), default=None)
+
+    def _alive_totals(self) -> list | None:
+        """Each alive node's total resources; None when the head did not answer."""
         from ray.core.generated.gcs_pb2 import GcsNodeInfo
         from ray.exceptions import RayError
 
@@ -142,9 +153,7 @@ class HeadWatch:
         except (RayError, OSError) as e:  # a timeout (RpcError), an unavailable GCS
             self.missed(f"{type(e).__name__} from its GCS")
             return None
-        return int(
-            sum(n.resources_total.get("CPU", 0) for n in nodes if n.state == GcsNodeInfo.ALIVE)
-        )
+        return [n.resources_total for n in nodes if n.state == GcsNodeInfo.ALIVE]
 
 
 class Demand:

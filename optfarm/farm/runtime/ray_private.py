@@ -5,7 +5,9 @@ store. Every name is listed in ``PRIVATE``; one that an upgrade dropped raises
 
 from __future__ import annotations
 
+import importlib
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from optfarm.oracle.dependency_api import private
@@ -16,6 +18,7 @@ __all__ = [
     "autoscaler_v2_keys",
     "create_token",
     "default_token_path",
+    "drop_driver_errors",
     "gcs_client",
     "internal_kv_get",
     "reset_ray_config",
@@ -34,6 +37,7 @@ PRIVATE = (
     (_TOKEN, "_get_default_token_path"),
     (_TOKEN, "generate_and_save_token"),
     ("ray.experimental.internal_kv", "_internal_kv_get"),
+    ("ray._private.worker", "print_to_stdstream"),
 )
 
 
@@ -79,3 +83,24 @@ def create_token() -> None:
     logging.getLogger(generate.__module__).setLevel(logging.WARNING)
     generate()
     private(_RAYLET, "AuthenticationTokenLoader").instance().reset_cache()
+
+
+def drop_driver_errors(drop: Callable[[str], bool]) -> None:
+    """Keep Ray's driver from printing the errors its cluster publishes (each one a paragraph
+    on stdout, e.g. a worker that died) for which ``drop(text)`` is true: its listener thread
+    prints them through ``ray._private.worker.print_to_stdstream``, which is wrapped once."""
+    module = importlib.import_module("ray._private.worker")
+    show = private("ray._private.worker", "print_to_stdstream")
+    if getattr(show, "dropping", None) is not None:
+        show.dropping = drop
+        return
+
+    def filtered(data, ignore_prefix):
+        lines = data.get("lines", [])
+        if data.get("pid") == "raylet":
+            lines = [line for line in lines if not filtered.dropping(line)]
+        if lines:
+            show({**data, "lines": lines}, ignore_prefix)
+
+    filtered.dropping = drop
+    module.print_to_stdstream = filtered

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import signal
 import socket
 import sys
@@ -36,7 +37,13 @@ os.environ.setdefault("RAY_DISABLE_USAGE_STATS", "1")
 
 import pyarrow as pa  # noqa: E402  (after the environment Ray reads at import)
 import ray  # noqa: E402
-from ray.exceptions import ObjectLostError, RayActorError, RayError, RayTaskError  # noqa: E402
+from ray.exceptions import (  # noqa: E402
+    ObjectLostError,
+    OutOfMemoryError,
+    RayActorError,
+    RayError,
+    RayTaskError,
+)
 
 from optfarm.farm.run.loop import RunResult, run_one  # noqa: E402
 from optfarm.farm.run.spec import RunSpec  # noqa: E402
@@ -53,8 +60,21 @@ from optfarm.farm.runtime.capacity import (  # noqa: E402
     wanted_cpus,
 )
 from optfarm.farm.runtime.driver import notify  # noqa: E402
-from optfarm.farm.runtime.ray_setup import INIT_QUIET, quiet_ray, start_local_ray  # noqa: E402
-from optfarm.farm.runtime.serial import OracleCache, Outcome, error_line  # noqa: E402
+from optfarm.farm.runtime.memory import gb, kernel_oom_kills, memory_kill, run_memory  # noqa: E402
+from optfarm.farm.runtime.ray_private import drop_driver_errors  # noqa: E402
+from optfarm.farm.runtime.ray_setup import (  # noqa: E402
+    INIT_QUIET,
+    LocalRayDidNotStart,
+    quiet_ray,
+    start_local_ray,
+)
+from optfarm.farm.runtime.serial import (  # noqa: E402
+    OracleCache,
+    Outcome,
+    error_line,
+    run_words,
+    say,
+)
 from optfarm.optimizers.blas import OneThread  # noqa: E402
 from optfarm.oracle.dependency_api import DependencyAPIError  # noqa: E402
 
@@ -76,9 +96,13 @@ _joined_cluster = False  # init_ray joined an existing cluster (it may have an a
 _LOST: list[tuple[_ActorPool, _ClusterWatch]] = []
 
 
-def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
-    """Join ``address`` (or ``$RAY_ADDRESS``), else start a local Ray on 127.0.0.1; raises
-    ``RayStartError`` (one line) when neither works. The process's own handlers of SIGINT,
+def init_ray(
+    address: str | None = None, num_cpus: int | None = None, start_wait: float | None = None
+) -> None:
+    """Join ``address`` (or ``$RAY_ADDRESS``), else start a local Ray on 127.0.0.1, trying for
+    ``start_wait`` seconds (``ray_setup.start_local_ray``); raises ``RayStartError`` (one line)
+    when the cluster does not answer or Ray cannot be started, ``LocalRayDidNotStart`` when a
+    local start's tries took their whole wait. The process's own handlers of SIGINT,
     SIGTERM and SIGHUP are kept: ``ray.init`` replaces SIGTERM's with an exit, and Ray's core
     worker its C-level one with a stack dump and an abort. A watching parent
     (``optfarm.farm.runtime.driver``) is told the head's address."""
@@ -98,8 +122,8 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
                 file=sys.stderr,
                 flush=True,
             )
-            start_local_ray(num_cpus, **INIT_QUIET)
-    except (RayStartError, DependencyAPIError):  # an upgrade's missing name: said as it is
+            start_local_ray(num_cpus, start_wait, **INIT_QUIET)
+    except (RayStartError, LocalRayDidNotStart, DependencyAPIError):  # said as they are
         raise
     except Exception as e:
         ray.shutdown()
@@ -112,6 +136,12 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
                     signal.signal(sig, handler)
     quiet_ray()
     notify(head=ray.get_runtime_context().gcs_address, joined=_joined_cluster)
+
+
+def _reported_here(error: str) -> bool:
+    """An error the cluster publishes that ``run_on_ray`` reports itself, in one line: a
+    worker that died, workers killed for memory."""
+    return error.startswith("A worker died or was killed") or "running low on memory" in error
 
 
 def _check_answers(address: str) -> None:
@@ -262,16 +292,38 @@ class RunActor:
 # runs queued per actor: the next run is already there when one finishes, so an actor never
 # waits for the driver to store a result and submit again
 QUEUE_DEPTH = 2
+SETTLE_S = 5.0  # after a kill for memory, no run is sent for this long (_ActorPool.submit)
 
 
 class _Actor:
-    """One ``RunActor`` of the pool; placed on a node once ``where`` has answered."""
+    """One ``RunActor`` of the pool, holding ``memory`` bytes of its node's ``memory``
+    resource; placed on a node once ``where`` has answered."""
 
-    def __init__(self, handle):
+    def __init__(self, handle, memory: int):
         self.handle = handle
+        self.memory = memory
         self.where_ref = handle.where.remote()
         self.where: dict | None = None
-        self.runs = 0  # submitted to it, not yet returned
+        self.refs: list[ray.ObjectRef] = []  # runs submitted to it, not returned, in order
+        self.dead = False  # it died, and the run it was running is accounted for
+
+    @property
+    def runs(self) -> int:
+        return len(self.refs)
+
+    @property
+    def node(self) -> str | None:
+        return None if self.where is None else self.where["node_id"]
+
+
+@dataclass
+class _Sent:
+    """A run out on an actor: since when, and the kernel's OOM kills counted then."""
+
+    actor: _Actor
+    spec: RunSpec
+    t0: float
+    oom_kills: int | None
 
 
 def run_on_ray(
@@ -291,27 +343,29 @@ def run_on_ray(
     The pool follows the cluster (``optfarm.farm.runtime.capacity``): every ``POLL_S`` seconds it is
     sized to the cluster's CPUs at that moment (at most ``max_in_flight``, 0: no limit, and at
     most the runs left), so a node that joins gets actors and a lost node's actors are not
-    replaced. A run goes only to an actor already placed on a node, at most ``QUEUE_DEPTH`` per
-    actor, the least loaded first; an actor that waits for a CPU holds no run, and an idle
-    actor the sweep no longer needs is ended, so it holds no CPU that a queued run needs. A run
-    whose actor died goes back to the queue, to any live actor, up to ``max_retries`` times.
-    ``autoscale`` (default: when joined to an existing cluster) asks the autoscaler for a CPU
-    per run that could be in flight, up to what the cluster could start next
-    (``capacity.wanted_cpus``, ``capacity.Demand``). Every call to the head is bounded
-    (``capacity.HeadWatch``); ``ClusterLost`` ends it when the head has not answered for
-    ``head_timeout`` s, or when runs waited ``placement_timeout`` s with none running, and is
-    told a watching parent first (``optfarm.farm.runtime.driver``).
-    Closing the generator (e.g. on Ctrl-C) kills the actors. ``on_submit(spec, where)`` is
-    called as each run goes out.
-    """
+    replaced. Each actor holds as much of its node's ``memory`` resource as the largest run
+    waiting needs (``memory.run_memory``); a run that needs more than any node has fails at
+    once. A run goes only to a placed actor that holds the memory it needs, at most
+    ``QUEUE_DEPTH`` per actor, the least loaded first; an idle actor the sweep no longer needs
+    is ended, so it holds no CPU that a queued run needs. A run whose actor died goes back to
+    the queue up to ``max_retries`` times; one killed for memory goes back once, to run alone
+    on a node (``_ActorPool``); one line on stderr each, Ray's own report of it not printed.
+    ``autoscale`` (default: when joined to a cluster) asks the autoscaler for a CPU per run
+    that could be in flight (``capacity.wanted_cpus``, ``capacity.Demand``). Every
+    call to the head is bounded (``capacity.HeadWatch``); ``ClusterLost`` ends it when the head
+    has not answered for ``head_timeout`` s, or when runs waited ``placement_timeout`` s with
+    none running, and is told a watching parent first (``optfarm.farm.runtime.driver``).
+    Closing the generator (Ctrl-C) kills the actors; ``on_submit(spec, where)``: each run out."""
     if not runs:
         return
+    drop_driver_errors(_reported_here)
     pool = _ActorPool(runs, executor, chunk_size, max_retries, on_submit)
     head = HeadWatch(ray.get_runtime_context().gcs_address, head_timeout)
     asks = _joined_cluster if autoscale is None else autoscale
     watch = _ClusterWatch(head, Demand(head if asks else None), max_in_flight, placement_timeout)
     try:
-        while pool.pending or pool.in_flight:
+        yield from pool.too_big(head.largest("memory"))
+        while pool.waiting or pool.in_flight:
             now = time.monotonic()
             watch.follow(pool, now)
             pool.submit()
@@ -338,11 +392,13 @@ class _ActorPool:
     """The ``RunActor``s of one ``run_on_ray`` and the runs they hold.
 
     ``submit`` sends queued runs to placed actors, ``wait`` returns what finished (a run, or an
-    actor's placement), ``collect`` turns a finished run into its outcome and ``retry`` puts a
-    run whose actor died back in the queue. The pool holds every Ray reference of the sweep
-    (see ``_LOST``): the shared datasets, the actors, the runs in flight, the actors being
-    placed and what the last wait returned, the last run collected, and a result while its
-    trace is copied out of the object store.
+    actor's placement), ``collect`` turns a finished run into its outcome and ``died`` puts a
+    run whose actor died back in the queue. A run killed for memory waits in ``alone`` for a
+    node with nothing else in flight (``reserved``: the node chosen, which takes no other run
+    from then on) and runs there by itself (``solo``), the next such run after it. The pool
+    holds every Ray reference of the sweep (see ``_LOST``): the shared datasets, the actors,
+    the runs in flight, the actors being placed and what the last wait returned, the last run
+    collected, and a result while its trace is copied out of the object store.
     """
 
     def __init__(
@@ -353,7 +409,14 @@ class _ActorPool:
         max_retries: int,
         on_submit: Callable[[RunSpec, dict], None] | None,
     ):
-        self.shared = {name: share_dataset(name) for name in sorted({r.dataset for r in runs})}
+        from optfarm.oracle.registry import load
+
+        datasets = {name: load(name) for name in sorted({r.dataset for r in runs})}
+        self.shared = {name: ray.put(d.to_table()) for name, d in datasets.items()}
+        self.needs = {
+            (r.optimizer, r.dataset): run_memory(r, datasets[r.dataset])
+            for r in {(r.optimizer, r.dataset): r for r in runs}.values()
+        }
         # with the Ray executor an actor mostly waits for its tasks: it holds no CPU, so the
         # tasks can always be scheduled
         self.options = {"num_cpus": 0 if executor == "ray" else 1}
@@ -361,34 +424,109 @@ class _ActorPool:
         self.max_retries, self.on_submit = max_retries, on_submit
         self.pending = list(reversed(runs))  # pop() from the end keeps the given order
         self.attempts: dict[str, int] = {}
+        self.memory_kills: dict[str, int] = {}
+        self.alone: list[RunSpec] = []
+        self.reserved: str | None = None
+        self.solo: str | None = None
+        self.settled_at = -math.inf  # no run is sent before (a kill for memory: SETTLE_S)
         self.actors: list[_Actor] = []
-        self.in_flight: dict[ray.ObjectRef, tuple[_Actor, RunSpec, float]] = {}
+        self.unplaced_deaths = [0]  # actors that died before they were placed
+        self.in_flight: dict[ray.ObjectRef, _Sent] = {}
         self.placing: dict[ray.ObjectRef, _Actor] = {}
         self.received: list[ray.ObjectRef] = []
-        self.collected: tuple[_Actor, RunSpec, float] | None = None
+        self.collected: _Sent | None = None
         self.reading: tuple[RunResult, float, float] | None = None
 
+    @property
+    def waiting(self) -> int:
+        """Runs not sent yet (those to run alone included)."""
+        return len(self.pending) + len(self.alone)
+
+    def need(self, spec: RunSpec) -> int:
+        return self.needs[(spec.optimizer, spec.dataset)]
+
+    def too_big(self, largest: float | None) -> Iterator[Outcome]:
+        """The failures of the runs that need more memory than the ``largest`` node's (None:
+        not known), taken out of the queue."""
+        if largest is None:
+            return
+        for spec in [s for s in self.pending if self.need(s) > largest]:
+            self.pending.remove(spec)
+            say(
+                f"{run_words(spec)} needs about {gb(self.need(spec))} of memory, more than "
+                f"any node has ({gb(largest)}); not run, recorded as failed"
+            )
+            yield Outcome(
+                spec,
+                None,
+                f"not run: needs about {gb(self.need(spec))} of memory, the largest node "
+                f"has {gb(largest)}",
+                0,
+                0.0,
+                {},
+            )
+
     def resize(self, target: int) -> None:
+        need = max((self.need(s) for s in self.pending + self.alone), default=0)
         _resize(
             self.actors,
             target,
+            need,
             lambda: _Actor(
-                RunActor.options(**self.options).remote(self.shared, self.executor, self.chunk_size)
+                RunActor.options(**self.options, memory=max(need, 1)).remote(
+                    self.shared, self.executor, self.chunk_size
+                ),
+                need,
             ),
         )
 
     def submit(self) -> None:
-        """Queued runs to placed actors, at most ``QUEUE_DEPTH`` each, the least loaded first."""
+        """Queued runs to placed actors that hold the memory they need, at most
+        ``QUEUE_DEPTH`` each, the least loaded first; none to the ``reserved`` node, and none
+        at all for ``SETTLE_S`` after a kill for memory (the killed worker's memory takes a
+        moment to come back, and a run sent meanwhile may be killed in its place)."""
+        if time.monotonic() < self.settled_at:
+            return
+        self._submit_alone()
         while self.pending:
-            ready = [a for a in self.actors if a.where is not None and a.runs < QUEUE_DEPTH]
+            spec = self.pending[-1]
+            ready = [
+                a
+                for a in self.actors
+                if a.where is not None
+                and a.runs < QUEUE_DEPTH
+                and a.node != self.reserved
+                and a.memory >= self.need(spec)
+            ]
             if not ready:
                 break
-            actor, spec = min(ready, key=lambda a: a.runs), self.pending.pop()
-            self.attempts[spec.run_key] = self.attempts.get(spec.run_key, 0) + 1
-            self.in_flight[actor.handle.run.remote(spec)] = (actor, spec, time.perf_counter())
-            actor.runs += 1
-            if self.on_submit is not None:
-                self.on_submit(spec, actor.where)
+            self._send(min(ready, key=lambda a: a.runs), self.pending.pop())
+
+    def _submit_alone(self) -> None:
+        """The next run killed for memory to a node with nothing else in flight: the
+        ``reserved`` node (the one with the fewest runs in flight, chosen once), which takes
+        no other run while it drains and while the run is there."""
+        if not self.alone or self.solo is not None:
+            return
+        nodes: dict[str, list[_Actor]] = {}
+        for actor in self.actors:
+            if actor.node is not None:
+                nodes.setdefault(actor.node, []).append(actor)
+        if self.reserved not in nodes:
+            self.reserved = min(nodes, key=lambda n: sum(a.runs for a in nodes[n]), default=None)
+        if self.reserved is None or any(a.runs for a in nodes[self.reserved]):
+            return
+        spec = self.alone.pop(0)
+        self.solo = spec.run_key
+        self._send(max(nodes[self.reserved], key=lambda a: a.memory), spec)
+
+    def _send(self, actor: _Actor, spec: RunSpec) -> None:
+        self.attempts[spec.run_key] = self.attempts.get(spec.run_key, 0) + 1
+        ref = actor.handle.run.remote(spec)
+        self.in_flight[ref] = _Sent(actor, spec, time.perf_counter(), kernel_oom_kills())
+        actor.refs.append(ref)
+        if self.on_submit is not None:
+            self.on_submit(spec, actor.where)
 
     def wait(self) -> list[ray.ObjectRef]:
         """What finished within ``POLL_S`` (one run or one actor's placement at most); with
@@ -403,44 +541,62 @@ class _ActorPool:
 
     def collect(self, ref: ray.ObjectRef) -> Outcome | None:
         """The outcome of the run ``ref``; None when ``ref`` placed an actor, or when the run
-        went back to the queue (``retry``)."""
+        went back to the queue (``died``)."""
         if ref in self.placing:
-            _placed(self.placing[ref], self.actors)
+            _placed(self.placing[ref], self.actors, self.unplaced_deaths)
             return None
-        self.collected = actor, spec, t0 = self.in_flight.pop(ref)
-        actor.runs -= 1
-        n = self.attempts[spec.run_key]
+        self.collected = sent = self.in_flight.pop(ref)
+        ran = sent.actor.refs[: sent.actor.refs.index(ref)]  # an actor runs its runs in order
+        sent.actor.refs.remove(ref)
+        if sent.spec.run_key == self.solo:
+            self.solo = None
+            self.reserved = self.reserved if self.alone else None
+        n = self.attempts[sent.spec.run_key]
         try:
             self.reading = ray.get(ref)  # kept until its trace is out of the store (_LOST)
             result, cpu, wall = self.reading
             result = _off_the_store(result)
             self.reading = None
-        except (RayActorError, ObjectLostError) as e:
+        except (RayActorError, ObjectLostError, OutOfMemoryError) as e:
             # the actor died, or it had finished and its result was lost with its
             # node's object store (ObjectReconstructionFailedError): the run again
-            return self.retry(actor, spec, e, t0)
+            return self.died(sent, e, _ran(sent.actor, ran))
         except RayTaskError as e:
-            return Outcome(spec, None, error_line(e), n, time.perf_counter() - t0, actor.where)
-        return Outcome(spec, result, None, n, wall, actor.where, cpu)
+            return Outcome(sent.spec, None, error_line(e), n, _since(sent), sent.actor.where)
+        return Outcome(sent.spec, result, None, n, wall, sent.actor.where, cpu)
 
-    def retry(
-        self, actor: _Actor, spec: RunSpec, error: BaseException, t0: float
-    ) -> Outcome | None:
-        """Drop ``actor``, which died, and put ``spec`` back in the queue (None) while it has
-        attempts left; else its failure."""
-        if actor in self.actors:  # report and drop it once, whatever it had queued
-            _drop(actor, self.actors, error)
-        n = self.attempts[spec.run_key]
-        if n <= self.max_retries:
+    def died(self, sent: _Sent, error: BaseException, running: bool) -> Outcome | None:
+        """Drop ``sent``'s actor, which died (once, whatever it had queued), and put the run
+        back in the queue (None): uncounted if it had not started (``running``: it was running
+        when the actor died, ``_ran``); killed for memory, to run alone, once; else while it
+        has attempts left. Otherwise its failure. One line on stderr when it was running."""
+        spec, actor = sent.spec, sent.actor
+        if actor in self.actors:
+            _drop(actor, self.actors)
+        if not running:
+            self.attempts[spec.run_key] -= 1
             self.pending.append(spec)
             return None
+        actor.dead = True
+        n = self.attempts[spec.run_key]
+        if not isinstance(error, ObjectLostError) and (why := memory_kill(error, sent.oom_kills)):
+            kills = self.memory_kills[spec.run_key] = self.memory_kills.get(spec.run_key, 0) + 1
+            self.settled_at = time.monotonic() + SETTLE_S
+            if kills == 1:
+                say(f"{run_words(spec)} was killed for memory ({why}); it runs again, alone")
+                self.alone.append(spec)
+                return None
+            say(f"{run_words(spec)} was killed for memory again, alone ({why}); failed")
+            reason = f"killed for memory twice, the second time alone on its node ({why})"
+            return Outcome(spec, None, reason, n, _since(sent), actor.where or {})
+        cause = _death_words(error, actor)
+        if n <= self.max_retries:
+            say(f"the worker of {run_words(spec)} died ({cause}); it runs again")
+            self.pending.append(spec)
+            return None
+        say(f"the worker of {run_words(spec)} died ({cause}) {n} times; failed")
         return Outcome(
-            spec,
-            None,
-            f"actor died {n} times: {error_line(error)}",
-            n,
-            time.perf_counter() - t0,
-            actor.where or {},
+            spec, None, f"its worker died {n} times ({cause})", n, _since(sent), actor.where or {}
         )
 
     def end(self) -> None:
@@ -469,19 +625,19 @@ class _ClusterWatch:
             if self.head.check() and (answer := self.head.cpus()) is not None:
                 self.cpus = answer
                 busy = sum(1 for a in pool.actors if a.runs)
-                pool.resize(target_actors(self.max_in_flight, self.cpus, len(pool.pending) + busy))
+                pool.resize(target_actors(self.max_in_flight, self.cpus, pool.waiting + busy))
         if self.head.lost_since is None:
             self.demand.request(
-                wanted_cpus(self.max_in_flight, self.cpus, len(pool.pending) + len(pool.in_flight))
+                wanted_cpus(self.max_in_flight, self.cpus, pool.waiting + len(pool.in_flight))
             )
 
     def check_placement(self, pool: _ActorPool, now: float) -> None:
         """``ClusterLost`` when queued runs waited ``placement_timeout`` s with none running."""
-        if pool.in_flight or not pool.pending:
+        if pool.in_flight or not pool.waiting:
             self.starved_since = now
         elif now - self.starved_since > self.placement_timeout:
             raise ClusterLost(
-                f"{len(pool.pending)} runs waited {self.placement_timeout:.0f} s "
+                f"{pool.waiting} runs waited {self.placement_timeout:.0f} s "
                 f"and no node could take one ({self.cpus} CPUs in the cluster)"
             )
 
@@ -506,30 +662,74 @@ def _off_the_store(result: RunResult) -> RunResult:
     return replace(result, trace=pa.ipc.open_stream(sink.getvalue()).read_all())
 
 
-def _resize(actors: list[_Actor], target: int, new: Callable[[], _Actor]) -> None:
-    """Start actors up to ``target`` (they wait for a CPU if none is free), or end the idle
-    ones beyond it, those still waiting for a CPU first."""
-    actors.extend(new() for _ in range(target - len(actors)))
-    idle = sorted((a for a in actors if not a.runs), key=lambda a: a.where is not None)
-    for actor in idle[: max(0, len(actors) - target)]:
+def _resize(actors: list[_Actor], target: int, need: int, new: Callable[[], _Actor]) -> None:
+    """End the idle actors beyond ``target``, or holding less memory than ``need`` (those
+    still waiting for a CPU first), then start actors up to ``target`` (they wait for a CPU,
+    or memory, if none is free)."""
+    idle = sorted(
+        (a for a in actors if not a.runs), key=lambda a: (a.memory >= need, a.where is not None)
+    )
+    small = sum(1 for a in idle if a.memory < need)
+    for actor in idle[: max(small, len(actors) - target)]:
         actors.remove(actor)
         ray.kill(actor.handle)
+    actors.extend(new() for _ in range(target - len(actors)))
 
 
-def _placed(actor: _Actor, actors: list[_Actor]) -> None:
+def _placed(actor: _Actor, actors: list[_Actor], deaths: list[int]) -> None:
+    """``actor`` placed on its node; or, when it died first (its node lost, unschedulable,
+    killed for memory), dropped: one line for the 1st, 10th, 100th... such death of the sweep
+    (``deaths``: their count), since an actor replaced on a machine short of memory may die
+    again and again."""
     try:
         actor.where = ray.get(actor.where_ref)
-    except RayError as e:  # it died before it ran anything (its node lost, or unschedulable)
+    except RayError as e:
         if actor in actors:
-            _drop(actor, actors, e)
+            _drop(actor, actors)
+            deaths[0] += 1
+            if math.log10(deaths[0]).is_integer():
+                why = memory_kill(e, None)
+                what = f"killed for memory ({why})" if why else f"died ({_death_words(e, actor)})"
+                say(f"an actor {what} before it ran anything ({deaths[0]} so far)")
 
 
-def _drop(actor: _Actor, actors: list[_Actor], error: BaseException) -> None:
+def _drop(actor: _Actor, actors: list[_Actor]) -> None:
     actors.remove(actor)
     ray.kill(actor.handle)
+
+
+def _ran(actor: _Actor, before: list[ray.ObjectRef]) -> bool:
+    """Whether a run of ``actor``, which died, was running then, given the runs sent to it
+    ``before`` it and not collected yet: it was when they all had finished (an actor runs
+    its runs one at a time, in order), unless the run it was running is accounted for."""
+    if actor.dead:
+        return False
+    if not before:
+        return True
+    ready, _ = ray.wait(before, num_returns=len(before), timeout=0, fetch_local=False)
+    if len(ready) < len(before):  # one of them was still running
+        return False
+    try:  # finished: from another node, their results come over first
+        ray.get(before, timeout=HEAD_CALL_S)
+    except RayError:  # one of them died running (or did not come over in time)
+        return False
+    return True
+
+
+def _since(sent: _Sent) -> float:
+    return time.perf_counter() - sent.t0
+
+
+def _death_words(error: BaseException, actor: _Actor) -> str:
+    """Why an actor died, in a few words (Ray's own account is many lines): its node, and
+    what ended it."""
     where = actor.where or {}
-    print(
-        f"farm: warning: an actor died (node {where.get('node_id', '?')[:8]}, "
-        f"{where.get('ip', '?')}): {error_line(error)}; its runs go back to the queue",
-        file=sys.stderr,
-    )
+    node = f"node {(where.get('node_id') or '?')[:8]} {where.get('ip', '?')}"
+    if isinstance(error, ObjectLostError):
+        return f"{node}: its result was lost with the node's object store"
+    exit_type = re.search(r"Worker exit type: (\w+)", str(error))
+    if exit_type and "unexpectedly exits" in str(error):
+        return f"{node}: its process ended without a word, SIGKILL or a crash"
+    if exit_type:
+        return f"{node}: {type(error).__name__}, worker exit {exit_type.group(1)}"
+    return f"{node}: {error_line(error)[:120]}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -13,8 +14,9 @@ from typing import Any
 
 from optfarm.farm.run.loop import RunResult, run_one
 from optfarm.farm.run.spec import RunSpec
+from optfarm.farm.runtime.memory import available_bytes, gb, run_memory
 
-__all__ = ["OracleCache", "Outcome", "error_line", "run_serially"]
+__all__ = ["OracleCache", "Outcome", "error_line", "run_serially", "run_words", "say"]
 
 
 class OracleCache:
@@ -25,14 +27,17 @@ class OracleCache:
         self.datasets: dict[str, Any] = {}
         self._oracles: dict[tuple, Any] = {}
 
+    def dataset(self, name: str):
+        if name not in self.datasets:
+            self.datasets[name] = self._load(name)
+        return self.datasets[name]
+
     def get(self, spec: RunSpec):
         from optfarm.oracle.oracle import Oracle
 
         key = (spec.dataset, spec.objective, spec.constraints, spec.budget, spec.aggregate)
         if key not in self._oracles:
-            if spec.dataset not in self.datasets:
-                self.datasets[spec.dataset] = self._load(spec.dataset)
-            dataset = self.datasets[spec.dataset]
+            dataset = self.dataset(spec.dataset)
             self._oracles[key] = Oracle(dataset, spec.problem(dataset), aggregate=spec.aggregate)
         return self._oracles[key]
 
@@ -57,18 +62,54 @@ def error_line(e: BaseException) -> str:
 
 
 def run_serially(runs: Sequence[RunSpec]) -> Iterator[Outcome]:
-    """The same outcomes, in this process, one run after the other (no Ray)."""
+    """The same outcomes, in this process, one run after the other (no Ray). A run that needs
+    more memory than the machine has available as it would start
+    (``optfarm.farm.runtime.memory``) is not started: it is recorded as failed, said in one
+    line, and the sweep goes on (a run killed here by the kernel's OOM killer would end the
+    sweep with it); a run that runs out of memory (``MemoryError``) is said in one line too."""
     from optfarm.oracle.registry import load
 
     where = {"node_id": "local", "pid": os.getpid(), "ip": "127.0.0.1"}
     oracles = OracleCache(load)
+    needs: dict[tuple[str, str], int] = {}  # (optimizer, dataset) -> run_memory
     for spec in runs:
         t0, c0 = time.perf_counter(), time.process_time()
         try:
+            pair = (spec.optimizer, spec.dataset)
+            if pair not in needs:
+                needs[pair] = run_memory(spec, oracles.dataset(spec.dataset))
+            if (room := _no_room(spec, needs[pair])) is not None:
+                yield Outcome(spec, None, room, 0, 0.0, where)
+                continue
             result = run_one(spec, oracles.get(spec))
         except Exception as e:  # a failed run is recorded, the sweep goes on
+            if isinstance(e, MemoryError):
+                say(f"{run_words(spec)} ran out of memory ({error_line(e)}); failed")
             yield Outcome(spec, None, error_line(e), 1, time.perf_counter() - t0, where)
             continue
         yield Outcome(
             spec, result, None, 1, time.perf_counter() - t0, where, time.process_time() - c0
         )
+
+
+def _no_room(spec: RunSpec, need: int) -> str | None:
+    """Why ``spec``, which needs ``need`` bytes, is not started here (one line, also said on
+    stderr): the machine has less available now; None when it fits, or when that cannot be
+    known."""
+    available = available_bytes()
+    if available is None or need <= available:
+        return None
+    say(
+        f"{run_words(spec)} needs about {gb(need)} of memory and {gb(available)} is available: "
+        "not run, recorded as failed (the sweep tries it again when run again)"
+    )
+    return f"not run: needs about {gb(need)} of memory, {gb(available)} was available"
+
+
+def say(line: str) -> None:
+    """One warning line on stderr, as the farm says what happened to a run."""
+    print(f"farm: warning: {line}", file=sys.stderr, flush=True)
+
+
+def run_words(spec: RunSpec) -> str:
+    return f"run {spec.optimizer} on {spec.dataset} seed {spec.seed}"

@@ -26,33 +26,48 @@ MOST = 100_000  # beyond this, "more than"
 
 def signed_rank_power(n: int, effect: float, spread: float, alpha: float = 0.05) -> float:
     """The power of the two-sided signed-rank test at ``alpha`` over ``n`` paired
-    differences of mean ``effect`` and standard deviation ``spread`` > 0."""
+    differences of mean ``effect`` and standard deviation ``spread`` > 0. Where scipy's
+    noncentral t gives no number (a noncentrality of dozens), the normal approximation of
+    it (Cohen 1988, ch. 2), there all but 1."""
     if n < math.log2(2.0 / alpha):
         return 0.0
     m = n * ARE_SIGNED_RANK
     df = max(m - 1.0, 1.0)
     crit = student_t.ppf(1.0 - alpha / 2.0, df)
     shift = abs(effect) / spread * math.sqrt(m)
-    return float(nct.sf(crit, df, shift) + nct.cdf(-crit, df, shift))
+    power = float(nct.sf(crit, df, shift) + nct.cdf(-crit, df, shift))
+    return power if math.isfinite(power) else float(norm.sf(crit - shift) + norm.cdf(-crit - shift))
 
 
 def blocks_needed(
     effect: float, spread: float, alpha: float = 0.05, power: float = 0.8
 ) -> int | None:
     """The smallest number of blocks at which the signed-rank test detects ``effect`` with
-    ``power``; None for no effect, or more than ``MOST`` blocks. A spread of 0 (every block
-    the same difference) needs only the blocks the exact test needs to reach ``alpha``."""
+    ``power`` (from a normal-approximation guess upwards, by doubling and bisection: the
+    power grows with the blocks); None for no effect, or more than ``MOST`` blocks. A
+    spread of 0 (every block the same difference) needs only the blocks the exact test
+    needs to reach ``alpha``."""
     if not math.isfinite(effect) or effect == 0:
         return None
     smallest = math.ceil(math.log2(2.0 / alpha))
     if spread <= 0:
         return smallest
     guess = ((norm.ppf(1 - alpha / 2) + norm.ppf(power)) * spread / abs(effect)) ** 2
-    n = max(smallest, int(0.8 * guess / ARE_SIGNED_RANK))
-    if n > MOST:
+    low = max(smallest, int(0.8 * guess / ARE_SIGNED_RANK))
+    if low > MOST:
         return None
-    while signed_rank_power(n, effect, spread, alpha) < power:
-        n += 1
-        if n > MOST:
+
+    def enough(n: int) -> bool:
+        return signed_rank_power(n, effect, spread, alpha) >= power
+
+    if enough(low):
+        return low
+    high = low  # the power grows with n: double past it, then halve the gap
+    while not enough(high):
+        if high >= MOST:
             return None
-    return n
+        low, high = high, min(2 * high, MOST)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if enough(middle) else (middle, high)
+    return high

@@ -66,7 +66,9 @@ class SweepOptions:
     hashes stored files even when unchanged (``optfarm.farm.store.store.VerifiedFiles``);
     ``on_submit(spec, where)`` is called as each run goes out (Ray); ``run=False`` runs
     nothing and records what is stored; ``statistics``: what the MLflow variant and sweep runs
-    carry (``optfarm.farm.tracking.tracking``)."""
+    carry (``optfarm.farm.tracking.tracking``); ``ray_start_wait``: seconds a local Ray's start
+    may take before the sweep runs in-process instead (default
+    ``optfarm.farm.runtime.ray_setup.start_wait``)."""
 
     source: str = "spec"
     address: str | None = None
@@ -81,6 +83,7 @@ class SweepOptions:
     on_submit: Callable[[RunSpec, dict], None] | None = None
     run: bool = True
     statistics: Statistics | None = None
+    ray_start_wait: float | None = None
 
 
 def run_sweep(
@@ -109,9 +112,7 @@ def run_sweep(
         todo = _left_to_run(store, keyed, report, options.verify)
         backend = options.backend or spec.runtime.backend
         if options.run and todo and backend != "serial":
-            from optfarm.farm.runtime.ray_runtime import init_ray
-
-            init_ray(options.address)
+            backend = _start_ray(options, len(todo))
         tracker = _start_tracking(spec, out, options, written, keyed, report)
         _run_todo(
             todo if options.run else [],
@@ -126,6 +127,27 @@ def run_sweep(
         )
     report.wall_s = time.perf_counter() - t0
     return report
+
+
+def _start_ray(options: SweepOptions, runs: int) -> str:
+    """The backend the ``runs`` left go to: "ray" once Ray is joined or started here, "serial"
+    when a local Ray did not start within its wait (``options.ray_start_wait``, default
+    ``optfarm.farm.runtime.ray_setup.start_wait``), said in one line: the runs give the same
+    results in this process."""
+    from optfarm.farm.runtime.ray_runtime import init_ray
+    from optfarm.farm.runtime.ray_setup import LocalRayDidNotStart
+
+    try:
+        init_ray(options.address, start_wait=options.ray_start_wait)
+    except LocalRayDidNotStart as e:
+        print(
+            f"farm: {e}; running the {runs} runs in this process instead, one after the other, "
+            "as --serial does (a longer wait: --ray-start-wait SECONDS)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return "serial"
+    return "ray"
 
 
 def _check_problems(runs: list[RunSpec]) -> None:

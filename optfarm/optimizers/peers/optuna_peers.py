@@ -29,7 +29,7 @@ from typing import Any
 from optfarm.oracle.problem import Problem
 from optfarm.oracle.space import SearchSpace
 
-from ..base import Param
+from ..base import MemoryUse, Param
 from ..seeds import spawned_seed
 from .optuna_private import told_cma_state
 from .table_peer import TablePeer
@@ -41,6 +41,7 @@ class OptunaPeer(TablePeer):
     """An Optuna sampler over the dataset's table."""
 
     modules = ("optuna",)
+    memory = MemoryUse(fixed=10e6, per_config=1.5e3)  # docs/results/memory.md
 
     def __init__(
         self, space: SearchSpace, problem: Problem, seed: int = 0, executor=None, **params: Any
@@ -150,6 +151,7 @@ class OptunaGP(OptunaPeer):
     had not ended after 13 minutes."""
 
     name = "optuna-gp"
+    memory = MemoryUse(fixed=285e6, per_config=1.5e3)  # torch (docs/results/memory.md)
     summary = "Optuna's GP sampler (constraints; needs torch) over the table [peers extra]"
     modules = ("optuna", "torch", "greenlet")
     params = TablePeer.params + (
@@ -206,6 +208,7 @@ class OptunaCmaEs(OptunaPeer):
     configurations and never proposed the table's ends."""
 
     name = "optuna-cmaes"
+    memory = MemoryUse(fixed=70e6, per_config=1.5e3)  # docs/results/memory.md
     summary = (
         "Optuna's CMA-ES sampler (no constraint mechanism: penalised objective; "
         "integers with margin, IPOP restarts, categoricals sampled at random) over the "

@@ -32,7 +32,7 @@ from typing import Any
 from optfarm.oracle.problem import Problem
 from optfarm.oracle.space import SearchSpace
 
-from ..base import Param
+from ..base import MemoryUse, Param
 from .table_peer import TablePeer
 
 __all__ = ["SmacHPO"]
@@ -40,6 +40,7 @@ __all__ = ["SmacHPO"]
 
 class SmacHPO(TablePeer):
     name = "smac-hpo"
+    memory = MemoryUse(fixed=285e6, per_config=1.5e3)  # docs/results/memory.md
     summary = (
         "SMAC3's HPO facade (random forest, log EI; penalised objective) over the "
         "table [peers extra]"
