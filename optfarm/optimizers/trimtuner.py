@@ -256,10 +256,11 @@ class TrimTuner(Optimizer):
 
     name = "trimtuner"
     summary = "information gain per cost x P(feasible incumbent), sub-sampled (x, s)"
-    # the GP's joint posterior over every configuration at s = 1 per hyperparameter sample,
-    # (40, n, n), and its mixture (representer points, p_max); n_mc draws per configuration
-    # (docs/results/memory.md)
-    memory = MemoryUse(fixed=215e6, per_config=16e3, per_pair=360)
+    # the models, the representers' joint posterior over at most representer_pool
+    # configurations and the blocks: fixed; the candidates' predictions per hyperparameter
+    # sample and the features: per configuration; nothing over pairs of configurations
+    # (docs/results/scale.md)
+    memory = MemoryUse(fixed=215e6, per_config=5e3)
     uses_fidelity = True
     params = (
         Param(
