@@ -260,7 +260,7 @@ class TrimTuner(Optimizer):
     # configurations and the blocks: fixed; the candidates' predictions per hyperparameter
     # sample and the features: per configuration; nothing over pairs of configurations
     # (docs/results/scale.md)
-    memory = MemoryUse(fixed=215e6, per_config=5e3)
+    memory = MemoryUse(fixed=215e6, per_config=10e3)
     uses_fidelity = True
     params = (
         Param(
