@@ -4,8 +4,9 @@ The tests that need the papers' published files ask for ``shared_datasets``, a f
 like the shared datasets folder (``trimtuner/cnn.csv``, ``scout/<workload>/...``). It is, in
 order: ``$OPTFARM_DATASETS_DIR``; ``../shared/datasets`` beside the checkout (CI has it); the
 files ``farm datasets fetch`` keeps in the user cache (``optfarm.oracle.sources.sources_dir()``),
-downloaded now unless ``OPTFARM_OFFLINE`` is set. When none works those tests are skipped with
-one reason line (``NO_DATA``) and the rest of the suite runs.
+downloaded now unless ``OPTFARM_OFFLINE`` is set (``farm datasets fetch all --from DIR`` keeps its
+files there too). When none works those tests are skipped, each with one short line
+(``NO_DATA``: the commands that provide the data), and the rest of the suite runs.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ from optfarm.oracle.sources import SOURCES, download, sources_dir
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 USER_SOURCES = sources_dir()  # read before any test points OPTFARM_DATA at a temporary folder
 NO_DATA = (
-    "real datasets not found ({why}): run `farm datasets fetch all` once (network), or "
-    "set OPTFARM_DATASETS_DIR to a copy laid out like ../shared/datasets"
+    "no real datasets: run `farm datasets fetch all --from DIR` (a copy) or `farm datasets "
+    "fetch all`"
 )
 
 
 def find_datasets() -> tuple[Path | None, str]:
-    """The real datasets' folder, or None and why not."""
+    """The real datasets' folder, or None and why not (``NO_DATA`` says what to do)."""
     given = os.environ.get("OPTFARM_DATASETS_DIR")
     if given:
         if not Path(given).is_dir():
@@ -42,7 +43,7 @@ def find_datasets() -> tuple[Path | None, str]:
 def shared_datasets() -> Path:
     folder, why = find_datasets()
     if folder is None:
-        pytest.skip(NO_DATA.format(why=why))
+        pytest.skip(NO_DATA)
     return folder
 
 

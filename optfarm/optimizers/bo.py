@@ -71,7 +71,12 @@ class EIc(Optimizer):
         ),
         Param("burn_in", 100, "emcee burn-in steps (first fit)", low=0),
         Param("chain_length", 100, "emcee steps per fit", low=1),
-        Param("stop_ratio", 0.0, "stop once max EI < this x |y*| after 6 runs (0: never)", low=0.0),
+        Param(
+            "stop_ratio",
+            0.0,
+            "stop once max EI < this x |y*| after 6 runs, one model-guided (0: never)",
+            low=0.0,
+        ),
     )
     per_cost = False
     constrained = True
@@ -118,7 +123,7 @@ class EIc(Optimizer):
         best = int(np.argmax(acq))
         if (
             self.config["stop_ratio"] > 0
-            and len(self.history) >= 6
+            and len(self.history) >= max(6, len(self._init) + 1)  # CherryPick's N, a guided run
             and ei[best] < self.config["stop_ratio"] * abs(y_star)
         ):
             return self.stopped("converged")

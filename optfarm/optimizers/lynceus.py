@@ -7,7 +7,10 @@ cost stays within the remaining budget with probability >= 0.99), the exploratio
 every x in Gamma with look-ahead LA (``optfarm.optimizers.lookahead``; on a table too large for
 every x, the ``first_steps`` best by EIc per predicted cost: ours, see ``_first_steps``), the
 argmax of R_x / C_x, and the stops: Gamma empty, or marginal reward (the largest EIc in
-Gamma below 1% of the incumbent cost, "EIc below 1% for all unexplored configurations", Sec. IV-A);
+Gamma below 1% of the incumbent cost, "EIc below 1% for all unexplored configurations", Sec. IV-A),
+tested, as the classic criterion it cites is [Alipourfard17], only once ``stop_after`` (6)
+configurations have run, one of them chosen by the model (``STOP_AFTER``: the paper tests it
+right after the bootstrap, which on the CherryPick and Scout jobs is a model of 2-3 runs);
 robust rule beside the paper's: neither stop ends a run without a recommendation (no configuration
 observed feasible yet) while untested configurations and budget remain; it goes on with the
 argmax of EIc over Gamma, or, Gamma empty, the cheapest predicted untested configuration
@@ -46,6 +49,9 @@ References:
     [Lynceus] Casimiro et al. Lynceus: Cost-efficient tuning and provisioning of data analytic
         jobs. ICDCS 2020. Sec. IV-V, Algorithms 1-2, Sec. VI.
     [OBOL] Casimiro et al., seed 004 (Portuguese), the budget-limited precursor.
+    [Alipourfard17] Alipourfard et al. CherryPick, NSDI 2017 (its stop: EI below a threshold
+        once N = 6 configurations have run, as Mendes19 Sec. 2.4.2 reports it).
+    [Mendes19] P. Mendes. MSc thesis, IST Lisbon, 2019.
     [Code] marialcasimiro/Lynceus-ICDCS: Lynceus.java (utility, optimized_policy),
         weka/ensemble/EnsembleClassifier.java, gh/NormalGaussHermiteQuadrature.java.
     [Geurts06] Geurts, Ernst, Wehenkel. Extremely randomized trees. Machine Learning 2006.
@@ -99,6 +105,12 @@ TIMEOUT_POLICIES = ("none", "tg", "ideal", "no-info", "max-cost", "linear")
 # stays about constant beyond (docs/results/lynceus-scale.md).
 PATH_WORK = 2_500_000
 
+# Runs before the marginal-reward stop is tested (and one of them model-guided): CherryPick's
+# N = 6 [Alipourfard17, via Mendes19 Sec. 2.4.2], the classic criterion Lynceus cites (Sec. IV-A);
+# without it the stop fired on a model of the 2-3-run bootstrap of the CherryPick and Scout
+# jobs (issue 41).
+STOP_AFTER = 6
+
 COMMON_PARAMS = (  # shared by Lynceus, OBOL and Nephele
     Param("k", 3, "Gauss-Hermite nodes per simulated cost", low=1, high=10),
     Param("gamma", 0.9, "discount of future rewards along a path", low=0.0, high=1.0),
@@ -106,6 +118,13 @@ COMMON_PARAMS = (  # shared by Lynceus, OBOL and Nephele
     Param("max_features", 0, "features tried per split (0: floor(log2 d) + 1)", low=0),
     Param("std_floor", 1e-3, "predictive std floor, relative to the targets' std", low=0.0),
     Param("stop_threshold", 0.01, "stop when every EIc is below this x incumbent cost", low=0.0),
+    Param(
+        "stop_after",
+        STOP_AFTER,
+        "the stop_threshold stop is tested only once this many configurations have run, one "
+        "of them chosen by the model (CherryPick's N)",
+        low=1,
+    ),
     Param("path_chunks", 4, "chunks of first-step candidates handed to the executor", low=1),
     Param(
         "first_steps",
@@ -177,6 +196,7 @@ class Lynceus(Optimizer):
 
     name = "lynceus"
     summary = "budget-aware look-ahead BO on bagged trees with timeouts (Lynceus, ICDCS'20)"
+    version = 2  # issue 41: the stop tested only after stop_after runs, one model-guided
     # trees over the observations, per-candidate arrays (docs/results/memory.md)
     memory = MemoryUse(fixed=180e6, per_config=500)
     params = (
@@ -186,8 +206,8 @@ class Lynceus(Optimizer):
         Param(
             "n_init",
             0,
-            "bootstrap size (0: max(3% of the space, d), at least 2, at "
-            "most max(d + 2, 20) and init_share of the run's evaluations)",
+            "bootstrap size (0: max(3% of the space, d), at least 2, at most max(d + 2, 20)); "
+            "at most init_share of the run's evaluations",
             low=0,
         ),
         init_share(),
@@ -264,9 +284,12 @@ class Lynceus(Optimizer):
 
     # -- Algorithm 1 ------------------------------------------------------------------------
     def _bootstrap(self) -> list[int]:
-        """N configurations by LHS (``bootstrap_size``) [Lynceus Sec. VI-B]."""
-        n = self.config["n_init"] or self.initial_design(
-            bootstrap_size(self.space.n_configs, len(self.space.dimensions)), least=2
+        """N configurations by LHS (``bootstrap_size``, or ``n_init``) [Lynceus Sec. VI-B], at
+        most ``init_share`` of the run's evaluations (``Optimizer.initial_design``)."""
+        n = self.initial_design(
+            self.config["n_init"]
+            or bootstrap_size(self.space.n_configs, len(self.space.dimensions)),
+            least=2,
         )
         if self.config["init"] == "random":
             return [int(c) for c in self.rng.permutation(len(self._cand_config))[:n]]
@@ -298,7 +321,11 @@ class Lynceus(Optimizer):
             cand = int(np.flatnonzero(self._untested)[np.argmin(mu[self._untested])])
             return self._suggestion(cand, phase="search", info={"no_answer_yet": True})
         ystar = self._ei_reference(ctx, sd)
-        if answered and eic[gamma_set].max() < self.config["stop_threshold"] * ystar:
+        if (
+            answered
+            and self._may_stop()
+            and eic[gamma_set].max() < self.config["stop_threshold"] * ystar
+        ):
             return self.stopped("converged")
         if ctx.la == 0:
             reward, cost = eic[gamma_set], mu[gamma_set]
@@ -319,6 +346,12 @@ class Lynceus(Optimizer):
             "incumbent_cost": ctx.best,
         }
         return self._with_timeout(cand, mu[cand], sd[cand], ctx.best, info)
+
+    def _may_stop(self) -> bool:
+        """The marginal-reward stop is tested only on a model fitted beyond the initial design:
+        once ``stop_after`` configurations have run, one of them model-guided."""
+        guided = any(s.phase == "search" for s, _ in self.history)
+        return guided and len(self.history) >= self.config["stop_after"]
 
     def _path_score(self, reward: np.ndarray, cost: np.ndarray) -> np.ndarray:
         """R / C (Alg. 1 l. 28), or R with ``first_step="reward"``."""
@@ -509,6 +542,7 @@ class LynceusToBudget(Lynceus):
 
     name = "lynceus-to-budget"
     summary = "Lynceus without its stopping rule: runs until its budget (stop_threshold 0)"
+    version = 1  # its stop is off: issue 41's stop_after changes none of its runs
     params = derive(Lynceus.params, stop_threshold=fixed(0.0))
 
 
@@ -523,7 +557,8 @@ class EIcUSD(Lynceus):
 
 class Obol(Lynceus):
     """OBOL [OBOL]: budget-limited look-ahead (depth 0..5), no timeout, 5 random initial
-    samples, future rewards *and* costs discounted by gamma."""
+    samples, future rewards *and* costs discounted by gamma; it stops only when no
+    configuration fits the remaining budget (Alg. 2 l. 4: the marginal-reward stop off)."""
 
     name = "obol"
     summary = "budget-limited look-ahead BO on bagged trees (OBOL, seed 004)"
@@ -537,6 +572,11 @@ class Obol(Lynceus):
         curve_interval_s=fixed(30.0),
         n_init={"default": 5, "low": 1, "doc": "random initial samples"},
         path_cost=fixed("discounted"),
+        stop_threshold={
+            "default": 0.0,
+            "doc": "stop when every EIc is below this x incumbent "
+            "cost (0: the paper's, only the budget stops it)",
+        },
     )
 
 

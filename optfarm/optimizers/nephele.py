@@ -7,8 +7,9 @@ pair; the model inputs are the configuration features plus s on a normalised log
 step runs the look-ahead of Lynceus (``optfarm.optimizers.lookahead``) with two bagging ensembles of
 5 trees (cost and accuracy), the bivariate Gauss-Hermite quadrature (3 nodes on cost x 1 on
 accuracy), gamma = 0.9 and a default horizon of 0, and picks the argmax of reward per cost.
-No timeouts. The recommendation is the cheapest tested (x, s) observed to meet the
-constraints, at its dataset size (the run loop computes its CNO at that s).
+No timeouts. It stops when the budget is spent (Alg. 2; Lynceus' marginal-reward stop is off
+by default, ``stop_threshold``). The recommendation is the cheapest tested (x, s) observed to
+meet the constraints, at its dataset size (the run loop computes its CNO at that s).
 
 References:
     [Mendes19] P. Mendes. Leveraging subsampling techniques to optimize machine learning jobs
@@ -48,6 +49,11 @@ class Nephele(Lynceus):
             init={**fixed("random"), "doc": "random untested (x, s) pairs until b_init"},
             target_accuracy=fixed(0.85),
             curve_interval_s=fixed(30.0),
+            stop_threshold={
+                "default": 0.0,
+                "doc": "stop when every EIc is below this x incumbent cost (0: the thesis', "
+                "only the budget stops it, Alg. 2)",
+            },
         ),
         Param("k_acc", 1, "Gauss-Hermite nodes on the simulated accuracy", low=1, high=10),
         Param(

@@ -256,11 +256,11 @@ class TrimTuner(Optimizer):
 
     name = "trimtuner"
     summary = "information gain per cost x P(feasible incumbent), sub-sampled (x, s)"
-    # the models, the representers' joint posterior over at most representer_pool
-    # configurations and the blocks: fixed; the candidates' predictions per hyperparameter
-    # sample and the features: per configuration; nothing over pairs of configurations
-    # (docs/results/scale.md)
-    memory = MemoryUse(fixed=215e6, per_config=10e3)
+    # the GP's joint posterior over at most representer_pool (512) configurations per
+    # hyperparameter sample, (40, 512, 512) = 84 MB, the candidates' covariances with them
+    # (40, 144, 512) = 24 MB, and its mixture; n_mc draws per configuration (docs/results/
+    # memory.md; 389 MB max RSS in all for 20 evaluations at 9,216 configurations)
+    memory = MemoryUse(fixed=325e6, per_config=16e3)
     uses_fidelity = True
     params = (
         Param(

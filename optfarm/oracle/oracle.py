@@ -18,7 +18,9 @@ from .contract import METRICS, Observation
 from .dataset import Dataset
 from .problem import Problem
 
-__all__ = ["Oracle"]
+__all__ = ["SPREAD_WARNING", "Oracle"]
+
+SPREAD_WARNING = 10.0  # repeated rows of one configuration this many times apart: a warning
 
 
 class Oracle:
@@ -212,6 +214,31 @@ class Oracle:
         lines.append(f"feasible: {int(self.feasible_mask().sum())} of {n} configurations")
         return lines
 
+    def spread_report(self, ratio: float = SPREAD_WARNING) -> list[str]:
+        """One ``warning:`` line when the repeated rows of some configuration (at one
+        fidelity) differ ``ratio``-fold or more in time, naming the widest and how many do
+        (a unit mixed up, or one run that hung, looks so); none otherwise."""
+        several = (self._count > 1).ravel()
+        if not several.any():
+            return []
+        starts = self._start.ravel().clip(max=len(self._time) - 1)
+        low = np.minimum.reduceat(self._time, starts)[several]
+        high = np.maximum.reduceat(self._time, starts)[several]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            spread = high / low
+        wide = np.flatnonzero(spread >= ratio)
+        if not len(wide):
+            return []
+        worst = wide[np.argmax(spread[wide])]
+        cid, fi = divmod(int(np.flatnonzero(several)[worst]), len(self.space.fidelities))
+        config = ", ".join(f"{k}={v}" for k, v in self.space.config(cid).items())
+        at = "" if len(self.space.fidelities) == 1 else f" at s={self.space.fidelities[fi]:g}"
+        return [
+            f"warning: {len(wide)} configuration(s) have repeated rows whose times differ "
+            f"{ratio:g}x or more; the widest, {config}{at}: {_seconds(low[worst])} to "
+            f"{_seconds(high[worst])} ({spread[worst]:.3g}x); a run draws one of them"
+        ]
+
     def optimum(self, fidelity: float = 1.0) -> int | None:
         """config_id of the best truly feasible configuration at ``fidelity`` (None if none)."""
         mask = self.feasible_mask(fidelity)
@@ -258,3 +285,8 @@ class Oracle:
             },
             "notes": meta.notes,
         }
+
+
+def _seconds(x: float) -> str:
+    """A time in seconds as a reader takes it in: ``1,600 s``, ``2.5 s``."""
+    return f"{x:,.0f} s" if x >= 100 else f"{x:.3g} s"

@@ -143,10 +143,10 @@ SOURCES: dict[str, Source] = _sources()
 
 
 def sources_dir() -> Path:
-    """Where ``fetch`` keeps the published files it downloads, laid out like the shared
-    datasets folder (``trimtuner/cnn.csv``, ``scout/<workload>/...``): files already there are
-    not downloaded again, and the tests read the real data from here when no other copy
-    exists."""
+    """Where ``fetch`` keeps the published files it downloads or reads ``--from`` a folder,
+    laid out like the shared datasets folder (``trimtuner/cnn.csv``, ``scout/<workload>/...``):
+    files already there are not downloaded again, and the tests read the real data from here
+    when no other copy exists."""
     return data_dir() / "sources"
 
 
@@ -197,8 +197,22 @@ def fetch(
             datasets.extend(FORMATS[source.format](Path(tmp) / source.import_path, name=name))
     for d in datasets:
         d.write(data_dir() / f"{d.name}.parquet")
+    if from_dir is not None:
+        _keep_sources(found)
     _drop_manifest(wanted)
     return [d.name for d in datasets]
+
+
+def _keep_sources(found: dict[str, list[tuple[tuple[str, str], Path | None]]]) -> None:
+    """Copy the published files a fetch ``--from`` read into ``sources_dir()``, so that a
+    later fetch, and the test suite, find them there (as if downloaded)."""
+    root = sources_dir()
+    for files in found.values():
+        for (_, rel), path in files:
+            target = root / rel
+            if path is not None and path.resolve() != target.resolve():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                write_file_atomically(target, path.read_bytes())
 
 
 MANIFEST_NAME = "fetch-missing.tsv"

@@ -347,6 +347,7 @@ def test_disk_full_during_a_run_then_freed(ray_head, server, tmpfs):
     assert full.returncode == 1, full
     err = full.stderr.strip()
     assert len(_lines(err, "No space left on device")) == 1 and str(out) in err, err
+    assert err.endswith("; the runs stored so far are kept, run the sweep again when fixed")
     assert 0 < len(Store(out).scan().records) < SEEDS
     disk.resize("64m")
     again = farm(args)

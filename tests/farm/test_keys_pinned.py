@@ -13,10 +13,12 @@ from optfarm.farm.store.store import spec_to_dict
 from optfarm.farm.tracking.variants import variant_key
 
 PINNED = [  # (run spec, run key, variant key)
-    (RunSpec("lynceus-cnn", "lynceus"), "a3643012c4954c4b", "61be666a81e6a620"),
+    # the Lynceus family's run keys moved once on purpose: its version 2 (issue 41, its stop
+    # tested only beyond the initial design); a3643012c4954c4b and 2cec3e8efb5f5bba before
+    (RunSpec("lynceus-cnn", "lynceus"), "5b2ba2a971d52931", "61be666a81e6a620"),
     (
         RunSpec("scout-als-spark", "eic-usd", seed=7, params={"n_init": 5}, budget=math.inf),
-        "2cec3e8efb5f5bba",
+        "424fe1010665a9d9",
         "ce4eb8688b671eeb",
     ),
     (

@@ -10,6 +10,7 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from optfarm.farm.board.decision import budget_lines, decision, decision_rows
@@ -33,6 +34,8 @@ from optfarm.farm.cli.leaderboard import FIRST_LOOK
 from optfarm.farm.report.analysis import analyse
 from optfarm.farm.sweep.board_spec import load_board_spec
 from optfarm.farm.sweep.results import load_sweep
+from optfarm.oracle.oracle import Oracle
+from optfarm.oracle.registry import load
 from tests.farm.test_report import make_run, sweep
 
 MEAN = {"mean_config_cost": 2.0}
@@ -149,9 +152,19 @@ def test_families_by_table_name():
             "guindani-kmeans",
             "synthetic",
             "trimtuner-cnn",
+            "cloud-grid-9216",
             "myjob",
         )
-    ] == ["Lynceus TF", "Scout", "CherryPick", "Guindani", "synthetic", "TrimTuner", "your tables"]
+    ] == [
+        "Lynceus TF",
+        "Scout",
+        "CherryPick",
+        "Guindani",
+        "synthetic",
+        "TrimTuner",
+        "large grids",
+        "your tables",
+    ]
 
 
 # -- the command on a user's own table ------------------------------------------------------
@@ -247,13 +260,12 @@ def test_leaderboard_on_an_imported_table(imported, capsys):
     once = {note.split(":")[0] for note in board["shown_once"]}
     assert {"optuna-tpe", "optuna-cmaes", "optuna-random"} <= shown | once
     assert not shown & once
-    # every budget row states its share of the 12-configuration table's price; 5x and 10x are
-    # capped at a quarter of it (3 mean costs), so they buy the same and show as one row, as
-    # do 5, 10 and 20 evaluations (capped at 3); no budget is exhaustive
+    # every budget row states its share of the 12-configuration table's price; 5x, 10x and
+    # 20x are capped at a quarter of it (3 mean costs), so they buy the same and show as one
+    # row, as do 5, 10 and 20 evaluations (capped at 3); no budget is exhaustive
     shares = {r["budget"]: r["share of the table"] for r in board["budgets"]}
     assert shares == {
-        "2x": "17% of the price",
-        "5x = 10x": "25% of the price (the cap: they buy the same)",
+        "5x = 10x = 20x": "25% of the price (the cap: they buy the same)",
         "5 = 10 = 20 evals": "25% of the configurations (the cap: they buy the same)",
     }
     assert all(r["exhaustive"] == "-" for r in board["budgets"])
@@ -261,15 +273,15 @@ def test_leaderboard_on_an_imported_table(imported, capsys):
     assert all("seeds" in r and "tables" not in r for r in board["statistics"])
     decision = board["decision"]
     assert decision.startswith("On myjob (5 seeds), ") and "random search" in decision
-    assert len(decision.split()) <= 80 and "at 2x (17% of the price)" in decision
+    assert len(decision.split()) <= 80 and "at 5x = 10x = 20x (25% of the price)" in decision
     # 5 seeds cannot separate two optimizers (a signed-rank test needs 6): nothing beats
     # random search, and every optimizer shares the first place
-    assert "nothing here beats random search at 2x" in decision
+    assert "nothing here beats random search at 5x = 10x = 20x" in decision
     assert decision.endswith(
         "5 seeds cannot separate any two optimizers (the signed-rank test needs 6)."
     )
     assert {r["place"] for r in board["standings"]} == {1}
-    assert board["detail"][0].startswith("2x (17% of the price): all ")
+    assert board["detail"][0].startswith("5x = 10x = 20x (25% of the price): all ")
     page = (out / "leaderboard" / "report.html").read_text()
     first = re.search(r"<h1>.*?</h1>\s*<p[^>]*>(.*?)</p>", page, re.S).group(1)
     assert html.unescape(first) == decision
@@ -375,16 +387,21 @@ def test_the_default_board_never_buys_the_whole_of_cherrypick_kmeans(
     assert not [s for s in summaries if s["stop_reason"] == "exhausted"]
     price = summaries[0]["table"]
     assert price["configurations"] == 47
-    assert all(s["exploration_cost"] < price["exhaustive_cost"] * 0.26 for s in summaries)
+    # a run stops at its first step that spends the budget (a quarter of the price here): it
+    # overshoots by that configuration's cost at most
+    costliest = float(np.nanmax(Oracle(load("cherrypick-kmeans")).true_cost[:, -1]))
+    quarter = price["exhaustive_cost"] * 0.25
+    assert all(s["exploration_cost"] < quarter + costliest for s in summaries)
+    assert quarter + costliest < 0.5 * price["exhaustive_cost"]
     rows = result["boards"]["cno"]["budgets"]
-    assert [r["budget"] for r in rows] == ["2x", "5x", "10x", "5 evals", "10 evals", "20 evals"]
+    assert [r["budget"] for r in rows] == ["5x", "10x", "20x", "5 evals", "10 evals", "20 evals"]
     assert all(
         re.fullmatch(r"\d+(\.\d)?% of the (price|configurations)", r["share of the table"])
         and r["exhaustive"] == "-"
         for r in rows
     )
-    assert rows[0]["share of the table"] == "4.3% of the price"  # 2 of 47 mean costs
-    assert rows[2]["share of the table"] == "21% of the price"  # 10 of 47 mean costs
+    assert rows[1]["share of the table"] == "21% of the price"  # 10 of 47 mean costs
+    assert rows[2]["share of the table"] == "25% of the price"  # 20 capped at 11.75
     assert rows[5]["share of the table"] == "23% of the configurations"  # 20 capped at 11
 
 
@@ -577,7 +594,9 @@ def test_the_heat_map_tells_missing_from_nothing_feasible():
         (["--evaluations", "0"], ["--evaluations '0'"]),
         (["--evaluations", "1.5"], ["--evaluations '1.5'"]),
         (["--max-in-flight", "0"], ["--max-in-flight must be at least 1, got 0"]),
-        (["--plan-steps", "0"], ["--plan-steps must be at least 1, got 0"]),
+        (["--plan-seconds", "0"], ["--plan-seconds must be a positive number, got 0"]),
+        (["--plan-seconds", "nan"], ["--plan-seconds must be a positive number, got nan"]),
+        (["--plan-check", "-1"], ["--plan-check must be at least 1, got -1"]),
         (["--cpus", "-2"], ["--cpus must be at least 1, got -2"]),
     ],
 )

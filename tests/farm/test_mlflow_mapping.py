@@ -70,6 +70,7 @@ def test_only_the_parameters_that_vary_are_logged_the_rest_kept_as_a_tag():
     assert full["opt.first_step"] and full["objective"] == "min cost"
     assert tags["mlflow.parentRunId"] == "variant-run" and tags["optfarm.run_key"] == key
     assert tags["optfarm.trace"] == "/trace.parquet"
+    assert tags["optfarm.stop_reason"] == record["summary"]["stop_reason"]  # a column of the view
     assert run.name == f"s{spec['seed']} · lynceus · synthetic"  # the seed first
     assert (run.start_ms, run.end_ms) == span_ms(record) == (997_500, 1_000_000)
     assert run.status == "FINISHED"

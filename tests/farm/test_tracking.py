@@ -129,3 +129,21 @@ def test_server_down_sweep_completes_and_sync_uploads_later(server, tmp_path, ca
     assert len(_nested(client, "track-offline")[2]) == 6  # never logged twice
     exp = client.get_experiment_by_name("track-offline")
     assert sorted(v.info.status for v in _variants(client, exp)) == ["FINISHED", "FINISHED"]
+
+
+def test_an_older_experiment_gets_the_seed_runs_view_the_printed_address_opens(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from optfarm.farm.tracking.runs_view import SEED_RUNS_VIEW, VIEW_KEY, VIEW_TAG
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    older = client.create_experiment("track-view")  # as a version before the view made it
+    report = run_sweep(_spec("track-view", 1), tmp_path / "out", tracking_uri=uri, progress=False)
+    assert report.complete and not report.tracking_offline
+    assert client.get_experiment(older).tags[VIEW_TAG] == SEED_RUNS_VIEW
+    page, command = report.mlflow_page
+    assert page.endswith(
+        f"/#/experiments/{older}/runs?workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"
+    )
+    assert command.startswith("mlflow ui") and uri in command

@@ -109,13 +109,70 @@ def test_marginal_reward_stop_and_budget_filter(lynceus_jobs):
     oracle = _oracle()
     opt = make_optimizer("lynceus", oracle.space, oracle.problem, seed=0, la=1, stop_threshold=1e6)
     steps = _drive(opt, oracle, 30)
-    assert len(steps) == 12 and opt.suggest() is None  # stops right after the bootstrap
+    # the stop is tested once a model-guided run is in the model (issue 41): one step after
+    # the 12-run bootstrap
+    assert len(steps) == 13 and steps[-1][0].phase == "search" and opt.suggest() is None
     # a budget barely above the bootstrap spend: Gamma empties and the optimizer stops
     spent = sum(o.cost for _, o in steps)
     tight = _oracle(budget=spent * 1.001)
     opt = make_optimizer("lynceus", tight.space, tight.problem, seed=0, la=1)
     steps = _drive(opt, tight, 30)
     assert len(steps) == 12 and opt.suggest() is None
+
+
+ALL_FEASIBLE = ("time<=1000000",)  # synthetic with every configuration feasible
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "ends"),
+    [
+        # a stop that fires whenever tested: on the sixth run (CherryPick's N), the bootstrap's
+        # two and four model-guided (issue 41: it fired on the model of the two)
+        ("lynceus", {"n_init": 2, "la": 0}, 6),
+        ("lynceus", {"n_init": 2, "la": 0, "stop_after": 1}, 3),  # one guided run at least
+        ("lynceus", {"n_init": 8, "la": 0}, 9),
+        ("obol", {"la": 0}, 6),  # its 5 random samples and one guided run
+        ("eic-usd", {"n_init": 3}, 6),
+    ],
+)
+def test_the_own_stop_is_tested_only_beyond_the_initial_design(name, params, ends):
+    spec = RunSpec(
+        "synthetic",
+        name,
+        seed=1,
+        params={**params, "stop_threshold": 1e9},
+        constraints=ALL_FEASIBLE,
+    )
+    result = run_one(spec)
+    phases = result.trace.column("phase").to_pylist()
+    assert result.summary["stop_reason"] == "converged"
+    assert result.summary["n_evaluations"] == ends
+    design = params.get("n_init", 5)
+    assert phases == ["init"] * design + ["search"] * (ends - design)
+
+
+def test_eic_stop_ratio_waits_for_six_runs_and_a_guided_one():
+    for n_init, ends in ((3, 6), (8, 9)):
+        spec = RunSpec(
+            "synthetic",
+            "eic",
+            seed=0,
+            params={"n_init": n_init, "hyper": "ml", "stop_ratio": 1e9},
+            constraints=ALL_FEASIBLE,
+        )
+        summary = run_one(spec).summary
+        assert (summary["stop_reason"], summary["n_evaluations"]) == ("converged", ends)
+
+
+def test_published_lynceus_on_cherrypick_kmeans_runs_past_its_bootstrap(shared_datasets):
+    # issue 41: seed 0 stopped after its 2-run bootstrap at CNO 2.04 (a model of two points);
+    # now after 6 runs or more, one of them model-guided
+    import_datasets("cherrypick", shared_datasets / "cherrypick")
+    for name in ("lynceus", "eic-usd"):
+        result = run_one(RunSpec("cherrypick-kmeans", name, seed=0))
+        phases = result.trace.column("phase").to_pylist()
+        assert result.summary["stop_reason"] == "converged"
+        assert len(phases) >= 6 and phases[:2] == ["init", "init"] and "search" in phases
 
 
 def test_obol_and_cherrypick_trees_under_budget(lynceus_jobs):

@@ -13,7 +13,7 @@ from optfarm.farm.cli import main
 from optfarm.oracle import registry
 from optfarm.oracle.cloud_grid import GRIDS
 from optfarm.oracle.dataset import Dataset, DatasetError
-from optfarm.oracle.sources import SOURCES, fetch
+from optfarm.oracle.sources import SOURCES, download, fetch, sources_dir
 
 
 def test_sources_cover_every_importable_name():
@@ -70,6 +70,21 @@ def test_fetch_from_an_upstream_layout(shared_datasets, tmp_path, isolated_cache
     shutil.copy(shared_datasets / "trimtuner" / "rnn.csv", upstream / "rnn.csv")
     assert fetch(["trimtuner-rnn"], from_dir=tmp_path / "TrimTuner") == ["trimtuner-rnn"]
     assert Dataset.read(isolated_cache / "trimtuner-rnn.parquet").table.num_rows == 1440
+
+
+def test_fetch_from_a_copy_keeps_its_files_where_the_tests_look(
+    shared_datasets, tmp_path, isolated_cache, monkeypatch
+):
+    """The tests' skip line names `farm datasets fetch all --from DIR`: after it, the files
+    are in the user cache's sources (``sources_dir``), found offline with nothing to download,
+    so ``tests/conftest.py`` reads the real data from there."""
+    monkeypatch.setenv("OPTFARM_OFFLINE", "1")
+    names = ["trimtuner-rnn", "scout-join_bigdata_spark"]
+    assert download(names, sources_dir()) == "offline: OPTFARM_OFFLINE is set"
+    assert main(["datasets", "fetch", *names, "--from", str(shared_datasets)]) == 0
+    assert download(names, sources_dir()) is None  # every file there
+    kept = sources_dir() / SOURCES["trimtuner-rnn"].files[0][1]
+    assert kept.read_bytes() == (shared_datasets / "trimtuner" / "rnn.csv").read_bytes()
 
 
 def test_fetch_missing_files_says_what_to_put_where(tmp_path, isolated_cache):

@@ -90,6 +90,23 @@ def test_a_constraint_every_or_no_configuration_meets_is_a_warning(
     ) in err
 
 
+def test_repeated_rows_ten_times_apart_are_a_one_line_warning(tmp_path, isolated_cache, capsys):
+    """Two rows of one configuration whose times differ 10x or more (a unit mixed up, a run
+    that hung): one line on stderr naming the widest configuration and its spread; the 3%
+    apart of TABLE's #vm=2 says nothing."""
+    desc = HEAD + DIMS + 'columns: {time: time}\nprice: {formula: "`#vm` * 0.5"}\n'
+    desc += "units: {time: ms}\n"
+    assert _import(tmp_path, desc) == 0
+    assert "warning" not in capsys.readouterr().err
+    spread = TABLE + "4,2000000,-8000000,70\n8,1600000,-1200000,40\n"  # 10x and 10.7x
+    assert _import(tmp_path, desc.replace("name: byo", "name: spread"), spread, "spread") == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert warnings == [
+        "  warning: 2 configuration(s) have repeated rows whose times differ 10x or more; "
+        "the widest, n_vm=8: 150 s to 1,600 s (10.7x); a run draws one of them"
+    ]
+
+
 def test_only_our_description_is_discovered(tmp_path, isolated_cache, capsys):
     (tmp_path / "job.csv").write_text(TABLE)
     (tmp_path / "job.yaml").write_text("general_setting: {dataset: job.csv}\n")  # another tool's

@@ -3,9 +3,11 @@ leaderboard``; ARCHITECTURE.md, "Layers": a report room module over the analyses
 ``optfarm.farm.report.analysis``).
 
 Each run is read at equal budgets on every table, stated in the table's own terms: in
-multiples of its mean configuration cost (``mean_config_cost`` of the run summary, the unit
-of Lynceus' pooled jobs, Sec. VI-C) and as a share of its price (every configuration run
-once, ``optfarm.farm.run.metrics.exhaustive_cost``); evaluation budgets also as a share of its
+multiples of its budget unit, its mean configuration cost (``mean_config_cost`` of the run
+summary, the unit of Lynceus' pooled jobs, Sec. VI-C) times its size factor (1 up to 384
+configurations, log2(N / 192) beyond: ``optfarm.farm.sweep.board_spec``), and as a share of
+its price (every configuration run once, ``optfarm.farm.run.metrics.exhaustive_cost``);
+evaluation budgets grow by the same factor and are also stated as a share of its
 configurations. Every budget is capped at the board's ``cap`` share of the price
 (``optfarm.farm.sweep.board_spec``); a budget at or above the price buys the whole table, is
 labelled "exhaustive" and is left out of the headline. At a budget the run is credited with the
@@ -51,7 +53,9 @@ from optfarm.farm.sweep.board_spec import (
     DEFAULT_COST_BUDGETS,
     DEFAULT_EVALUATIONS,
     PRICE_SHARE_CAP,
+    budget_unit,
     table_budget,
+    table_evaluations,
 )
 
 __all__ = [
@@ -97,12 +101,14 @@ FAMILIES = (
     ("guindani-", "Guindani"),
     ("synthetic", "synthetic"),
     ("trimtuner-", "TrimTuner"),
+    ("cloud-grid-", "large grids"),  # generated, 10^4-10^5 configurations (issue 41)
 )
 OWN_TABLES = "your tables"
 BASELINE = "random"  # the optimizer kept when another makes its very choices; the headroom's
 INTRO = (
     "Every optimizer on every table of the sweep at equal budgets, in each table's own "
-    "terms: multiples of its mean configuration cost and shares of its price (every "
+    "terms: multiples of its budget unit (its mean configuration cost, times log2 of its "
+    "size / 192 beyond 384 configurations) and shares of its price (every "
     "configuration run once), never above the board's cap; a budget at or above the "
     "price is marked exhaustive and left out of the headline. At a budget a run is "
     "credited with the configuration the farm credits after the last step it paid for "
@@ -137,10 +143,10 @@ def family(dataset: str) -> str:
 
 @dataclass(frozen=True)
 class Budget:
-    """A budget: ``amount`` multiples of the table's mean configuration cost (``axis``
-    "cost"), evaluations (``axis`` "evaluations"), or the anytime score over the cost
-    budgets (``ANYTIME``); ``also``, the larger amounts that buy the same on every table of
-    the board (the cap binds: "5x = 10x")."""
+    """A budget: ``amount`` multiples of the table's budget unit (``axis`` "cost"),
+    evaluations times its size factor (``axis`` "evaluations"), or the anytime score over the
+    cost budgets (``ANYTIME``); ``also``, the larger amounts that buy the same on every table
+    of the board (the cap binds: "5x = 10x")."""
 
     axis: str
     amount: float
@@ -181,14 +187,18 @@ class Price:
             table.get("configurations"),
         )
 
+    @property
+    def unit(self) -> float:
+        """The table's budget unit: its mean configuration cost x its size factor."""
+        return budget_unit(self.mean_cost, self.configurations)
+
     def limit(self, budget: Budget, cap: float | None) -> float:
-        """The budget on this table: its cost (capped at ``cap`` x the price) or its
+        """The budget on this table, grown by its size factor
+        (``optfarm.farm.sweep.board_spec``): its cost (capped at ``cap`` x the price) or its
         evaluations (capped at ``cap`` x the configurations, at least 1)."""
         if budget.axis == "cost":
-            return table_budget(budget.amount, self.mean_cost, self.cost, cap)
-        if cap is None or self.configurations is None:
-            return budget.amount
-        return min(budget.amount, max(1, math.floor(cap * self.configurations)))
+            return table_budget(budget.amount, self.mean_cost, self.cost, cap, self.configurations)
+        return table_evaluations(int(budget.amount), self.configurations, cap)
 
     def share(self, budget: Budget, cap: float | None) -> float:
         """The budget's share of the price (cost) or of the configurations (evaluations);
@@ -689,7 +699,7 @@ def budget_rows(board: Board) -> list[dict]:
         rows.append(
             {
                 "budget": b.label,
-                "in": "mean configuration costs" if b.axis == "cost" else "evaluations",
+                "in": "budget units" if b.axis == "cost" else "evaluations x size factor",
                 "share of the table": share + (" (the cap: they buy the same)" if b.also else ""),
                 "exhaustive": f"yes, on {exhaustive} of {len(part)} tables" if exhaustive else "-",
             }

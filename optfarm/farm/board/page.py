@@ -68,7 +68,7 @@ def _cost_amounts(board: Board) -> list[float]:
 def budget_curves(
     board: Board, analyses: Mapping[str, DatasetAnalysis], points: int = 40
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """The budgets (multiples of each table's mean configuration cost, a log grid from 1x or
+    """The budgets (multiples of each table's budget unit, a log grid from 1x or
     the first budget to the last cost budget) and per optimizer on the board, in order of
     place, the 25th, 50th and 75th percentiles (rows) over the runs the board ranks (tables
     x seeds) of the credited CNO (or Accuracy_C / optimum's) at each; a run without a
@@ -94,9 +94,9 @@ def budget_curves(
 
 def _curve(run, price: Price, x: np.ndarray, cap: float | None, a: DatasetAnalysis):
     """One run's credited CNO (or Accuracy_C / optimum's) at budgets ``x`` (multiples of the
-    mean configuration cost, capped at ``cap`` x the price); the cap's value before the
-    first step paid for."""
-    limits = np.minimum(x * price.mean_cost, (cap or math.inf) * price.cost)
+    table's budget unit, capped at ``cap`` x the price); the cap's value before the first
+    step paid for."""
+    limits = np.minimum(x * price.unit, (cap or math.inf) * price.cost)
     last = np.searchsorted(run["cum_exploration_cost"], limits * (1 + 1e-12), side="right") - 1
     score = np.asarray(quality_score(step_quality(run, a.metric), a.metric, a.optimum), dtype=float)
     at = np.where(last >= 0, score[np.maximum(last, 0)], SCORE_CAP[a.metric])
@@ -139,7 +139,7 @@ def board_figures(
     curves: dict[str, dict[str, pd.Series]] = {}
     for label, at in board.at.items():
         axis = {
-            "cost": "budget (multiples of the table's mean configuration cost)",
+            "cost": "budget (multiples of the table's budget unit)",
             "evaluations": "budget (evaluations, within the cost cap)",
             "anytime": "over the cost budgets",
         }[at.budget.axis]

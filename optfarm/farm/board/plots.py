@@ -169,7 +169,7 @@ def plot_small_multiples(
 ) -> Path:
     """One panel per optimizer (``curves``: name -> 3 x len(x) array of the 25th, 50th and
     75th percentiles, in the order drawn), its median as a line and its interquartile range
-    as a band against budget ``x`` (multiples of the mean configuration cost, log axis), with
+    as a band against budget ``x`` (multiples of the table's budget unit, log axis), with
     ``baseline``'s median and band in grey in every other panel; dotted lines at the board's
     ``budgets``, a dot on the median at each budget of ``marks[name]``. Shared axes; CNO on a
     log axis whose top, when reached, is the cap (nothing feasible)."""
@@ -203,7 +203,7 @@ def plot_small_multiples(
     for ax in list(axes.flat)[len(names) :]:
         ax.axis("off")
     _budget_axes(axes[0][0], x, budgets, curves, metric)
-    fig.supxlabel("budget (multiples of the table's mean configuration cost)", fontsize=9)
+    fig.supxlabel("budget (multiples of the table's budget unit)", fontsize=9)
     fig.supylabel(
         "CNO (1: the optimum; 16: nothing feasible)"
         if metric == "cno"

@@ -1,12 +1,15 @@
-"""``farm bench`` (recommendation latency) and ``farm bench-farm`` (what the farm adds to a
-sweep)."""
+"""``farm bench`` (recommendation latency), ``farm bench-farm`` (what the farm adds to a
+sweep) and ``farm bench-chaos`` (a sweep under faults of every kind)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
+from collections import Counter
+from pathlib import Path
 
-from .console import EXIT_OK, print_table
+from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_json, print_table
 
 
 def cmd_bench(args) -> int:
@@ -224,9 +227,64 @@ def _tracking_ratios(runs: list[dict]):
         )
 
 
+def cmd_bench_chaos(args) -> int:
+    """The chaos soak (``optfarm.farm.bench.chaos``): its table, or one JSON object; exit 0
+    when nothing was lost, doubled or left RUNNING."""
+    from optfarm.farm.bench.chaos import KINDS, soak
+    from optfarm.farm.bench.chaos_services import unavailable
+
+    why = unavailable() or (
+        f"--out {args.out} exists; give a new folder" if Path(args.out).exists() else None
+    )
+    if args.runs < 2 or args.faults < 0:
+        why = "--runs must be at least 2 and --faults at least 0"
+    if why:
+        print(f"farm: error: {why}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    res = soak(args.runs, args.faults, Path(args.out), args.seed, args.iterations)
+    ok = (
+        res["records_done"] == res["keys"] == res["keys_with_one_finished_run"] == res["seed_runs"]
+        and res["running"] == res["keys_doubled"] == 0
+        and res["sweep_runs"] == 1
+    )
+    if args.json:
+        print_json({**res, "ok": ok})
+        return EXIT_OK if ok else EXIT_FAILED
+    print(
+        f"chaos soak: {res['runs']} runs in {len(res['attempts'])} attempts (exit codes "
+        f"{dict(sorted(Counter(res['attempts']).items()))}), {res['wall_s']:.0f} s wall, "
+        f"{res['cpu_s']:.0f} CPU-s, load {res['load'][0]:.1f}"
+    )
+    print_table(
+        [{"fault": k, "injected": res["faults"].get(k, 0)} for k in KINDS], ["fault", "injected"]
+    )
+    counts = ("keys", "records_done", "seed_runs", "keys_with_one_finished_run", "keys_doubled")
+    counts += ("running", "variant_runs", "sweep_runs", "deleted_runs")
+    print_table([{"count": k, "value": res[k]} for k in counts], ["count", "value"])
+    print("nothing lost, doubled or left RUNNING" if ok else "FAILED: see the counts above")
+    return EXIT_OK if ok else EXIT_FAILED
+
+
 def add_bench_commands(sub) -> None:
     _add_bench_parser(sub)
     _add_bench_farm_parser(sub)
+    _add_bench_chaos_parser(sub)
+
+
+def _add_bench_chaos_parser(sub) -> None:
+    """``farm bench-chaos``: the soak's size, faults and folder."""
+    b = sub.add_parser(
+        "bench-chaos",
+        help="a sweep of short runs on Ray, stored on S3 and tracked to an mlflow server, run "
+        "again until done while faults of every kind are injected (optfarm.farm.bench.chaos)",
+    )
+    b.add_argument("--runs", type=int, default=10_000, help="runs in the sweep (default 10000)")
+    b.add_argument("--faults", type=int, default=20, help="faults of each kind (default 20)")
+    b.add_argument("--iterations", type=int, default=5, help="evaluations per run (default 5)")
+    b.add_argument("--seed", type=int, default=0, help="of the faults' points and lengths")
+    b.add_argument("--out", required=True, help="a new folder: servers' data, logs, the spec")
+    b.add_argument("--json", action="store_true", help="print one JSON object")
+    b.set_defaults(func=cmd_bench_chaos)
 
 
 def _add_bench_parser(sub) -> None:

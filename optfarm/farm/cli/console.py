@@ -81,13 +81,29 @@ def print_json(obj: Any) -> None:
 
 
 def fmt(v: Any) -> str:
-    """A table cell: "-" for nothing (None, NaN), "never" for inf (a quality or a target
-    never reached, as ``farm report`` shows it), floats to 4 significant digits."""
+    """A table cell: "-" for nothing (None, NaN), "never" for inf (a quality or a target never
+    reached, as ``farm report`` shows it), floats to 4 significant digits, as the report writes
+    them (never in exponent notation: 0.00002093, 66,720)."""
+    from optfarm.farm.report.analysis import plain
+
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     if isinstance(v, float):
-        return "never" if math.isinf(v) else f"{v:.4g}"
+        return "never" if math.isinf(v) else plain(v)
     return str(v)
+
+
+def duration(seconds: float | None) -> str:
+    """A short time with its unit, 3 significant digits: ``21 µs``, ``4.5 ms``, ``2.3 s``,
+    ``12 min``, ``3.5 h``; "-" for nothing."""
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    if seconds == 0:
+        return "0 s"
+    for unit, size in (("h", 3600.0), ("min", 60.0), ("s", 1.0), ("ms", 1e-3)):
+        if abs(seconds) >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds / 1e-6:.3g} µs"
 
 
 def json_default(o):

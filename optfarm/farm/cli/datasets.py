@@ -80,7 +80,8 @@ def cmd_datasets_import(args) -> int:
 
     for d in datasets:
         print(f"imported {d.name}: {d.table.num_rows} rows -> {data_dir() / (d.name + '.parquet')}")
-        for line in Oracle(d).constraint_report():
+        oracle = Oracle(d)
+        for line in [*oracle.constraint_report(), *oracle.spread_report()]:
             print(f"  {line}", file=sys.stderr if line.startswith("warning") else sys.stdout)
     return EXIT_OK
 

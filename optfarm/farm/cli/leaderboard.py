@@ -31,6 +31,7 @@ __all__ = ["add_leaderboard_command"]
 
 FIRST_LOOK = Path(__file__).resolve().parents[2] / "sweeps" / "leaderboard-first-look.yaml"
 SETTINGS_FILE = "board.json"  # the board's budgets, beside the sweep's own files
+PLAN_SECONDS = 60.0  # --plan: CPU-seconds an optimizer's run is timed for, per table
 
 
 def _error(message: str) -> int:
@@ -62,11 +63,13 @@ def _check_counts(args) -> None:
     for flag, value in (
         ("--seeds", args.seeds),
         ("--max-in-flight", args.max_in_flight),
-        ("--plan-steps", args.plan_steps),
+        ("--plan-check", args.plan_check),
         ("--cpus", args.cpus),
     ):
         if value is not None and value < 1:
             raise ValueError(f"{flag} must be at least 1, got {value}")
+    if not (math.isfinite(args.plan_seconds) and args.plan_seconds > 0):
+        raise ValueError(f"--plan-seconds must be a positive number, got {args.plan_seconds:g}")
     if args.seeds is not None and args.seeds - 1 > MAX_SEED:
         raise ValueError(f"--seeds: seeds are at most {MAX_SEED} (2**32 - 1), got {args.seeds:,}")
     for flag, value in (("--out", args.out), ("--report", args.report)):
@@ -190,20 +193,25 @@ def _run_with_estimate(spec, source: str, out: Path, args) -> int | None:
 
 
 def _say_cpu_estimate(pilot, runs) -> None:
-    """The CPU and wall time the runs the first seed (``pilot``) left will take at its pace."""
-    first = [pilot.records[k] for k in pilot.keys if k in pilot.records]
-    per_run = [r["cpu_s"] for r in first if r.get("cpu_s") is not None]
-    todo = sum(1 for r in runs if r.run_key not in pilot.records)
-    if not (per_run and todo):
+    """The CPU and wall time the runs the first seed (``pilot``) left will take, each at its
+    own optimizer's first-seed pace (``optfarm.farm.board.plan.remaining_cost``)."""
+    from optfarm.farm.board.plan import remaining_cost
+
+    left = remaining_cost(pilot.records, pilot.keys, runs)
+    if left is None:
         return
-    cpu = sum(per_run) / len(per_run) * todo
-    wall = pilot.wall_s / max(pilot.done, 1) * todo
     print(
-        f"CPU estimate: the other {todo} runs take about {cpu / 60:.1f} CPU-minutes, "
-        f"{wall / 60:.1f} minutes at the first seed's pace (its {len(per_run)} runs "
-        f"took {sum(per_run):.0f} CPU-s in {pilot.wall_s:.0f} s)",
+        f"CPU estimate: the other {left.runs} runs take about {_span(left.cpu_s)} of CPU, "
+        f"{_span(left.wall_s)} on {left.workers} worker{'s' * (left.workers != 1)}, each at "
+        f"what its optimizer's first-seed run took (the first seed: {left.first_cpu_s:.0f} "
+        "CPU-s)",
         flush=True,
     )
+
+
+def _span(seconds: float) -> str:
+    """A time span in seconds, in minutes from 2 minutes on."""
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} minutes"
 
 
 def _run(spec, source: str, out: Path, args):
@@ -470,12 +478,14 @@ def add_leaderboard_command(sub) -> None:
     )
     b.add_argument(
         "--budgets",
-        help="cost budgets read, in multiples of each table's mean "
-        "configuration cost, capped at the board's share of the price (default "
-        "the spec's, e.g. 2,5,10)",
+        help="cost budgets read, in multiples of each table's budget unit (its mean "
+        "configuration cost x its size factor), capped at the board's share of the price "
+        "(default the spec's, e.g. 5,10,20)",
     )
     b.add_argument(
-        "--evaluations", help="evaluation budgets read (default the spec's, e.g. 5,10,20)"
+        "--evaluations",
+        help="evaluation budgets read, times each table's size factor (default the spec's, "
+        "e.g. 5,10,20)",
     )
     b.add_argument("--out", help="the sweep's output folder (default sweeps-out/NAME)")
     b.add_argument("--report", help="where the board goes (default OUT/leaderboard)")
@@ -501,15 +511,24 @@ def _add_plan_options(b) -> None:
         "CPU-hours and wall time per optimizer, run nothing (optfarm.farm.board.plan)",
     )
     b.add_argument(
-        "--plan-steps",
-        type=int,
-        default=5,
-        help="--plan: evaluations after the bootstrap timed per optimizer (default 5)",
+        "--plan-seconds",
+        type=float,
+        metavar="S",
+        default=PLAN_SECONDS,
+        help="--plan: CPU-seconds each optimizer's seed-0 run is timed for on each table it "
+        f"is measured on (default {PLAN_SECONDS:g}; a run that ends sooner is timed whole)",
     )
     b.add_argument(
-        "--step-costs",
+        "--plan-check",
+        type=int,
+        metavar="N",
+        help="--plan: then run N of the board's runs here (as many per optimizer and size of "
+        "table) and compare the CPU they take with the plan's",
+    )
+    b.add_argument(
+        "--measurements",
         metavar="JSON",
-        help="--plan: the CPU per evaluation of an earlier `--plan --json` instead of measuring",
+        help="--plan: the measurements of an earlier `--plan --json` instead of measuring",
     )
     b.add_argument(
         "--cpus",

@@ -175,20 +175,21 @@ def _say_first_compile(spec, oracle) -> None:
             oracle.space,
             oracle.problem,
             seed=spec.seed,
-            evaluations=spec.iterations,
+            evaluations=spec.design_evaluations,
             **spec.params,
         )
     except (ParameterError, ProblemError):
         return
     if not _builds_on_the_trees(type(optimizer)):
         return
-    from optfarm.farm.run.numba_cache import uncompiled_kernels
+    from optfarm.farm.run.numba_cache import SECONDS_PER_KERNEL, uncompiled_kernels
 
     missing = uncompiled_kernels()
     if missing:
         print(
             f"farm: compiling {len(missing)} numba kernels of the tree models first, roughly "
-            f"{5 * len(missing)} s (once for this install: numba caches them)",
+            f"{SECONDS_PER_KERNEL * len(missing)} s of CPU (once for this install: numba "
+            "caches them)",
             file=sys.stderr,
             flush=True,
         )

@@ -14,7 +14,7 @@ import math
 
 from optfarm.farm.run.targets import target_text
 
-from .console import fmt
+from .console import duration, fmt
 
 __all__ = ["headline", "stop_text", "summary_rows"]
 
@@ -175,7 +175,10 @@ def exploring_rows(s: dict) -> list[tuple[str, str]]:
 
 def latency_row(s: dict) -> tuple[str, str]:
     lat = s["recommendation_latency_s"]
-    return "latency", f"{fmt(lat['median'])} s per suggestion (median; p90 {fmt(lat['p90'])} s)"
+    return (
+        "latency",
+        f"{duration(lat['median'])} per suggestion (median; p90 {duration(lat['p90'])})",
+    )
 
 
 def _goal_metric(s: dict) -> str:
@@ -199,8 +202,8 @@ def _unit(metric: str, unit: str) -> str:
 def _value(metric: str, v, unit: str) -> str:
     if v is None:
         return "-"
-    digits = 3 if metric == "accuracy" else 4
-    return f"{v:.{digits}g} {_unit(metric, unit)}".rstrip()
+    shown = f"{v:.3g}" if metric == "accuracy" else fmt(float(v))
+    return f"{shown} {_unit(metric, unit)}".rstrip()
 
 
 def _constraint_text(c: str, unit: str) -> str:

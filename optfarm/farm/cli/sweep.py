@@ -47,16 +47,24 @@ def _param_overrides(pairs) -> dict[str, dict[str, str]]:
 
 
 def cmd_sweep(args) -> int:
+    from optfarm.farm.store.location import StoreError
     from optfarm.farm.sweep.spec import SpecError
 
     try:
         spec, source = _sweep_spec(args)
         _check_sweep_options(args)
         out = _out_folder(args, spec)
-        return _run(spec, source, out, args)
     except SpecError as e:
         print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except StoreError as e:  # an object store that does not answer
+        print(f"farm: error: {e}; {_nothing_run()}", file=sys.stderr)
+        return EXIT_FAILED
+    return _run(spec, source, out, args)
+
+
+def _nothing_run() -> str:
+    return "nothing was run, run the sweep again when fixed"
 
 
 def _sweep_spec(args):
@@ -121,15 +129,18 @@ def _out_folder(args, spec) -> str:
 
 
 def _refuse_unlockable(out: str) -> None:
-    """SpecError for an --out no sweep can lock (``gs://``), before anything reads it."""
+    """SpecError for an --out no sweep can lock (``gs://``), before anything reads it;
+    StoreError when its server does not answer (``Location.reach``)."""
     from optfarm.farm.store.location import Location, LocationError
     from optfarm.farm.store.locks import check_lockable
     from optfarm.farm.sweep.spec import SpecError
 
     try:
-        check_lockable(Location.of(out))
+        location = Location.of(out)
+        check_lockable(location)
     except LocationError as e:
         raise SpecError(str(e)) from None
+    location.reach()
 
 
 def _run(spec, source, out, args) -> int:
@@ -250,10 +261,8 @@ def _say_failure(e: Exception, args, out) -> int:
             print(_lost_line(str(e), args, out), file=sys.stderr)
         return EXIT_FAILED
     if isinstance(e, StoreError):
-        print(
-            f"farm: error: {e}; the runs stored so far are kept, run the sweep again when fixed",
-            file=sys.stderr,
-        )
+        kept = "the runs stored so far are kept, run the sweep again when fixed"
+        print(f"farm: error: {e}; {kept if e.during_runs else _nothing_run()}", file=sys.stderr)
         return EXIT_FAILED
     # RayStartError: nothing run, nor logged to MLflow
     print(

@@ -170,6 +170,19 @@ def _no_ml_correction(original):
     return lambda log_eic, t_hat, variant, k, t_max: original(log_eic, t_hat, "a", k, t_max)
 
 
+def _ml_correction_flipped(original):
+    """Guindani's ML correction with its sign flipped, EIc exp(+k T_hat) for exp(-k T_hat):
+    the slower configurations favoured (the 1[T_hat <= T_max] exclusion kept)."""
+
+    def ml_corrected(log_eic, t_hat, variant, k, t_max):
+        log_g, fallback = original(log_eic, t_hat, variant, k, t_max)
+        if variant in ("b", "d") and not fallback:
+            log_g = log_g + 2.0 * k * np.maximum(np.asarray(t_hat, dtype=float), 0.0)
+        return log_g, fallback
+
+    return ml_corrected
+
+
 def _second_cheapest(original):
     """Guindani's incumbent: the second-lowest mean observed cost among the feasible
     configurations (the lowest when it is the only one)."""
@@ -213,6 +226,22 @@ def _cost_counted_twice(original):
     def acquisition_chunk(ctx, idx):
         rows = original(ctx, idx)
         rows[:, 0] /= np.exp(ctx.pred_mean["cost"][np.asarray(idx, dtype=np.int64)])
+        return rows
+
+    return acquisition_chunk
+
+
+def _full_size_price(original):
+    """TrimTuner's sub-sampling priced away: every candidate (x, s) divided by its
+    configuration's predicted cost at s = 1 instead of its own, C(x, 1) for C(x, s), so a
+    sub-sampled run is no cheaper to the acquisition than a full one [TrimTuner Alg. 1,
+    step 3: alpha_T = P(feasible) x IG(x, s) / C(x, s)]."""
+
+    def acquisition_chunk(ctx, idx):
+        idx = np.asarray(idx, dtype=np.int64)
+        rows = original(ctx, idx)
+        full = ctx.targets.predict(ctx.X_full[ctx.cand_config[idx]])["cost"][0]
+        rows[:, 0] *= np.exp(ctx.pred_mean["cost"][idx] - full)
         return rows
 
     return acquisition_chunk
@@ -409,6 +438,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         when=_param("variant", "a".__ne__),
     ),
     Mutation(
+        "guindani-ml-correction-flipped",
+        "regression",
+        ("guindani",),
+        "Guindani's ML correction exp(-k T_hat) with its sign flipped, exp(+k T_hat): "
+        "variants B and D favour the slower configurations [Guindani Sec. 3]",
+        lambda: patched("optfarm.optimizers.guindani:ml_corrected", _ml_correction_flipped),
+        probe={**_SYN, "optimizer": "guindani", "iterations": 8},
+        when=_param("variant", ("b", "d").__contains__),
+    ),
+    Mutation(
         "guindani-pick-second-cheapest",
         "regression",
         ("guindani",),
@@ -453,6 +492,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "[TrimTuner Alg. 1, step 3: alpha_T = P(feasible) x IG / C]",
         lambda: patched("optfarm.optimizers.trimtuner:acquisition_chunk", _cost_counted_twice),
         probe=_TRIMTUNER,
+    ),
+    Mutation(
+        "trimtuner-full-size-price",
+        "regression",
+        ("trimtuner", "fabolas", "fabulinus"),
+        "TrimTuner's acquisition prices every candidate (x, s) at its configuration's "
+        "predicted full-size cost C(x, 1): sub-sampling no cheaper [TrimTuner Alg. 1, step 3]",
+        lambda: patched("optfarm.optimizers.trimtuner:acquisition_chunk", _full_size_price),
+        probe=_TRIMTUNER,
+        exercised_by="a cost budget read by the cost to 90% of the optimum's Accuracy_C "
+        "(docs/results/ablations.md)",
     ),
     Mutation(
         "gp-hyperparameters-frozen",

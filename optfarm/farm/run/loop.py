@@ -247,7 +247,7 @@ def _start(
         oracle.problem,
         spec.seed,
         executor,
-        evaluations=spec.iterations,
+        evaluations=spec.design_evaluations,
         **spec.params,
     )
     return oracle, opt

@@ -45,6 +45,7 @@ __all__ = [
     "accuracy_c",
     "after_warmup",
     "cno",
+    "config_charges",
     "exhaustive_cost",
     "final_quality",
     "finite_json",
@@ -269,6 +270,16 @@ def exhaustive_cost(oracle: Oracle) -> float:
 def table_size(oracle: Oracle) -> int:
     """The number of configurations with a cost at s = 1 (what ``exhaustive_cost`` sums)."""
     return int(np.count_nonzero(~np.isnan(oracle.true_cost[:, -1])))
+
+
+def config_charges(oracle: Oracle, deadline: bool) -> np.ndarray:
+    """What one run of each configuration at s = 1 is charged (n_configs,): its true mean
+    cost, or with ``deadline`` at most the problem's deadline x its price, as the harness's
+    deadline rule charges a run still going then (``optfarm.farm.run.loop.Stepper``); NaN
+    where the table has no cost at s = 1."""
+    cost = oracle.true_cost[:, -1]
+    limit = oracle.problem.deadline if deadline else None
+    return cost if limit is None else np.minimum(cost, cost * limit / oracle.true_time[:, -1])
 
 
 def shortfall_area(

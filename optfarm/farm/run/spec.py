@@ -40,6 +40,9 @@ class RunSpec:
     aggregate: str = "sample"  # repeated measurements: "sample" or "mean"
     until: str | None = None  # stop once the incumbent meets this REACH_TARGETS label
     deadline: bool = False  # stop every run at the problem's deadline (Stepper)
+    # the evaluations the run is planned for (a board's: optfarm.farm.sweep.board_spec): its
+    # initial design takes at most ``init_share`` of them; unlike ``iterations``, no stop
+    planned_evaluations: int | None = None
 
     def problem(self, dataset: Dataset) -> Problem:
         """The dataset's default problem with this spec's overrides (``problem_for``)."""
@@ -58,6 +61,14 @@ class RunSpec:
         )
 
     @property
+    def design_evaluations(self) -> int | None:
+        """The evaluation budget the optimizer sizes its initial design against
+        (``Optimizer.initial_design``): the smaller of ``iterations`` and
+        ``planned_evaluations`` (None without either)."""
+        given = [n for n in (self.iterations, self.planned_evaluations) if n is not None]
+        return min(given) if given else None
+
+    @property
     def run_key(self) -> str:
         from optfarm.optimizers.registry import get
 
@@ -71,7 +82,7 @@ class RunSpec:
         from their defaults (``changed_params``) and its version (a sweep computes those once
         per grid point, not once per seed)."""
         d = {name: getattr(self, name) for name in _FIELDS}
-        for name, before in (("until", None), ("deadline", False)):
+        for name, before in (("until", None), ("deadline", False), ("planned_evaluations", None)):
             if d[name] == before:  # keys stay those of the specs written before the field
                 del d[name]
         d["params"] = changed

@@ -21,8 +21,12 @@ __all__ = ["Location", "LocationError", "StoreError", "first_line", "write_atomi
 
 
 class StoreError(OSError):
-    """A file of the store cannot be written or read (disk full, read-only folder, ...); the
-    message is one line naming the path."""
+    """A file of the store cannot be written or read (disk full, read-only folder, a server
+    that does not answer, ...); the message is one line naming the path. ``during_runs``:
+    raised once a sweep had begun storing runs (``optfarm.farm.sweep.runner``), so some may
+    be stored."""
+
+    during_runs = False
 
     def __init__(self, code: int | None, message: str):
         super().__init__(message)
@@ -56,12 +60,24 @@ class Location:
             return cls(pafs.LocalFileSystem(), Path(out), text)
         try:
             fs, path = pafs.FileSystem.from_uri(text)
-        except (OSError, ValueError) as e:  # unknown scheme, bad bucket name, ...
+        except OSError as e:  # the server asked for the bucket's region does not answer
+            raise StoreError(None, f"cannot reach {text}: {first_line(e)}") from None
+        except ValueError as e:  # unknown scheme, bad bucket name, ...
             raise LocationError(f"cannot open {text}: {first_line(e)}") from None
         if isinstance(fs, pafs.LocalFileSystem):
             return cls(fs, Path(path), path)
         base, _, query = text.partition("?")
         return cls(fs, PurePosixPath(path), base.rstrip("/"), dict(parse_qsl(query)))
+
+    def reach(self) -> None:
+        """StoreError ``cannot reach URI`` unless the store's server answers (a local folder
+        always does): one request, before a command relies on it."""
+        if self.local:
+            return
+        try:
+            self.fs.get_file_info(str(self.root))
+        except OSError as e:
+            raise StoreError(None, f"cannot reach {self.uri}: {first_line(e)}") from None
 
     @property
     def local(self) -> bool:

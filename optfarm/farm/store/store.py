@@ -178,6 +178,8 @@ def spec_to_dict(spec: RunSpec) -> dict[str, Any]:
     d["budget"] = None if spec.budget is None or math.isinf(spec.budget) else spec.budget
     if not spec.deadline:  # stored specs (and their variant keys) stay those before the field
         del d["deadline"]
+    if spec.planned_evaluations is None:  # the same, for a field issue 41 added
+        del d["planned_evaluations"]
     return d
 
 

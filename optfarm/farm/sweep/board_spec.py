@@ -2,21 +2,45 @@
 ``board`` section, resolved into the sweep that runs it::
 
     board:
-      budgets: [2, 5, 10]           # multiples of each table's mean configuration cost
-      evaluations: [5, 10, 20]      # evaluation budgets, read on the same runs
+      budgets: [5, 10, 20]          # multiples of each table's budget unit
+      evaluations: [5, 10, 20]      # evaluation budgets (x its size factor), read on the same runs
       cap: 0.25                     # no budget above this share of a table's price
 
 A table's price is what running every configuration once costs (the sum of their true mean
-costs at s = 1, ``optfarm.farm.run.metrics.exhaustive_cost``); its size, how many there are. A board
-that buys the whole table measures only whether an optimizer stops early, so every budget is
-capped at ``cap`` x the price on each table (evaluation budgets at ``cap`` x its size;
+costs at s = 1, ``optfarm.farm.run.metrics.exhaustive_cost``); its size N, how many there are.
+
+**Budgets that measure any table (issue 41).** A model-based optimizer spends its initial
+design before its model guides a step, and a larger space needs more guided steps, so budgets
+grow with the table and initial designs are held to a share of them:
+
+- a table's *size factor* is ``log2(N / 192)``, at least 1 (``size_factor``): 1 up to the
+  papers' largest cost tables (the TF jobs, 384 configurations), +1 per doubling beyond
+  (9,216: 5.6; 50,176: 8.0);
+- its *budget unit* is its mean configuration cost x its size factor (``budget_unit``); the
+  cost budgets are multiples of it (``DEFAULT_COST_BUDGETS``: 5, 10, 20), the evaluation
+  budgets the size factor x ``DEFAULT_EVALUATIONS`` (5, 10, 20);
+- every run is planned for twice the smallest budget's worth of evaluations (its multiples of
+  the mean configuration cost, ``planned_evaluations``; ``limits.planned_evaluations``, no
+  stop), so that an initial design, which takes at most ``init_share`` (a quarter) of the
+  evaluations a run is planned for (``optfarm.optimizers.base.Optimizer.initial_design``),
+  takes at most half of the smallest budget (``DESIGN_SHARE``): 2 configurations up to 384,
+  13 at 9,216;
+- so the largest budget (four times the smallest) leaves at least 17.5 budget units after
+  the initial design (17.5 x the size factor configurations at the mean cost), and the
+  largest evaluation budget at least 17.5 x the size factor evaluations: the model guides 10
+  steps or more wherever a quarter of the table holds 12 configurations (48 or more; on
+  Guindani's 20-41 and CherryPick's K-means 47, the cap comes first).
+
+A board that buys the whole table measures only whether an optimizer stops early, so every
+budget is capped at ``cap`` x the price on each table (evaluation budgets at ``cap`` x its size;
 ``cap: null`` for none): the defaults (``DEFAULT_COST_BUDGETS``, ``DEFAULT_EVALUATIONS``,
-``PRICE_SHARE_CAP``) never reach the price. Every run gets the last cost budget as its
-problem's exploration budget, capped: on each table ``min(budgets[-1] x its mean
-configuration cost, cap x its price)`` (``table_budget``), so the runs stop where the board's
-statistics stop reading them. The spec may not set a budget of its own. Every run stops at its
-table's deadline (``limits: {deadline: true}``, ``optfarm.farm.run.loop.Stepper``: one rule for
-every optimizer) unless the spec sets ``deadline: false``.
+``PRICE_SHARE_CAP``) never reach the price, on a 20-configuration table as on 100,000. Every
+run gets the last cost budget as its problem's exploration budget, capped: on each table
+``min(budgets[-1] x its budget unit, cap x its price)`` (``table_budget``), so the runs stop
+where the board's statistics stop reading them. The spec may not set a budget of its own. Every
+run stops at its table's deadline (``limits: {deadline: true}``,
+``optfarm.farm.run.loop.Stepper``: one rule for every optimizer) unless the spec sets
+``deadline: false``.
 
 The board holds the optimizers that can pose the problem on every table: one the table's
 problem makes refuse to start (e.g. a cost-minimiser on an accuracy-maximisation job), or a
@@ -37,9 +61,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from optfarm.farm.run.metrics import exhaustive_cost, mean_config_cost
+from optfarm.farm.run.metrics import exhaustive_cost, mean_config_cost, table_size
 from optfarm.farm.sweep.spec import SpecError, SweepSpec, expand, parse_spec, read_yaml
-from optfarm.optimizers.base import MissingExtra
+from optfarm.optimizers.base import INIT_SHARE, MissingExtra
 from optfarm.optimizers.registry import get, make_optimizer
 from optfarm.oracle.oracle import Oracle
 from optfarm.oracle.registry import load
@@ -47,19 +71,26 @@ from optfarm.oracle.registry import load
 __all__ = [
     "DEFAULT_COST_BUDGETS",
     "DEFAULT_EVALUATIONS",
+    "DESIGN_SHARE",
     "ONE_TABLE_SEEDS",
     "PRICE_SHARE_CAP",
     "BoardSettings",
     "ResolvedBoard",
+    "budget_unit",
     "load_board_spec",
     "parse_board_spec",
+    "planned_evaluations",
     "resolve_board",
+    "size_factor",
     "table_budget",
+    "table_evaluations",
 ]
 
-DEFAULT_COST_BUDGETS = (2.0, 5.0, 10.0)  # multiples of a table's mean configuration cost
-DEFAULT_EVALUATIONS = (5, 10, 20)
+DEFAULT_COST_BUDGETS = (5.0, 10.0, 20.0)  # multiples of a table's budget unit
+DEFAULT_EVALUATIONS = (5, 10, 20)  # times a table's size factor
 PRICE_SHARE_CAP = 0.25  # of a table's price (and of its configurations)
+DESIGN_SHARE = 0.5  # of the smallest budget, the most an initial design takes
+SIZE_FACTOR_BASE = 192  # log2(N / 192): 1 at 384 configurations, the papers' largest cost tables
 ONE_TABLE_SEEDS = 20
 
 
@@ -87,7 +118,6 @@ def resolve_board(data, source: str, datasets: list[str] | None = None) -> Resol
     """Validate a leaderboard spec dictionary (``parse_board_spec``) and resolve it against
     its tables (``ResolvedBoard``); SpecError naming the key for bad input."""
     spec, settings = parse_board_spec(data, source, datasets)
-    last = max(settings.budgets)
     oracles = _oracles(spec, source)
     notes, keep = [], []
     for entry in spec.optimizer_entries():
@@ -109,19 +139,24 @@ def resolve_board(data, source: str, datasets: list[str] | None = None) -> Resol
             **d.model_dump(mode="json", exclude_none=True),
             "limits": {
                 **(d.limits.model_dump(mode="json", exclude_none=True) if d.limits else {}),
-                "budget": _round(
-                    table_budget(
-                        last,
-                        mean_config_cost(oracles[d.name]),
-                        exhaustive_cost(oracles[d.name]),
-                        settings.cap,
-                    )
-                ),
+                **_table_limits(oracles[d.name], settings),
             },
         }
         for d in spec.dataset_entries()
     ]
     return ResolvedBoard(parse_spec(resolved, source), settings, notes)
+
+
+def _table_limits(oracle: Oracle, settings: BoardSettings) -> dict:
+    """A table's runs' limits on the board: the last cost budget as their exploration budget,
+    and the evaluations they are planned for (the module docstring)."""
+    mean, price, size = mean_config_cost(oracle), exhaustive_cost(oracle), table_size(oracle)
+    return {
+        "budget": _round(table_budget(max(settings.budgets), mean, price, settings.cap, size)),
+        "planned_evaluations": planned_evaluations(
+            min(settings.budgets), mean, price, settings.cap, size
+        ),
+    }
 
 
 def parse_board_spec(
@@ -171,10 +206,52 @@ def _oracles(spec: SweepSpec, source: str) -> dict[str, Oracle]:
     return out
 
 
-def table_budget(multiple: float, mean_cost: float, price: float, cap: float | None) -> float:
-    """A cost budget on one table: ``multiple`` x its mean configuration cost, at most
-    ``cap`` x its price (no cap for None)."""
-    return min(multiple * mean_cost, math.inf if cap is None else cap * price)
+def size_factor(configurations: int | None) -> float:
+    """A table's size factor: ``log2(N / SIZE_FACTOR_BASE)``, at least 1 (1 when its size is
+    unknown: a summary stored before sizes were kept)."""
+    if not configurations:
+        return 1.0
+    return max(1.0, math.log2(configurations / SIZE_FACTOR_BASE))
+
+
+def budget_unit(mean_cost: float, configurations: int | None) -> float:
+    """A table's budget unit: its mean configuration cost x its size factor."""
+    return mean_cost * size_factor(configurations)
+
+
+def table_budget(
+    multiple: float,
+    mean_cost: float,
+    price: float,
+    cap: float | None,
+    configurations: int | None = None,
+) -> float:
+    """A cost budget on one table: ``multiple`` x its budget unit, at most ``cap`` x its
+    price (no cap for None)."""
+    return min(
+        multiple * budget_unit(mean_cost, configurations),
+        math.inf if cap is None else cap * price,
+    )
+
+
+def table_evaluations(evaluations: int, configurations: int | None, cap: float | None) -> int:
+    """An evaluation budget on one table: ``evaluations`` x its size factor (rounded), at most
+    ``cap`` x its configurations (at least 1)."""
+    n = round(evaluations * size_factor(configurations))
+    if cap is None or configurations is None:
+        return n
+    return min(n, max(1, math.floor(cap * configurations)))
+
+
+def planned_evaluations(
+    smallest: float, mean_cost: float, price: float, cap: float | None, configurations: int
+) -> int:
+    """The evaluations a board plans each run of a table for: the smallest cost budget's
+    worth (its multiple of the mean configuration cost) x ``DESIGN_SHARE`` / ``INIT_SHARE``,
+    so that an initial design (at most ``INIT_SHARE`` of them) takes at most
+    ``DESIGN_SHARE`` of the smallest budget; at least 1."""
+    worth = table_budget(smallest, mean_cost, price, cap, configurations) / mean_cost
+    return max(1, math.floor(worth * DESIGN_SHARE / INIT_SHARE))
 
 
 def _round(value: float) -> float:

@@ -99,7 +99,8 @@ def run_sweep(
     Stored files unchanged since they were written or verified are not hashed again unless
     ``verify`` (``optfarm.farm.store.store.VerifiedFiles`` says what that keeps).
     Raises FolderBusy when another driver holds ``out``, DamagedFile when its ``sweep.json``
-    is damaged, StoreError when a file cannot be written (each naming the path)."""
+    is damaged, StoreError when a file cannot be written (each naming the path; its
+    ``during_runs`` set once runs were being stored)."""
     options = replace(options or SweepOptions(), **overrides)
     t0 = time.perf_counter()
     keyed = expand_keyed(spec, options.source, max_runs=options.max_runs)  # keys computed once
@@ -114,17 +115,21 @@ def run_sweep(
         if options.run and todo and backend != "serial":
             backend = _start_ray(options, len(todo))
         tracker = _start_tracking(spec, out, options, written, keyed, report)
-        _run_todo(
-            todo if options.run else [],
-            spec,
-            store,
-            tracker,
-            report,
-            backend,
-            options.max_in_flight,
-            options.on_submit,
-            options.progress and options.run,
-        )
+        try:
+            _run_todo(
+                todo if options.run else [],
+                spec,
+                store,
+                tracker,
+                report,
+                backend,
+                options.max_in_flight,
+                options.on_submit,
+                options.progress and options.run,
+            )
+        except StoreError as e:
+            e.during_runs = True  # some runs may be stored: the message says they are kept
+            raise
     report.wall_s = time.perf_counter() - t0
     return report
 

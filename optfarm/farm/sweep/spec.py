@@ -16,6 +16,11 @@ A spec is YAML (``sweeps/*.yaml``) or the same dictionary built from the command
     runtime: {max_in_flight: 4, max_retries: 2, executor: serial, chunk_size: 0, backend: ray}
     tracking: {enabled: true, uri: null, experiment: null, artifacts: false}
 
+``limits`` also take ``until`` (a reach target that stops a run), ``deadline`` and
+``planned_evaluations``: the evaluations each run is planned for, of which an initial design
+takes at most its ``init_share``, without stopping the run there (a leaderboard sets it,
+``optfarm.farm.sweep.board_spec``).
+
 The schema is validated with pydantic; every error is one line naming the offending key
 (``optimizers[1].params.la: ...``). Optimizer names and parameters are checked against the
 optimizer registry when the sweep is expanded (``expand``), so a spec may name optimizers that
@@ -106,6 +111,9 @@ class Limits(_Model):
     # stop every run at the problem's deadline (optfarm.farm.run.loop.Stepper); None: off, but on on
     # a leaderboard (optfarm.farm.sweep.board_spec)
     deadline: bool | None = None
+    # the evaluations each run is planned for: its initial design takes at most init_share of
+    # them, and it does not stop there (a board sets it: optfarm.farm.sweep.board_spec)
+    planned_evaluations: int | None = Field(None, ge=1)
 
     @field_validator("until")
     @classmethod
@@ -439,6 +447,7 @@ def expand_keyed(
                         iterations=limits.iterations,
                         until=limits.until,
                         deadline=bool(limits.deadline),
+                        planned_evaluations=limits.planned_evaluations,
                         objective=problem.objective or spec.problem.objective,
                         constraints=_constraints(problem, spec.problem),
                         aggregate=spec.aggregate,

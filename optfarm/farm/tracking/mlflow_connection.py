@@ -16,9 +16,11 @@ follows the browser's *workflow type*, the "GenAI / Model training" switch of it
 page's ``workflowType`` query parameter, else the browser's saved choice (local storage
 ``mlflow.workflowType``), else GenAI, whose overview (traces, judges, prompts) shows no runs.
 So every address the farm prints opens the runs with ``?workflowType=machine_learning``
-(``tests/farm/test_mlflow_ui.py`` loads it in a headless Chromium). The tag is still set, for
-the older 3.x UIs that read it. The experiment's description (the UI's "About this experiment",
-the ``mlflow.note.content`` tag) is the sweep spec's ``description``.
+(``tests/farm/test_mlflow_ui.py`` loads it in a headless Chromium), and on the seed runs with
+the board's numbers as columns, ``&viewStateShareKey=`` the view every sweep's experiment
+carries (``optfarm.farm.tracking.runs_view``). The kind tag is still set, for the older 3.x
+UIs that read it. The experiment's description (the UI's "About this experiment", the
+``mlflow.note.content`` tag) is the sweep spec's ``description``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from optfarm.farm.tracking.mlflow_mapping import NewRun
+from optfarm.farm.tracking.runs_view import SEED_RUNS_VIEW, VIEW_KEY, VIEW_TAG
 from optfarm.farm.tracking.uris import hide_password
 
 __all__ = ["EXPERIMENT_KIND", "UI_COMMAND", "Connection", "resolve_uri", "runs_page", "sqlite_path"]
@@ -56,15 +59,23 @@ DESCRIPTION_TAG = "mlflow.note.content"
 # not come up in 5 minutes on 2 busy cores), on loopback (docs/guide/first-hour.md)
 UI_COMMAND = "mlflow ui --workers 1 --host 127.0.0.1 --port 5000"
 LOCAL_UI = "http://127.0.0.1:5000"
+CREATE_ATTEMPTS = 3  # as MLflow's client with the farm's 2 retries
+_CREATE_BACKOFF_S = 1.0  # then 2 s
+_CREATE = "/api/2.0/mlflow/runs/create"
+_MAX_ENTITIES = 1000  # MLflow's limits per log_batch call: 1000 entities, 100 params
+_MAX_PARAMS = 100
 
 
 def runs_page(uri: str, experiment_id: str) -> tuple[str, str | None]:
     """The address of the experiment's runs in MLflow's UI, and the command that serves it
     (None for a server, which serves its own UI): the UI opens there on the runs, not on
-    its GenAI overview (the module docstring)."""
+    its GenAI overview, and on its seed runs' view (the module docstring)."""
     server = uri.startswith(("http://", "https://"))
     base = uri.rstrip("/") if server else LOCAL_UI
-    page = f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    page = (
+        f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+        f"&viewStateShareKey={VIEW_KEY}"
+    )
     return page, None if server else f"{UI_COMMAND} --backend-store-uri {uri}"
 
 
@@ -82,6 +93,10 @@ def resolve_uri(out, uri: str | None = None) -> str:
 
 def sqlite_path(uri: str) -> Path | None:
     return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+
+
+class _AnswerLost(Exception):
+    """A request that got no answer (its cause says why): it may have been carried out."""
 
 
 def first_line(e: BaseException | str) -> str:
@@ -106,6 +121,7 @@ class Connection:
         # or None
         self.write_runs: Callable[[Sequence[NewRun]], None] | None = None
         self.experiment_id: str | None = None
+        self.late_creates = 0  # creates whose answer was lost (``create_run``)
 
     def warn(self, what: str, e: BaseException | str) -> None:
         """Go offline; the first time, say so on stderr with the remedy (``farm sync``)."""
@@ -160,15 +176,17 @@ class Connection:
         if exp is None:
             db = sqlite_path(self.uri)
             location = None if db is None else (db.parent / "mlartifacts").as_uri()
-            tags = {EXPERIMENT_KIND[0]: EXPERIMENT_KIND[1]}
+            tags = {EXPERIMENT_KIND[0]: EXPERIMENT_KIND[1], VIEW_TAG: SEED_RUNS_VIEW}
             if self.description:
                 tags[DESCRIPTION_TAG] = self.description
             exp = client.get_experiment(
                 client.create_experiment(self.experiment, location, tags=tags)
             )
-        else:  # made by an older version: the kind added, a description the user wrote kept
+        else:  # made by an older version: the kind and view set, a user's description kept
             if EXPERIMENT_KIND[0] not in exp.tags:
                 client.set_experiment_tag(exp.experiment_id, *EXPERIMENT_KIND)
+            if exp.tags.get(VIEW_TAG) != SEED_RUNS_VIEW:
+                client.set_experiment_tag(exp.experiment_id, VIEW_TAG, SEED_RUNS_VIEW)
             if self.description and not exp.tags.get(DESCRIPTION_TAG):
                 client.set_experiment_tag(exp.experiment_id, DESCRIPTION_TAG, self.description)
         self.experiment_id = exp.experiment_id
@@ -223,6 +241,65 @@ class Connection:
             file=sys.stderr,
         )
         self.offline = True
+
+    def create_run(self, name: str, start_ms: int, tags: dict[str, str], identity: str) -> str:
+        """Create a RUNNING run of the experiment (``tags`` at creation) and return its id,
+        never twice: ``identity`` is a search that finds it (its sweep id and key).
+
+        A database creates it in one transaction. A tracking server is asked once per
+        attempt, without the HTTP client's own retries (MLflow's retry every request, so a
+        create answered after the request timeout was made twice): when the answer is lost
+        (a timeout, a dropped connection, a 5xx), the run is looked up by ``identity`` before
+        it is asked for again, ``CREATE_ATTEMPTS`` times in all. Such a create is counted in
+        ``late_creates``: a run it made after the look-up is a stray for
+        ``optfarm.farm.tracking.strays`` to delete."""
+        if not self.uri.startswith(("http://", "https://")):
+            run = self.client.create_run(
+                self.experiment_id, start_time=start_ms, run_name=name, tags=tags
+            )
+            return run.info.run_id
+        for attempt in range(CREATE_ATTEMPTS):
+            try:
+                return self._create_once(name, start_ms, tags)
+            except _AnswerLost as e:
+                lost = e.__cause__
+            self.late_creates += 1
+            found = self.search(identity)
+            if found:
+                return min(found, key=lambda r: (r.info.start_time, r.info.run_id)).info.run_id
+            time.sleep(_CREATE_BACKOFF_S * 2**attempt)
+        raise lost
+
+    def _create_once(self, name: str, start_ms: int, tags: dict[str, str]) -> str:
+        """One ``runs/create`` request, not retried; ``_AnswerLost`` when no answer came."""
+        from mlflow.utils.credentials import get_default_host_creds
+        from mlflow.utils.mlflow_tags import MLFLOW_USER
+        from mlflow.utils.rest_utils import http_request, verify_rest_response
+
+        body = {
+            "experiment_id": str(self.experiment_id),
+            "user_id": tags.get(MLFLOW_USER, "unknown"),  # as MlflowClient.create_run
+            "start_time": start_ms,
+            "run_name": name,
+            "tags": [{"key": k, "value": v} for k, v in tags.items()],
+        }
+        try:
+            answer = http_request(
+                get_default_host_creds(self.uri), _CREATE, "POST", max_retries=0, json=body
+            )
+        except Exception as e:  # the request may have reached the server
+            raise _AnswerLost() from e
+        return verify_rest_response(answer, _CREATE).json()["run"]["info"]["run_id"]
+
+    def log_batch(self, run_id: str, params: list, metrics: list, tags: list) -> None:
+        """As few ``log_batch`` calls as MLflow's limits allow (one for a run of ordinary
+        size): parameters, tags and metrics together."""
+        while params or metrics or tags:
+            p, params = params[:_MAX_PARAMS], params[_MAX_PARAMS:]
+            t, tags = tags[: _MAX_ENTITIES - len(p)], tags[_MAX_ENTITIES - len(p) :]
+            room = _MAX_ENTITIES - len(p) - len(t)
+            m, metrics = metrics[:room], metrics[room:]
+            self.client.log_batch(run_id, metrics=m, params=p, tags=t)
 
     def search(self, filter_string: str) -> list:
         """Every run of the experiment that ``filter_string`` finds (all pages)."""

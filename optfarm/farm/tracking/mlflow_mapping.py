@@ -8,7 +8,8 @@ start and end (the record's finish time less its wall time, ``span_ms``), status
 (``optfarm.farm.tracking.variants.varying``) and its seed, the complete resolved run as the tag
 ``optfarm.params``, per-step metrics from its trace (``incumbent_cno`` or
 ``incumbent_accuracy_c``, ``exploration_cost``, ``recommendation_latency_s``; step =
-evaluation index, the warm-up step apart as ``latency_warmup_s``) and its summary metrics.
+evaluation index, the warm-up step apart as ``latency_warmup_s``), its summary metrics and
+why it stopped (the tag ``optfarm.stop_reason``: budget, converged, iterations, ...).
 Metric timestamps are the run's finish time, so logging a run again (an orphan completed)
 adds nothing twice. A variant run spans its seeds (``variant_span``) and ends with the status
 of its seeds (``variant_status``).
@@ -26,6 +27,7 @@ from optfarm.farm.run.metrics import CNO_CAP
 from optfarm.farm.tracking import variants
 
 __all__ = [
+    "STOP_REASON_TAG",
     "NewRun",
     "RunContext",
     "seed_run",
@@ -35,6 +37,7 @@ __all__ = [
     "variant_status",
 ]
 
+STOP_REASON_TAG = "optfarm.stop_reason"
 _STEP_COLUMNS = {
     "cum_exploration_cost": "exploration_cost",
     "recommendation_latency_s": "recommendation_latency_s",
@@ -166,6 +169,7 @@ def seed_run(
         metrics = _metrics(record["summary"], trace, end_ms)
         if trace_path is not None:
             tags["optfarm.trace"] = trace_path
+        tags[STOP_REASON_TAG] = str(record["summary"]["stop_reason"])
         status = "FINISHED"
     else:
         metrics = []
