@@ -145,9 +145,10 @@ def _model_time(vm: np.ndarray, n: np.ndarray, code: np.ndarray, t: np.ndarray, 
     return 45.0 + 3.0 * n + 60.0 + compute + shuffle, n * v * usd_per_vcpu_h / 3600.0
 
 
-def make_cloud_grid(name: str, seed: int = 0) -> Dataset:
-    """Generate the table ``name`` of ``GRIDS`` (deterministic for a seed)."""
-    grid = GRIDS[name]
+def make_cloud_grid(name: str, seed: int = 0, grid: Grid | None = None) -> Dataset:
+    """Generate the table ``name`` of ``GRIDS`` (deterministic for a seed), or the table of
+    another ``grid`` of the family (``farm bench --scale``'s smaller sizes)."""
+    grid = grid or GRIDS[name]
     dims = _dimensions(grid)
     codes = np.stack(
         np.meshgrid(*(np.arange(len(d.values)) for d in dims), indexing="ij"), -1

@@ -326,8 +326,31 @@ def _add_bench_parser(sub) -> None:
         help="skip points a case would need longer than this to reach",
     )
     _add_lynceus_scale_options(b)
+    _add_scale_options(b)
     b.add_argument("--json", action="store_true", help="print one JSON object")
     b.set_defaults(func=cmd_bench)
+
+
+def _add_scale_options(b) -> None:
+    """``farm bench --scale`` and the options that go with it."""
+    b.add_argument(
+        "--scale",
+        metavar="SIZES",
+        help="instead: every optimizer's (or --optimizers') CPU per step and max RSS "
+        "against table size, each run in its own process, on the generated tables of "
+        "384,2304,9216,50176 configurations (optfarm.farm.bench.scale)",
+    )
+    b.add_argument(
+        "--evaluations", type=int, default=25, help="--scale: evaluations per run (default 25)"
+    )
+    b.add_argument(
+        "--memory-cap",
+        type=float,
+        default=8.0,
+        metavar="GB",
+        help="--scale: address space of each run; beyond it the run fails with a "
+        "MemoryError (default 8)",
+    )
 
 
 def _add_lynceus_scale_options(b) -> None:

@@ -24,6 +24,7 @@ from optfarm.farm.bench.latency import (
     sweep_estimate,
 )
 from optfarm.optimizers.base import ParameterError
+from optfarm.optimizers.registry import get
 from optfarm.oracle.dataset import DatasetError
 
 from .console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_table
@@ -67,17 +68,15 @@ def _measure_scale(options: Mapping[str, Any]) -> int:
     rows = scale_rows(
         sizes, int(options["seed"]), int(options["sample"]), float(options["max_step_s"])
     )
-    meta = {"machine": before, "loadavg_after": list(os.getloadavg())}
     if options["figure"]:
         plot_scale(rows, options["figure"], baseline)
-    if options["json"]:
-        print(json.dumps({"meta": meta, "rows": rows}, default=json_default))
+    if _printed_json_or_header(
+        before,
+        rows,
+        bool(options["json"]),
+        ("1 pinned core", f"Lynceus LA = 2 at its first model-guided step, seed {options['seed']}"),
+    ):
         return EXIT_OK
-    print(
-        f"{before['cpu']}: 1 pinned core, load average {before['loadavg'][0]:.2f} -> "
-        f"{meta['loadavg_after'][0]:.2f}; Lynceus LA = 2 at its first model-guided step, "
-        f"seed {options['seed']}; CPU seconds"
-    )
     print_table(
         [
             {
@@ -114,7 +113,71 @@ def _measure_scale(options: Mapping[str, Any]) -> int:
     return EXIT_OK
 
 
+def _printed_json_or_header(before: dict, rows: list, as_json: bool, what: tuple) -> bool:
+    """A scale benchmark's machine (before) and load (after): under ``--json`` printed with the
+    rows as one object (True), else as the header line of the table, with ``what`` (how it
+    ran, what it ran) around the load (False)."""
+    after = list(os.getloadavg())
+    if as_json:
+        meta = {"machine": before, "loadavg_after": after}
+        print(json.dumps({"meta": meta, "rows": rows}, default=json_default))
+        return True
+    print(
+        f"{before['cpu']}: {what[0]}, load average {before['loadavg'][0]:.2f} -> "
+        f"{after[0]:.2f}; {what[1]}; CPU seconds"
+    )
+    return False
+
+
+def _measure_every_scale(options: Mapping[str, Any]) -> int:
+    """``--scale``: every optimizer's CPU per step and max RSS against table size
+    (``optfarm.farm.bench.scale``), each (optimizer, size) in a process of its own."""
+    from optfarm.farm.bench.scale import COLUMNS, scale_rows
+
+    names = [n.strip() for n in str(options["optimizers"] or "").split(",") if n.strip()]
+    try:
+        sizes = [int(n) for n in str(options["scale"]).split(",") if n.strip()]
+        for name in names:
+            get(name)
+        before = machine_info()
+        rows = scale_rows(
+            names or None,
+            sizes,
+            int(options["evaluations"]),
+            int(options["seed"]),
+            float(options["memory_cap"]),
+            _progress(bool(options["json"])),
+        )
+    except (ValueError, ParameterError) as e:
+        print(f"farm: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if _printed_json_or_header(
+        before,
+        rows,
+        bool(options["json"]),
+        (
+            "each run in its own process, 1 pinned core, 1 BLAS/numba thread",
+            f"{options['evaluations']} evaluations per run, seed {options['seed']}",
+        ),
+    ):
+        return EXIT_OK
+    print_table([_scale_cells(r) for r in rows], COLUMNS)
+    return EXIT_OK
+
+
+def _scale_cells(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row of ``--scale`` as printed: seconds to 3 digits, megabytes whole."""
+    cells = dict(row)
+    for key in ("cpu_per_eval_s", "search_suggest_s"):
+        if cells.get(key) is not None:
+            cells[key] = f"{cells[key]:.3g}"
+    cells["max_rss_mb"] = f"{cells['max_rss_mb']:.0f}"
+    return cells
+
+
 def _measure(options: Mapping[str, Any]) -> int:
+    if options["scale"]:
+        return _measure_every_scale(options)
     if options["lynceus_scale"]:
         return _measure_scale(options)
     executor = options["executor"]
