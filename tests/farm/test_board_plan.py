@@ -207,6 +207,18 @@ def test_evaluations_follow_the_budget_the_spread_and_the_optimizers_own_stop():
     assert evaluations(whole, _table()) == 4
 
 
+def test_later_evaluations_keep_the_level_the_guided_ones_trend_to():
+    # guided evaluations charged 60, 50, 40, 30, 20: their ranks among those left fall by a
+    # tenth each (a trend, Kendall's p 0.017), so the later ones take the last one's rank,
+    # a fifth (charges 19, 21, 22, ...: 7 more for the 150 left), not 0.6, 0.5, ... in turn
+    # (61 + 52 + 42: 3 more)
+    trend = _measured([50, 60, 50, 40, 30, 20], ["init"] + ["bo"] * 5)
+    assert evaluations(trend, _table(budget=400)) == 6 + 7
+    # the same charges in an order that shows no trend: their ranks in turn
+    mixed = _measured([50, 60, 20, 50, 30, 40], trend.phases)
+    assert evaluations(mixed, _table(budget=400)) == 6 + 4
+
+
 def test_the_tables_measured_cover_the_boards_sizes_within_a_factor_of_2():
     sizes = {
         "g1": 20,
