@@ -27,9 +27,14 @@ of its evaluations, from measurements:
    when none was guided), until the budget is spent: an optimizer that seeks the cheap
    configurations runs out of them and pays more per evaluation late in its run, as the runs
    do (TrimTuner's charges on lynceus-cnn doubled from its first 40 evaluations to its last
-   30). One that stopped itself on the measured table stops at the same share of the table's
-   configurations (converged), at all of them (exhausted), or at the same count (its own
-   iteration limit).
+   30). When those ranks show a trend over the guided evaluations (Kendall's tau, p <= 0.05),
+   each is first moved along it (its Theil-Sen slope) to the last measured one, within the
+   range they span: the later evaluations keep the level the optimizer has reached, not its
+   early one, nor one extrapolated past what it was seen to take (Lynceus homes in on cheap
+   configurations near its optimum: on synthetic its seed-0 run took 39 evaluations, 24 and
+   26 read from its first 12 and 16 without the trend, 32 and 33 with it). One that stopped
+   itself on the measured table stops at the same share of the table's configurations
+   (converged), at all of them (exhausted), or at the same count (its own iteration limit).
 3. **CPU of the i-th evaluation**: as measured up to the last timed one, then the curve
    through the model-guided evaluations' CPU against i (Theil-Sen: one slow step under load
    does not tilt it), never below 0: a + b i^2 when they grow and 30 or more were timed (GP
@@ -59,6 +64,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
+from scipy.stats import kendalltau
 
 from optfarm.farm.run.loop import run_one
 from optfarm.farm.run.metrics import config_charges
@@ -88,6 +94,7 @@ __all__ = [
 ]
 
 CURVE_STEPS = 30  # model-guided steps timed before their CPU's curve is read as quadratic
+TREND_P = 0.05  # Kendall's p below which the guided evaluations' ranks show a trend (_moved)
 OWN_COUNT = ("iterations",)  # an optimizer's own stop at a count (Guindani's n0 + N runs)
 
 
@@ -301,7 +308,21 @@ def evaluations(m: Measurement, table: Table) -> int:
         if spent >= table.budget or n >= limit or not left:
             return int(min(n, limit))
     later = [r for guided, r in ranks if guided] or [r for _, r in ranks]
-    return int(min(m.evaluations + _more(left, later, table.budget - spent), limit))
+    return int(min(m.evaluations + _more(left, _moved(later), table.budget - spent), limit))
+
+
+def _moved(ranks: Sequence[float]) -> list[float]:
+    """The measured ``ranks`` moved along their trend to the last of them: each shifted by
+    the Theil-Sen slope times the steps from it to the last, kept within the range they
+    span; unmoved when they show no trend (Kendall's tau, p > ``TREND_P``). An optimizer
+    that homes in on cheap configurations near its optimum (Lynceus) takes cheaper ones as
+    its run goes on; random search's ranks show none."""
+    r = np.array(ranks, dtype=float)
+    x = np.arange(len(r), dtype=float)
+    if len(r) < 3 or not kendalltau(x, r).pvalue <= TREND_P:
+        return r.tolist()
+    _, slope = _theil_sen(x, r)
+    return np.clip(r + slope * (x[-1] - x), r.min(), r.max()).tolist()
 
 
 def _more(left: list[float], ranks: Sequence[float], budget: float) -> int:
