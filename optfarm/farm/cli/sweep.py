@@ -60,7 +60,11 @@ def cmd_sweep(args) -> int:
     except StoreError as e:  # an object store that does not answer
         print(f"farm: error: {e}; {_nothing_run()}", file=sys.stderr)
         return EXIT_FAILED
-    return _run(spec, source, out, args)
+    try:
+        return _run(spec, source, out, args)
+    except SpecError as e:  # found when expanding (an unknown optimizer, the run limit)
+        print(f"farm: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 def _nothing_run() -> str:
