@@ -107,6 +107,9 @@ def supervise(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if watch.lost is not None and watch.done is None:
+        # the fault-injection tests' kill points ($FARM_FAULT) are the driver's: the parent's
+        # clean-up logs the runs MLflow missed through the same code and must not die there
+        os.environ.pop("FARM_FAULT", None)
         try:
             settle()
         except Exception as e:  # the stored runs are safe; the next sweep records them
