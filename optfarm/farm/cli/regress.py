@@ -75,10 +75,7 @@ def cmd_regress(args) -> int:
         rows = compare(
             baseline,
             current,
-            alpha=args.alpha,
-            tolerance=args.tolerance,
-            min_effect=args.min_effect,
-            consistent_tolerance=args.consistent_tolerance,
+            **_gate_rule(args),
         )
     except BaselineError as e:
         return _error(str(e))
@@ -253,10 +250,7 @@ def _mutation_results(runs, baseline, mutations, args) -> list:
             baseline,
             mutations,
             workers=args.workers,
-            alpha=args.alpha,
-            tolerance=args.tolerance,
-            min_effect=args.min_effect,
-            consistent_tolerance=args.consistent_tolerance,
+            **_gate_rule(args),
             store=store,
             progress=lambda line: print(line, flush=True),
         )
@@ -388,3 +382,14 @@ def _add_gate_statistics_options(g) -> None:
         "allowance falls linearly from --tolerance to this as that share rises "
         "(default 0.05)",
     )
+
+
+def _gate_rule(args) -> dict:
+    """The gate's thresholds as the command line gives them (``compare``'s and the mutation
+    table's keyword arguments)."""
+    return {
+        "alpha": args.alpha,
+        "tolerance": args.tolerance,
+        "min_effect": args.min_effect,
+        "consistent_tolerance": args.consistent_tolerance,
+    }
