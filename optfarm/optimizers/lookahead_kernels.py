@@ -296,6 +296,13 @@ def _eic_bound(mu, sd, ystar, b_time, b_cost, b_acc, top):
     )
 
 
+@nb.njit(cache=True, inline="always")
+def _better(ei, q, top, arg):
+    """Whether candidate ``q`` with EIc ``ei`` beats the step so far (``top``, ``arg``): a
+    larger EIc, or an equal one at a smaller index; never from outside Gamma (``ei`` -1)."""
+    return ei >= 0.0 and (ei > top or (ei == top and q < arg))
+
+
 @nb.njit(cache=True)
 def _next_step(
     mu_c,
@@ -337,7 +344,7 @@ def _next_step(
                 budget,
                 ystar,
             )
-            if ei >= 0.0 and (ei > top or (ei == top and h < arg)):
+            if _better(ei, h, top, arg):
                 top, arg = ei, h
     for q in range(mu_c.shape[0]):
         if not untested[q]:
@@ -351,169 +358,179 @@ def _next_step(
         ei = _eic_at(
             q, mu_c, sd_c, mu_a, sd_a, has_acc, price, time_max, cost_max, acc_min, budget, ystar
         )
-        if ei >= 0.0 and (ei > top or (ei == top and q < arg)):
+        if _better(ei, q, top, arg):
             top, arg = ei, q
     return arg, top
 
 
+@nb.njit(cache=True, inline="always")
+def _accuracy_node(has_acc, mu, sd, t, w):
+    """Accuracy quadrature node (``t``, ``w``) of a configuration predicted N(mu, sd): the
+    simulated accuracy and the node's weight; (0, 1) with no accuracy model."""
+    if has_acc:
+        return mu + sd * t, w
+    return 0.0, 1.0
+
+
+@nb.njit(cache=True, inline="always")
+def _simulated_incumbent(best, c, a, time_limit, cost_max, acc_min, has_acc, fixed):
+    """The incumbent's cost after a simulated run of cost ``c`` and accuracy ``a``: the
+    smaller of ``best`` and ``c`` when the run is feasible (``best`` with ``fixed``)."""
+    feasible = c <= time_limit and c <= cost_max and (not has_acc or a >= acc_min)
+    return min(best, c) if feasible and not fixed else best
+
+
+@nb.njit(cache=True)
+def _path_levels(la):
+    """A path's levels 0..la: the configuration explored, the next quadrature node (cost
+    node x accuracy nodes + accuracy node), the running (R, C), the weight of the node being
+    walked, the incumbent, the worst cost, the budget and the simulated cost."""
+    n = la + 1
+    return (
+        np.empty(n, np.int64),
+        np.zeros(n, np.int64),
+        np.empty(n),
+        np.empty(n),
+        np.empty(n),
+        np.empty(n),
+        np.empty(n),
+        np.empty(n),
+        np.empty(n),
+    )
+
+
+@nb.njit(cache=True)
+def _simulate(ctx, lv, lev, x, c):
+    """S' = S + (x, c) in level ``lev + 1`` of ``lv``: the cost forest refitted (the
+    simulated point's leaf regrown, or with ``switches.full_refit`` every tree regrown
+    with the root's randomness) and every candidate predicted [Lynceus Alg. 2]."""
+    sw, n, nxt = ctx.switches, ctx.nc + lev, lev + 1
+    ctx.Xc[n] = ctx.F[x]
+    ctx.yc[n] = c
+    if sw.full_refit:
+        grow_forest(
+            ctx.Xc,
+            ctx.yc,
+            n + 1,
+            mix_key(ctx.key, 0),
+            ctx.n_trees,
+            ctx.max_features,
+            ctx.F,
+            lv.out[nxt],
+            lv.cleaf[nxt],
+            lv.rleaf[nxt],
+            lv.mult[nxt],
+            lv.next_leaf[nxt],
+            sw.best_split,
+        )
+    else:  # cheap refit: regrow the leaf of the simulated point only
+        lv.out[nxt] = lv.out[lev]
+        lv.cleaf[nxt] = lv.cleaf[lev]
+        lv.rleaf[nxt] = lv.rleaf[lev]
+        lv.mult[nxt] = lv.mult[lev]
+        lv.next_leaf[nxt] = lv.next_leaf[lev]
+        insert_point(
+            ctx.Xc,
+            ctx.yc,
+            n,
+            x,
+            mix_key(ctx.key, nxt),
+            ctx.n_trees,
+            ctx.max_features,
+            ctx.F,
+            lv.out[nxt],
+            lv.cleaf[nxt],
+            lv.rleaf[nxt],
+            lv.mult[nxt],
+            lv.next_leaf[nxt],
+            sw.best_split,
+        )
+    floor = std_floor(ctx.yc, n + 1, ctx.floor_rel)
+    gaussian_summary(lv.out[nxt], floor, lv.mu_c[nxt], lv.sd_c[nxt], sw.authors_sd)
+
+
+@nb.njit(cache=True)
+def _simulated_next_step(ctx, lv, lev, budget, best, worst, hints):
+    """NextStep (``_next_step``) in the simulated state of level ``lev`` of ``lv``, with its
+    budget, incumbent and worst cost."""
+    return _next_step(
+        lv.mu_c[lev],
+        lv.sd_c[lev],
+        lv.mu_a,
+        lv.sd_a,
+        ctx.na > 0,
+        ctx.price,
+        ctx.time_max,
+        ctx.cost_max,
+        ctx.acc_min,
+        ctx.untested,
+        budget,
+        best,
+        worst,
+        hints,
+    )
+
+
 @nb.njit(cache=True)
 def _explore(x0, ctx, lv, hints):
-    """ExplorePaths(state, x0, la) -> (R, C) [Lynceus Alg. 2], as an explicit depth-first
-    walk (numba cannot reload a cached self-recursive function); one kernel, the hot loop of
-    the look-ahead (split into named steps it cost more CPU: tests/test_function_size.py).
-
-    Level ``lev`` holds one state of the path: its forest, predictions and EIc (``lv``), the
-    configuration explored from it, its running (R, C), budget and incumbent. Each quadrature
-    node of that configuration's cost builds the simulated state in level
-    ``lev + 1`` by a cheap refit; the next step is the greedy argmax of EIc there (NextStep,
-    ``_next_step``, which scores the real state's best candidates ``hints`` first);
-    a sub-path's (r, c) is folded into its parent as ``R += gamma w r``, ``C += w c``
-    (``gamma w c`` when the path cost is discounted too, OBOL).
-
-    ``ctx.switches`` hold the ablation switches (``Switches``): the trees, the sigma rule, a
-    full refit of every tree instead of regrowing the simulated point's leaf, a fixed
-    simulated incumbent, the scale of the quadrature values and whether nodes <= 0 are
-    skipped.
-    """
-    la, gamma, key, n_trees = ctx.la, ctx.gamma, ctx.key, ctx.n_trees
-    mf, rel, sw = ctx.max_features, ctx.floor_rel, ctx.switches
-    best_split, authors_sd = sw.best_split, sw.authors_sd
-    gh_t, gh_w, gha_t, gha_w = ctx.gh_t, ctx.gh_w, ctx.gha_t, ctx.gha_w
-    full_refit, fixed_incumbent = sw.full_refit, sw.fixed_incumbent
-    gh_scale, skip_nonpositive = sw.gh_scale, sw.skip_nonpositive
-    time_max, cost_max, acc_min = ctx.time_max, ctx.cost_max, ctx.acc_min
-    Xc, yc, nc, F = ctx.Xc, ctx.yc, ctx.nc, ctx.F
-    price, untested = ctx.price, ctx.untested
-    has_acc = ctx.na > 0
-    f_out, f_cleaf, f_rleaf, f_mult, f_next = lv.out, lv.cleaf, lv.rleaf, lv.mult, lv.next_leaf
-    mu_c, sd_c, mu_a, sd_a, eic = lv.mu_c, lv.sd_c, lv.mu_a, lv.sd_a, lv.eic
-    R0 = eic[0, x0]
-    C0 = mu_c[0, x0]
+    """ExplorePaths(state, x0, la) -> (R, C) [Lynceus Alg. 2] as an explicit depth-first walk
+    (numba cannot reload a cached self-recursive function). Level ``lev`` holds one state of
+    the path (``_path_levels``; its forest and predictions in ``lv``). Each cost quadrature
+    node builds the simulated state in level ``lev + 1`` (``_simulate``), each accuracy node
+    decides its feasibility, and the next step is the greedy argmax of EIc there
+    (``_simulated_next_step``). A sub-path's (r, c) is folded into its parent as
+    ``R += gamma w r``, ``C += w c`` (``gamma w c`` when the path cost is discounted too,
+    OBOL). ``ctx.switches``: the ablation switches (``Switches``)."""
+    la, gamma, sw, has_acc = ctx.la, ctx.gamma, ctx.switches, ctx.na > 0
+    mu_c, sd_c, mu_a, sd_a, untested = lv.mu_c, lv.sd_c, lv.mu_a, lv.sd_a, ctx.untested
     if la == 0:
-        return R0, C0
-    n_cost = gh_t.shape[0]
-    k_acc = gha_t.shape[0] if has_acc else 1
+        return lv.eic[0, x0], mu_c[0, x0]
+    k_acc = ctx.gha_t.shape[0] if has_acc else 1
+    n_nodes = ctx.gh_t.shape[0] * k_acc  # node k: cost node k // k_acc, accuracy k % k_acc
     c_scale = gamma if ctx.discount_cost else 1.0
-    lx = np.empty(la + 1, np.int64)
-    li = np.zeros(la + 1, np.int64)
-    lj = np.zeros(la + 1, np.int64)
-    lR = np.empty(la + 1)
-    lC = np.empty(la + 1)
-    lw = np.empty(la + 1)
-    lbest = np.empty(la + 1)
-    lworst = np.empty(la + 1)
-    lbudget = np.empty(la + 1)
-    lc = np.empty(la + 1)
-    lx[0], lR[0], lC[0] = x0, R0, C0
+    lx, lk, lR, lC, lw, lbest, lworst, lbudget, lc = _path_levels(la)
+    lx[0], lR[0], lC[0] = x0, lv.eic[0, x0], mu_c[0, x0]
     lbest[0], lworst[0], lbudget[0] = ctx.best, ctx.worst, ctx.budget
     untested[x0] = False
     lev = 0
     while True:
-        if li[lev] >= n_cost:  # every branch of this level done: fold it into its parent
+        if lk[lev] >= n_nodes:  # every branch of this level done: fold it into its parent
             untested[lx[lev]] = True
             if lev == 0:
                 return lR[0], lC[0]
-            r, c = lR[lev], lC[lev]
             lev -= 1
-            lC[lev] += c_scale * lw[lev] * c
-            lR[lev] += gamma * lw[lev] * r
-            lj[lev] += 1
-            if lj[lev] >= k_acc:
-                lj[lev] = 0
-                li[lev] += 1
+            lC[lev] += c_scale * lw[lev] * lC[lev + 1]
+            lR[lev] += gamma * lw[lev] * lR[lev + 1]
+            lk[lev] += 1
             continue
-        x, i, j, nxt = lx[lev], li[lev], lj[lev], lev + 1
-        if j == 0:  # S' = S + (x, c_i): refit and predict every candidate
-            c_i = gh_scale * (mu_c[lev, x] + sd_c[lev, x] * gh_t[i])
-            if skip_nonpositive and c_i <= 0.0:  # the authors' code drops such nodes
-                li[lev] += 1
+        x, i, j, nxt = lx[lev], lk[lev] // k_acc, lk[lev] % k_acc, lev + 1
+        if j == 0:  # S' = S + (x, c_i)
+            c_i = sw.gh_scale * (mu_c[lev, x] + sd_c[lev, x] * ctx.gh_t[i])
+            if sw.skip_nonpositive and c_i <= 0.0:  # the authors' code drops such nodes
+                lk[lev] += k_acc
                 continue
-            c_i = max(c_i, 0.0)
-            lc[lev] = c_i
-            Xc[nc + lev] = F[x]
-            yc[nc + lev] = c_i
-            if full_refit:  # every tree regrown on S' with the root's randomness
-                grow_forest(
-                    Xc,
-                    yc,
-                    nc + lev + 1,
-                    mix_key(key, 0),
-                    n_trees,
-                    mf,
-                    F,
-                    f_out[nxt],
-                    f_cleaf[nxt],
-                    f_rleaf[nxt],
-                    f_mult[nxt],
-                    f_next[nxt],
-                    best_split,
-                )
-            else:  # cheap refit: regrow the leaf of the simulated point only
-                f_out[nxt] = f_out[lev]
-                f_cleaf[nxt] = f_cleaf[lev]
-                f_rleaf[nxt] = f_rleaf[lev]
-                f_mult[nxt] = f_mult[lev]
-                f_next[nxt] = f_next[lev]
-                insert_point(
-                    Xc,
-                    yc,
-                    nc + lev,
-                    x,
-                    mix_key(key, nxt),
-                    n_trees,
-                    mf,
-                    F,
-                    f_out[nxt],
-                    f_cleaf[nxt],
-                    f_rleaf[nxt],
-                    f_mult[nxt],
-                    f_next[nxt],
-                    best_split,
-                )
-            gaussian_summary(
-                f_out[nxt], std_floor(yc, nc + lev + 1, rel), mu_c[nxt], sd_c[nxt], authors_sd
-            )
+            lc[lev] = max(c_i, 0.0)
+            _simulate(ctx, lv, lev, x, lc[lev])
         c_i = lc[lev]
-        # accuracy node j: the simulated run's feasibility (hence the simulated incumbent)
-        a_j = mu_a[x] + sd_a[x] * gha_t[j] if has_acc else 0.0
-        w = gh_w[i] * (gha_w[j] if has_acc else 1.0)
-        feasible = (
-            c_i <= time_max * price[x] and c_i <= cost_max and (not has_acc or a_j >= acc_min)
+        a_j, w_j = _accuracy_node(has_acc, mu_a[x], sd_a[x], ctx.gha_t[j], ctx.gha_w[j])
+        w = ctx.gh_w[i] * w_j
+        time_limit = ctx.time_max * ctx.price[x]
+        best_i = _simulated_incumbent(
+            lbest[lev], c_i, a_j, time_limit, ctx.cost_max, ctx.acc_min, has_acc, sw.fixed_incumbent
         )
-        best_i = min(lbest[lev], c_i) if feasible and not fixed_incumbent else lbest[lev]
-        worst_i = max(lworst[lev], c_i)
-        budget_i = lbudget[lev] - c_i
-        x_next, eic_next = _next_step(
-            mu_c[nxt],
-            sd_c[nxt],
-            mu_a,
-            sd_a,
-            has_acc,
-            price,
-            time_max,
-            cost_max,
-            acc_min,
-            untested,
-            budget_i,
-            best_i,
-            worst_i,
-            hints,
-        )
+        worst_i, budget_i = max(lworst[lev], c_i), lbudget[lev] - c_i
+        x_next, eic_next = _simulated_next_step(ctx, lv, nxt, budget_i, best_i, worst_i, hints)
         if x_next >= 0 and nxt == la:  # the sub-path is the single step x_next
             lC[lev] += c_scale * w * mu_c[nxt, x_next]
             lR[lev] += gamma * w * eic_next
         elif x_next >= 0:  # descend: the sub-path rooted at x_next
             lw[lev] = w
-            lx[nxt], li[nxt], lj[nxt] = x_next, 0, 0
-            lR[nxt], lC[nxt] = eic_next, mu_c[nxt, x_next]
+            lx[nxt], lk[nxt], lR[nxt], lC[nxt] = x_next, 0, eic_next, mu_c[nxt, x_next]
             lbest[nxt], lworst[nxt], lbudget[nxt] = best_i, worst_i, budget_i
             untested[x_next] = False
             lev = nxt
             continue
-        lj[lev] += 1  # next node of this level (none when NextStep found nothing)
-        if lj[lev] >= k_acc:
-            lj[lev] = 0
-            li[lev] += 1
+        lk[lev] += 1  # next node of this level (none when NextStep found nothing)
 
 
 @nb.njit(cache=True)

@@ -115,6 +115,7 @@ def step_cost(
     dataset = scale_table(n_configs, seed)
     opt = _first_guided_state(dataset, seed, dict(params or {}))
     ctx = opt._context(opt.problem.budget - opt.spent)
+    explore_chunk(ctx, np.flatnonzero(opt._untested)[:1])  # numba compiles outside the timings
     root_s, levels = _cpu(lambda: level_predictions(ctx))
     gamma = np.flatnonzero(levels[4] >= 0)
     drawn = np.sort(

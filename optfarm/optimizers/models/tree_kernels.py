@@ -263,6 +263,29 @@ def _poisson1(u):
     return k
 
 
+@nb.njit(cache=True, inline="always")
+def _leaf_members(cleaf, rleaf, mult, q_new, r_new, k_new, rows, cand):
+    """The training rows (each as often as its bootstrap multiplicity, then the new row
+    ``k_new`` times) and the queries of the leaf holding query ``q_new``, written to ``rows``
+    and ``cand``; their counts."""
+    leaf = cleaf[q_new]
+    nr = 0
+    for r in range(r_new):
+        if rleaf[r] == leaf:
+            for _ in range(mult[r]):
+                rows[nr] = r
+                nr += 1
+    for _ in range(k_new):
+        rows[nr] = r_new
+        nr += 1
+    nq = 0
+    for q in range(cleaf.shape[0]):
+        if cleaf[q] == leaf:
+            cand[nq] = q
+            nq += 1
+    return nr, nq
+
+
 @nb.njit(cache=True)
 def insert_point(
     X,
@@ -285,13 +308,12 @@ def insert_point(
     it does, the leaf holding ``q_new`` is regrown on its rows plus the new one (the splits
     above it are kept) and its queries are re-routed. Updates the forest arrays in place.
     Rows ``0..r_new - 1`` must be the forest's current training rows."""
-    m = Q.shape[0]
     size = 0
     for t in range(n_trees):
         size = max(size, mult[t, :r_new].sum())
     size += 21  # the new row's multiplicity is at most 20
     rows = np.empty(size, np.int64)
-    cand = np.empty(m, np.int64)
+    cand = np.empty(Q.shape[0], np.int64)
     stack = np.empty((2 * size + 2, 4), np.int64)
     state = np.empty(1, np.uint64)
     counter = np.zeros(1, np.int64)
@@ -303,21 +325,7 @@ def insert_point(
         rleaf[t, r_new] = -1
         if k_new == 0:
             continue
-        leaf = cleaf[t, q_new]
-        nr = 0
-        for r in range(r_new):
-            if rleaf[t, r] == leaf:
-                for _ in range(mult[t, r]):
-                    rows[nr] = r
-                    nr += 1
-        for _ in range(k_new):
-            rows[nr] = r_new
-            nr += 1
-        nq = 0
-        for q in range(m):
-            if cleaf[t, q] == leaf:
-                cand[nq] = q
-                nq += 1
+        nr, nq = _leaf_members(cleaf[t], rleaf[t], mult[t], q_new, r_new, k_new, rows, cand)
         counter[0] = next_leaf[t]
         _grow(
             X,
