@@ -1,9 +1,9 @@
 """Functions a reader can hold (ARCHITECTURE.md, "Habits", 12): no function or method in
 ``optfarm/farm/``, ``optfarm/optimizers/`` or ``optfarm/oracle/`` longer than 60 lines or of a
 cyclomatic complexity above 15, measured by radon as ``radon cc optfarm/farm`` prints it (numba
-kernels included: a long kernel is a short one calling named kernels), but for the hot numba
-kernel in ``EXEMPT``, with the measurement that keeps it whole. A failure names each function
-with its file, line, length and complexity; split it into named steps."""
+kernels included: a long kernel is a short one calling named kernels; ARCHITECTURE.md says
+which steps cost nothing in a hot loop). A failure names each function with its file, line,
+length and complexity; split it into named steps."""
 
 from __future__ import annotations
 
@@ -14,13 +14,6 @@ from radon.complexity import cc_visit
 REPO = Path(__file__).resolve().parents[1]
 MAX_LINES, MAX_COMPLEXITY = 60, 15
 PACKAGES = ("farm", "optimizers", "oracle")
-EXEMPT = {
-    "optfarm/optimizers/models/tree_kernels.py:_grow": (
-        "hot numba kernel: each named step that takes the node's arrays costs CPU in the "
-        "look-ahead's leaf regrowth (nodes of a few rows): split, explore_many cost 1.05-1.16x "
-        "(Lynceus la=2 on synthetic, 60 calls), measured 2026-11-29"
-    ),
-}
 
 
 def blocks(path: Path) -> dict[tuple[int, str], object]:
@@ -41,8 +34,6 @@ def too_big() -> list[str]:
     for path in sorted(p for pkg in PACKAGES for p in (REPO / "optfarm" / pkg).rglob("*.py")):
         for block in blocks(path).values():
             lines = block.endline - block.lineno + 1
-            if f"{path.relative_to(REPO)}:{block.fullname}" in EXEMPT:
-                continue
             if lines > MAX_LINES or block.complexity > MAX_COMPLEXITY:
                 found.append(
                     f"{path.relative_to(REPO)}:{block.lineno} {block.fullname}: "
@@ -54,15 +45,3 @@ def too_big() -> list[str]:
 def test_no_function_is_longer_than_60_lines_or_more_complex_than_15():
     found = too_big()
     assert not found, "\n".join(found)
-
-
-def test_every_exempt_kernel_exists_and_needs_it():
-    """An exemption names a function that is still there and still over the rule."""
-    over = {}
-    for name in EXEMPT:
-        path, func = name.split(":")
-        for block in blocks(REPO / path).values():
-            if block.fullname == func:
-                lines = block.endline - block.lineno + 1
-                over[name] = lines > MAX_LINES or block.complexity > MAX_COMPLEXITY
-    assert over == {name: True for name in EXEMPT}

@@ -64,128 +64,99 @@ def _best_threshold(X, y, rows, lo, hi, f, total, keys, order):
     return best, thr
 
 
+@nb.njit(cache=True, inline="always")
+def _splittable(cnt, total, total2, ymin, ymax, best_split, min_var):
+    """Whether a node of ``cnt`` rows may split, from its targets' sum, sum of squares, min
+    and max: 2 rows or more with targets not constant, and with ``best_split`` a variance
+    of ``min_var`` or more [Weka RandomTree]."""
+    if cnt < 2 or not ymax - ymin > 1e-12 * (abs(ymax) + abs(ymin)):
+        return False
+    return not best_split or total2 / cnt - (total / cnt) ** 2 >= min_var
+
+
+@nb.njit(cache=True, inline="always")
+def _split_score(sl, nl, total, cnt):
+    """The variance reduction of a split of a node of ``cnt`` rows (targets summing to
+    ``total``) whose left part holds ``nl`` rows summing to ``sl``; -inf when a side is
+    empty."""
+    nr = cnt - nl
+    if nl == 0 or nr == 0:
+        return -math.inf
+    return sl * sl / nl + (total - sl) * (total - sl) / nr
+
+
+@nb.njit(cache=True, inline="always")
+def _partition(M, idx, lo, hi, f, t):
+    """Reorder ``idx[lo:hi]`` so that the rows of ``M`` with ``M[:, f] <= t`` come first;
+    where the right part starts."""
+    i, j = lo, hi - 1
+    while i <= j:
+        if M[idx[i], f] <= t:
+            i += 1
+        else:
+            idx[i], idx[j] = idx[j], idx[i]
+            j -= 1
+    return i
+
+
 @nb.njit(cache=True)
 def _grow(
-    X,
-    y,
-    rows,
-    state,
-    max_features,
-    Q,
-    cand,
-    out,
-    cleaf,
-    rleaf,
-    next_leaf,
-    stack,
-    best_split=False,
-    min_var=0.0,
+    X, y, rows, state, max_features, Q, cand, out, cleaf, rleaf, counter, stack, best_split, min_var
 ):
     """Grow one randomized tree on the training rows ``rows`` (bootstrap copies, permuted in
-    place), routing the query rows ``cand`` of Q down the tree as it grows (no node is
-    stored): each leaf gets a fresh id from ``next_leaf``, written to ``cleaf`` (queries) and
-    ``rleaf`` (training rows), and its mean target is written to ``out`` for its queries.
-
-    At each node, up to ``max_features`` randomly drawn features with a spread are tried;
-    the split with the largest variance reduction wins. Extra-tree (``best_split`` False):
-    one uniform threshold per feature between its min and max [Geurts06]. Weka RandomTree
-    (``best_split`` True): the best midpoint of each feature, and a node whose target
-    variance is below ``min_var`` is a leaf (Weka's minVarianceProp x the variance at the
-    root) [Weka RandomTree]. A node with fewer than 2 rows, constant targets or constant
-    features is a leaf.
-    """
-    n = rows.shape[0]
-    d = X.shape[1]
-    work_f = np.empty(d, np.int64)
-    keys = np.empty(n if best_split else 0)
-    order = np.empty(n if best_split else 0, np.int64)
+    place), routing the query rows ``cand`` of Q down it (no node is stored): each leaf takes
+    a fresh id from ``counter`` into ``cleaf`` (queries) and ``rleaf`` (rows), and its mean
+    target into ``out`` (queries). A node that may split (``_splittable``) takes the best of up
+    to ``max_features`` drawn features with a spread, each at one uniform threshold
+    [Geurts06] or, with ``best_split``, at its best midpoint [Weka RandomTree]."""
+    n, d = rows.shape[0], X.shape[1]
+    features, work_f = np.arange(d), np.empty(d, np.int64)
+    keys, order = np.empty(n), np.empty(n, np.int64)
     stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, n, 0, cand.shape[0]
     top = 1
     while top > 0:
         top -= 1
         lo, hi, qlo, qhi = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3]
-        total = 0.0
-        total2 = 0.0
-        ymin = math.inf
-        ymax = -math.inf
+        cnt, total, total2, ymin, ymax = hi - lo, 0.0, 0.0, math.inf, -math.inf
         for k in range(lo, hi):
             v = y[rows[k]]
-            total += v
-            total2 += v * v
-            ymin = min(ymin, v)
-            ymax = max(ymax, v)
-        cnt = hi - lo
-        best_f = -1
-        best_t = 0.0
-        splittable = cnt >= 2 and ymax - ymin > 1e-12 * (abs(ymax) + abs(ymin))
-        if best_split and splittable:
-            splittable = total2 / cnt - (total / cnt) ** 2 >= min_var
-        if splittable:
-            for j in range(d):
-                work_f[j] = j
-            best_score = -math.inf
-            tried = 0
-            remaining = d
-            while remaining > 0 and tried < max_features:
-                pick = int(_uniform(state) * remaining)
-                f = work_f[pick]
-                remaining -= 1
-                work_f[pick] = work_f[remaining]
-                xmin = math.inf
-                xmax = -math.inf
-                for k in range(lo, hi):
-                    v = X[rows[k], f]
-                    xmin = min(xmin, v)
-                    xmax = max(xmax, v)
-                if xmax <= xmin:
-                    continue
-                tried += 1
-                if best_split:
-                    score, t = _best_threshold(X, y, rows, lo, hi, f, total, keys, order)
-                    if score > best_score:
-                        best_score, best_f, best_t = score, f, t
-                    continue
-                t = xmin + _uniform(state) * (xmax - xmin)
-                sl = 0.0
-                nl = 0
+            total, total2, ymin, ymax = total + v, total2 + v * v, min(ymin, v), max(ymax, v)
+        best_score, best_f, best_t, tried, remaining = -math.inf, -1, 0.0, 0, d
+        if not _splittable(cnt, total, total2, ymin, ymax, best_split, min_var):
+            remaining = 0  # a leaf: no feature is tried
+        else:
+            work_f[:] = features
+        while min(remaining, max_features - tried) > 0:
+            pick = int(_uniform(state) * remaining)
+            f = work_f[pick]
+            remaining -= 1
+            work_f[pick] = work_f[remaining]
+            xmin, xmax = math.inf, -math.inf
+            for k in range(lo, hi):
+                xmin, xmax = min(xmin, X[rows[k], f]), max(xmax, X[rows[k], f])
+            if xmax <= xmin:
+                continue
+            tried += 1
+            if best_split:
+                score, t = _best_threshold(X, y, rows, lo, hi, f, total, keys, order)
+            else:
+                t, sl, nl = xmin + _uniform(state) * (xmax - xmin), 0.0, 0
                 for k in range(lo, hi):
                     if X[rows[k], f] <= t:
-                        sl += y[rows[k]]
-                        nl += 1
-                nr = cnt - nl
-                if nl == 0 or nr == 0:
-                    continue
-                score = sl * sl / nl + (total - sl) * (total - sl) / nr
-                if score > best_score:
-                    best_score, best_f, best_t = score, f, t
+                        sl, nl = sl + y[rows[k]], nl + 1
+                score = _split_score(sl, nl, total, cnt)
+            if score > best_score:
+                best_score, best_f, best_t = score, f, t
         if best_f < 0:  # leaf
-            leaf_id = next_leaf[0]
-            next_leaf[0] += 1
-            leaf = total / cnt
+            leaf_id = counter[0]
+            counter[0] += 1
             for k in range(qlo, qhi):
-                out[cand[k]] = leaf
-                cleaf[cand[k]] = leaf_id
+                out[cand[k]], cleaf[cand[k]] = total / cnt, leaf_id
             for k in range(lo, hi):
                 rleaf[rows[k]] = leaf_id
             continue
-        i, j = lo, hi - 1
-        while i <= j:  # partition the training rows: left part <= threshold
-            if X[rows[i], best_f] <= best_t:
-                i += 1
-            else:
-                tmp = rows[i]
-                rows[i] = rows[j]
-                rows[j] = tmp
-                j -= 1
-        a, b = qlo, qhi - 1
-        while a <= b:  # the same for the queries
-            if Q[cand[a], best_f] <= best_t:
-                a += 1
-            else:
-                tmp = cand[a]
-                cand[a] = cand[b]
-                cand[b] = tmp
-                b -= 1
+        i = _partition(X, rows, lo, hi, best_f, best_t)  # training rows: left part <= t
+        a = _partition(Q, cand, qlo, qhi, best_f, best_t)  # the same for the queries
         stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = lo, i, qlo, a
         stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = i, hi, a, qhi
         top += 2
