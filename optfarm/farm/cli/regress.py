@@ -31,6 +31,7 @@ DEFAULT_SPECS = [
     "nightly-guindani",
     "nightly-obol",
     "nightly-nephele",
+    "nightly-lynceus-timeout",
 ]
 
 
