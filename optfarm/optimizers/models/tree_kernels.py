@@ -110,8 +110,7 @@ def _grow(
     to ``max_features`` drawn features with a spread, each at one uniform threshold
     [Geurts06] or, with ``best_split``, at its best midpoint [Weka RandomTree]."""
     n, d = rows.shape[0], X.shape[1]
-    features, work_f = np.arange(d), np.empty(d, np.int64)
-    keys, order = np.empty(n), np.empty(n, np.int64)
+    work_f, keys, order = np.empty(d, np.int64), np.empty(n), np.empty(n, np.int64)
     stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, n, 0, cand.shape[0]
     top = 1
     while top > 0:
@@ -125,7 +124,8 @@ def _grow(
         if not _splittable(cnt, total, total2, ymin, ymax, best_split, min_var):
             remaining = 0  # a leaf: no feature is tried
         else:
-            work_f[:] = features
+            for j in range(d):
+                work_f[j] = j
         while min(remaining, max_features - tried) > 0:
             pick = int(_uniform(state) * remaining)
             f = work_f[pick]
