@@ -757,6 +757,49 @@ def test_a_baseline_without_the_pick_reports_its_rows_and_re_recording_adds_it(t
     assert read_baseline(tmp_path / "b.json") == merged
 
 
+def test_a_recurring_job_gates_its_unfeasible_executions_and_keeps_them_in_the_baseline(
+    tmp_path,
+):
+    """Guindani's Table 1 statistic: on a recurring job's runs (``recurring_job`` in the
+    summary) the unfeasible executions are an end point; two more on every seed, with the
+    CNO unchanged (an ML correction undone), is a regression; runs without the accounting
+    have no such row; the flag survives the baseline file and a partial re-record."""
+    from optfarm.farm.gate.regress import merge_baseline
+
+    def job(seed, unfeasible, optimizer="guindani"):
+        return {
+            **_summary(seed, optimizer),
+            "dataset": "g",
+            "run_key": f"g{optimizer}{seed}",
+            "recurring_job": {"unfeasible_executions": unfeasible},
+        }
+
+    base = quality_values([job(s, 2 + s % 3) for s in range(20)] + [_summary(0)])
+    assert base["g / guindani"]["recurring"] and "recurring" not in base["d / guindani"]
+    assert base["g / guindani"]["seeds"][4]["unfeasible_executions"] == 3.0
+    assert "unfeasible_executions" not in base["d / guindani"]["seeds"][0]
+    worse = quality_values([job(s, 4 + s % 3) for s in range(20)] + [_summary(0)])
+    rows = {(r.key, r.quality): r for r in compare(base, worse)}
+    assert rows[("g / guindani", "unfeasible_executions")].verdict == "REGRESSION"
+    assert rows[("g / guindani", "final_cno")].verdict == "ok"
+    assert ("d / guindani", "unfeasible_executions") not in rows
+    write_baseline(tmp_path / "b.json", base, "x.yaml")
+    assert read_baseline(tmp_path / "b.json") == base
+    old = {"g / guindani": {k: v for k, v in base["g / guindani"].items() if k != "recurring"}}
+    old["g / guindani"]["seeds"] = {
+        s: {q: v for q, v in vals.items() if q != "unfeasible_executions"}
+        for s, vals in base["g / guindani"]["seeds"].items()
+    }
+    assert rows and {
+        r.verdict for r in compare(old, worse) if r.quality == "unfeasible_executions"
+    } == {"no baseline"}
+    part = {
+        "g / guindani": {**worse["g / guindani"], "seeds": {0: worse["g / guindani"]["seeds"][0]}}
+    }
+    assert "recurring" not in merge_baseline(old, part)["g / guindani"]  # seeds 1-19 lack it
+    assert merge_baseline(old, worse)["g / guindani"]["recurring"]
+
+
 def test_the_quantile_test_against_hand_computed_values():
     from optfarm.farm.gate.regress import distribution_shift
 

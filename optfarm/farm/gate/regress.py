@@ -18,7 +18,9 @@ Quality metrics per run (from its summary; worse = larger, but Accuracy_C):
   - the optimizer's own pick (``pick_*``: what a user deploys, which the farm does not credit
     when it differs: a model's untested prediction, a mean over repeated runs), for the papers'
     optimizers (``gates_pick``): its ``pick_quality_auc`` (in the primary family) and its final
-    CNO or Accuracy_C (an end point).
+    CNO or Accuracy_C (an end point);
+  - on a recurring job (the runs' summaries carry ``recurring_job``: Guindani et al.'s jobs),
+    the paper's statistic, the unfeasible executions (Table 1; an end point).
 
 A metric of an entry REGRESSES when the signed-rank rule (all three of 1-3) or the median
 rule (4) holds:
@@ -134,6 +136,10 @@ PICK = {
     "cno": (("pick_quality_auc", "lower"), ("pick_final_cno", "lower")),
     "accuracy_c": (("pick_quality_auc", "lower"), ("pick_final_accuracy_c", "higher")),
 }
+# Guindani et al.'s Table 1 statistic, gated on the entries whose runs are a recurring job's
+# (their summaries' ``recurring_job``, ``optfarm.farm.run.recurring_job``): what the paper's ML
+# corrections cut
+RECURRING = (("unfeasible_executions", "lower"),)
 BASELINE_VERSION = 2  # 2: per-seed quality_auc
 # Relative differences up to this are no change (``same``): runs are bit-identical on one
 # machine, but another CPU's kernels (OpenBLAS's per-CPU kernels, NumPy's SIMD loops, numba
@@ -156,23 +162,34 @@ def gates_pick(optimizer: str) -> bool:
 
 def qualities(entry: Mapping) -> tuple[tuple[str, str], ...]:
     """The gated (quality, better direction) pairs of a baseline or current entry: its
-    metric's ``QUALITY``, and ``PICK`` when it gates the pick."""
-    return QUALITY[entry["metric"]] + (PICK[entry["metric"]] if entry.get("pick") else ())
+    metric's ``QUALITY``, ``PICK`` when it gates the pick and ``RECURRING`` on a recurring
+    job."""
+    return (
+        QUALITY[entry["metric"]]
+        + (PICK[entry["metric"]] if entry.get("pick") else ())
+        + (RECURRING if entry.get("recurring") else ())
+    )
 
 
 def quality_values(
     summaries: Sequence[Mapping], labels: Mapping[str, str] | None = None
 ) -> dict[str, dict[str, Any]]:
     """``{"dataset / variant": {"metric": ..., "pick": bool, "seeds": {seed: {quality:
-    value}}}}``; ``labels`` (run_key -> variant label) when ``summaries`` are part of a larger
-    gate whose variants name them (``optfarm.farm.report.analysis.variant_labels`` of all its
-    runs)."""
+    value}}}}``, and ``"recurring": True`` on a recurring job; ``labels`` (run_key -> variant
+    label) when ``summaries`` are part of a larger gate whose variants name them
+    (``optfarm.farm.report.analysis.variant_labels`` of all its runs)."""
     labels = variant_labels(summaries) if labels is None else labels
     out: dict[str, dict[str, Any]] = {}
     for s in sorted(summaries, key=lambda s: (s["dataset"], labels[s["run_key"]], s["seed"])):
         key = f"{s['dataset']} / {labels[s['run_key']]}"
         entry = out.setdefault(
-            key, {"metric": s["metric"], "pick": gates_pick(s["optimizer"]), "seeds": {}}
+            key,
+            {
+                "metric": s["metric"],
+                "pick": gates_pick(s["optimizer"]),
+                **({"recurring": True} if "recurring_job" in s else {}),
+                "seeds": {},
+            },
         )
         if s["seed"] in entry["seeds"]:
             raise BaselineError(
@@ -186,13 +203,15 @@ def quality_values(
 
 
 def _run_values(s: Mapping) -> dict[str, float]:
-    """Every quality a run summary gives, the credited ones and its pick's."""
+    """Every quality a run summary gives: the credited ones, its pick's and a recurring job's."""
     values = {"quality_auc": float(s["quality_auc"]), f"final_{s['metric']}": final_quality(s)}
     for target, cost in s["exploration_cost_to_reach"].items():
         values[f"cost_to_{target}"] = math.inf if cost is None else float(cost)
     if "pick_quality_auc" in s:
         values["pick_quality_auc"] = float(s["pick_quality_auc"])
         values[f"pick_final_{s['metric']}"] = final_quality(s, pick=True)
+    if "recurring_job" in s:
+        values["unfeasible_executions"] = float(s["recurring_job"]["unfeasible_executions"])
     return values
 
 
@@ -536,22 +555,24 @@ def model_guided_share(trace) -> dict[str, float]:
 # -- the baseline file ------------------------------------------------------------------------
 def merge_baseline(old: Mapping[str, Mapping], current: Mapping[str, Mapping]) -> dict:
     """``old`` with the seeds of ``current`` replaced or added, entry by entry (re-recording
-    one part of the gate, or some seeds, keeps the others). An entry gates the pick when
-    ``current`` does and every seed it keeps holds the pick's values (a part re-recorded
-    before the others keeps its pick ungated until they are)."""
+    one part of the gate, or some seeds, keeps the others). An entry gates the pick (the
+    recurring job's statistic) when ``current`` does and every seed it keeps holds its values
+    (a part re-recorded before the others keeps it ungated until they are)."""
     out = {k: {**e, "seeds": dict(e["seeds"])} for k, e in old.items()}
     for k, e in current.items():
         entry = out.setdefault(k, {**e, "seeds": {}})
         entry["seeds"].update(e["seeds"])
-        entry["pick"] = bool(e.get("pick")) and all(
-            q in values for values in entry["seeds"].values() for q, _ in PICK[e["metric"]]
-        )
-        if not entry["pick"]:
-            gated = dict(QUALITY[e["metric"]])
-            entry["seeds"] = {
-                s: {q: v for q, v in values.items() if q in gated}
-                for s, values in entry["seeds"].items()
-            }
+        for flag, family in (("pick", PICK[e["metric"]]), ("recurring", RECURRING)):
+            entry[flag] = bool(e.get(flag)) and all(
+                q in values for values in entry["seeds"].values() for q, _ in family
+            )
+        if not entry["recurring"]:
+            del entry["recurring"]  # written only where it holds, as quality_values does
+        gated = dict(qualities(entry))
+        entry["seeds"] = {
+            s: {q: v for q, v in values.items() if q in gated}
+            for s, values in entry["seeds"].items()
+        }
     return out
 
 
@@ -565,6 +586,7 @@ def write_baseline(path: Path, values: Mapping[str, Mapping], spec: str) -> None
             k: {
                 "metric": e["metric"],
                 "pick": bool(e.get("pick")),
+                **({"recurring": True} if e.get("recurring") else {}),
                 "seeds": {
                     str(s): {q: _encode(v) for q, v in sorted(vals.items())}
                     for s, vals in sorted(e["seeds"].items())
@@ -600,8 +622,8 @@ def _baseline_entries(path: Path) -> dict[str, Any]:
 
 
 def _read_entry(path: Path, key: str, e: Any) -> dict[str, Any]:
-    """One entry of a baseline file: its metric, whether it gates the pick, and per seed
-    the values of its ``qualities``."""
+    """One entry of a baseline file: its metric, whether it gates the pick and a recurring
+    job's statistic, and per seed the values of its ``qualities``."""
     metric = e.get("metric") if isinstance(e, dict) else None
     if metric not in QUALITY:
         raise BaselineError(
@@ -612,9 +634,15 @@ def _read_entry(path: Path, key: str, e: Any) -> dict[str, Any]:
         raise BaselineError(
             f"baseline {path}: entries.{key}.seeds must be a non-empty mapping seed -> values"
         )
-    if not isinstance(e.get("pick", False), bool):
-        raise BaselineError(f"baseline {path}: entries.{key}.pick must be true or false")
-    entry = {"metric": metric, "pick": e.get("pick", False), "seeds": {}}
+    for flag in ("pick", "recurring"):
+        if not isinstance(e.get(flag, False), bool):
+            raise BaselineError(f"baseline {path}: entries.{key}.{flag} must be true or false")
+    entry = {
+        "metric": metric,
+        "pick": e.get("pick", False),
+        **({"recurring": True} if e.get("recurring") else {}),
+        "seeds": {},
+    }
     for seed, vals in seeds.items():
         where = f"entries.{key}.seeds.{seed}"
         if not seed.lstrip("-").isdigit():
