@@ -213,6 +213,13 @@ def _feasibility_flipped(self):
         self._sign, self._acc_min = -self._sign, -self._acc_min
 
 
+def _full_size_only(self):
+    """Nephele's sub-sampled (x, s) candidates marked tested: only full-size runs (s = 1) are
+    left to explore and recommend."""
+    if self.uses_fidelity:
+        self._untested &= self._cand_fid >= 1.0
+
+
 def _new_rng_stream(original):
     def __init__(self, space, problem, seed=0, *a, **k):
         original(self, space, problem, seed, *a, **k)
@@ -522,6 +529,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         probe={**_SYN, "optimizer": "lynceus"},
         when=_quality_constrained,
         exercised_by="a problem with an accuracy constraint (synthetic, Nephele's part)",
+    ),
+    Mutation(
+        "nephele-full-size-only",
+        "regression",
+        ("nephele",),
+        "Nephele explores and recommends full-size runs only (s = 1): no sub-sampled "
+        "configuration [Nephele thesis Sec. 6.3-6.4]",
+        lambda: patched(
+            "optfarm.optimizers.lynceus:Lynceus.__init__", _after_init(_full_size_only)
+        ),
+        probe={**_SYN, "optimizer": "nephele"},
     ),
     Mutation(
         "trees-ensemble-of-one",
