@@ -14,11 +14,16 @@ optfarm.farm.bench.scale``), so that its max RSS (``getrusage``'s ``ru_maxrss``:
 oracle and the optimizer) is its own, with one BLAS/numba thread (``ONE_THREAD_ENV``), pinned
 to one CPU, and with its address space capped (``memory_cap_gb``, ``RLIMIT_AS``) so that a run
 that would outgrow the machine fails with a ``MemoryError`` instead of waking the kernel's
-out-of-memory killer. It drives the farm's loop (``Stepper``: suggest, the oracle's run,
-observe, then the recommendation the loop asks for every step) for ``evaluations`` evaluations
-with the optimizer's default parameters and the run's evaluation budget, as ``farm run
---iterations`` does, and measures CPU seconds (``time.process_time``): per evaluation (the
-whole loop, model fits included) and per model-guided ``suggest`` (search phase).
+out-of-memory killer. The cap is set once the table and its oracle are built and the
+optimizer's module is imported, and a cap below what the process then maps (about 1.6 GB: the
+interpreter, numba's LLVM, the libraries) is a row at once: under it, whichever allocation
+came first failed (numpy's ``MemoryError``, a lazy import's ``failed to map segment``, OpenBLAS
+giving up), so the row depended on the install. It drives the farm's loop (``Stepper``:
+suggest, the oracle's run, observe, then the recommendation the loop asks for every step) for
+``evaluations`` evaluations with the optimizer's default parameters and the run's evaluation
+budget, as ``farm run --iterations`` does, and measures CPU seconds (``time.process_time``):
+per evaluation (the whole loop, model fits included) and per model-guided ``suggest`` (search
+phase).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from typing import Any
 
 from optfarm.farm.run.loop import Stepper
 from optfarm.optimizers.blas import ONE_THREAD_ENV
-from optfarm.optimizers.registry import available, make_optimizer
+from optfarm.optimizers.registry import available, get, make_optimizer
 from optfarm.oracle.cloud_grid import GRIDS, Grid, make_cloud_grid
 from optfarm.oracle.dataset import Dataset
 from optfarm.oracle.oracle import Oracle
@@ -72,11 +77,13 @@ def scale_dataset(size: int) -> Dataset:
     return make_cloud_grid(grid.name, grid=grid)
 
 
-def measure_run(optimizer: str, size: int, evaluations: int, seed: int = 0) -> dict[str, Any]:
+def measure_run(
+    optimizer: str, size: int, evaluations: int, seed: int = 0, oracle: Oracle | None = None
+) -> dict[str, Any]:
     """One row, measured in this process: ``optimizer`` (default parameters) run for
-    ``evaluations`` evaluations on the table of ``size`` configurations."""
-    dataset = scale_dataset(size)
-    oracle = Oracle(dataset)
+    ``evaluations`` evaluations on the table of ``size`` configurations (``oracle``: over it,
+    when already built)."""
+    oracle = Oracle(scale_dataset(size)) if oracle is None else oracle
     opt = make_optimizer(optimizer, oracle.space, oracle.problem, seed, evaluations=evaluations)
     stepper = Stepper(opt, oracle, seed)
     guided: list[float] = []
@@ -94,7 +101,7 @@ def measure_run(optimizer: str, size: int, evaluations: int, seed: int = 0) -> d
     cpu = time.process_time() - start
     return {
         "optimizer": optimizer,
-        "dataset": dataset.name,
+        "dataset": oracle.dataset.name,
         "configs": oracle.space.n_configs,
         "features": int(oracle.space.features.shape[1]),
         "evaluations": stepper.steps,
@@ -109,7 +116,19 @@ def measure_run(optimizer: str, size: int, evaluations: int, seed: int = 0) -> d
 
 
 def _child(request: Mapping[str, Any]) -> int:
-    """The measuring process: cap its address space, pin it to one CPU, print its row."""
+    """The measuring process: build the table's oracle and import the optimizer, cap the
+    address space, pin it to one CPU, run, print its row."""
+    oracle = Oracle(scale_dataset(int(request["size"])))
+    get(request["optimizer"])
+    mapped = _mapped_gb()
+    if mapped >= float(request["memory_cap_gb"]):  # every new mapping would fail, anywhere
+        why = f": the interpreter, its libraries and the table already map {mapped:.1f} GB"
+        print(
+            json.dumps(
+                _failed(request, f"MemoryError over the {request['memory_cap_gb']} GB cap{why}")
+            )
+        )
+        return 0
     cap = int(float(request["memory_cap_gb"]) * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
@@ -119,12 +138,20 @@ def _child(request: Mapping[str, Any]) -> int:
             int(request["size"]),
             int(request["evaluations"]),
             int(request["seed"]),
+            oracle,
         )
     except MemoryError as e:
         why = f": {e}" if str(e) else ""
         row = _failed(request, f"MemoryError over the {request['memory_cap_gb']} GB cap{why}")
     print(json.dumps(row))
     return 0
+
+
+def _mapped_gb() -> float:
+    """The address space this process maps now (``VmSize``), in GB."""
+    with open("/proc/self/status") as status:
+        size_kb = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+    return size_kb * 1024 / 2**30
 
 
 def _failed(request: Mapping[str, Any], status: str) -> dict[str, Any]:
