@@ -116,24 +116,26 @@ def measure_run(
 
 
 def _child(request: Mapping[str, Any]) -> int:
-    """The measuring process: build the table's oracle and import the optimizer, cap the
-    address space, pin it to one CPU, run, print its row."""
+    """The measuring process: print its row (``_capped_row``)."""
+    print(json.dumps(_capped_row(request)))
+    return 0
+
+
+def _capped_row(request: Mapping[str, Any]) -> dict[str, Any]:
+    """Build the table's oracle and import the optimizer, cap the address space, pin to one
+    CPU, run: the row, or the cap's failure."""
     oracle = Oracle(scale_dataset(int(request["size"])))
     get(request["optimizer"])
+    over = f"MemoryError over the {request['memory_cap_gb']} GB cap"
     mapped = _mapped_gb()
     if mapped >= float(request["memory_cap_gb"]):  # every new mapping would fail, anywhere
-        why = f": the interpreter, its libraries and the table already map {mapped:.1f} GB"
-        print(
-            json.dumps(
-                _failed(request, f"MemoryError over the {request['memory_cap_gb']} GB cap{why}")
-            )
-        )
-        return 0
+        why = f"the interpreter, its libraries and the table already map {mapped:.1f} GB"
+        return _failed(request, f"{over}: {why}")
     cap = int(float(request["memory_cap_gb"]) * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     try:
-        row = measure_run(
+        return measure_run(
             request["optimizer"],
             int(request["size"]),
             int(request["evaluations"]),
@@ -141,10 +143,7 @@ def _child(request: Mapping[str, Any]) -> int:
             oracle,
         )
     except MemoryError as e:
-        why = f": {e}" if str(e) else ""
-        row = _failed(request, f"MemoryError over the {request['memory_cap_gb']} GB cap{why}")
-    print(json.dumps(row))
-    return 0
+        return _failed(request, f"{over}: {e}" if str(e) else over)
 
 
 def _mapped_gb() -> float:
