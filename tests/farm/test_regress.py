@@ -89,23 +89,25 @@ def test_a_significant_shift_within_the_tolerance_passes_and_a_noisy_one_too():
 def test_accuracy_c_is_higher_better_and_seeds_are_matched():
     # 8 seeds: the smallest one-sided signed-rank p-value is 2^-8, below the end points'
     # share of alpha (0.01) after Holm over the two end points
+    reach = {"cost_to_acc_c>=0.9opt": [1, 2, 1, 3, 2, 1, 2, 2], "cost_to_acc_c>=0.98opt": [3] * 8}
     base = entry(
         "accuracy_c",
         final_accuracy_c=[0.9, 0.92, 0.91, 0.93, 0.9, 0.95, 0.9, 0.91],
         quality_auc=[0.1] * 8,
-        **{"cost_to_acc_c>=0.9opt": [1, 2, 1, 3, 2, 1, 2, 2]},
+        **reach,
     )
     worse = entry(
         "accuracy_c",
         final_accuracy_c=[0.5, 0.6, 0.55, 0.52, 0.58, 0.61, 0.5, 0.6],
         quality_auc=[0.1] * 8,
-        **{"cost_to_acc_c>=0.9opt": [1, 2, 1, 3, 2, 1, 2, 2]},
+        **reach,
     )
     v = verdicts(compare({"t / tt": base}, {"t / tt": worse}))
     assert v == {
         ("t / tt", "final_accuracy_c"): "REGRESSION",
         ("t / tt", "quality_auc"): "ok",
         ("t / tt", "cost_to_acc_c>=0.9opt"): "ok",
+        ("t / tt", "cost_to_acc_c>=0.98opt"): "ok",
     }
     # a short run (seeds 0-2 only) is compared on those seeds
     short = {"metric": "accuracy_c", "seeds": {s: base["seeds"][s] for s in range(3)}}
@@ -689,6 +691,7 @@ def _summary(seed, optimizer="guindani", final=1.0, pick=1.0, auc=0.2, pick_auc=
         "quality_auc": auc,
         "exploration_cost_to_reach": {"cno<=2": 3.0, "cno<=1.1": 5.0},
         "pick": {"cno": pick, "feasible": True},
+        "pick_exploration_cost_to_reach": {"cno<=2": 3.0, "cno<=1.1": 5.0},
         "pick_quality_auc": pick_auc,
     }
 
@@ -755,6 +758,73 @@ def test_a_baseline_without_the_pick_reports_its_rows_and_re_recording_adds_it(t
     assert merged["d / guindani"]["pick"]
     write_baseline(tmp_path / "b.json", merged, "x.yaml")
     assert read_baseline(tmp_path / "b.json") == merged
+
+
+def _accuracy_run(seed, pick_cost_98, optimizer="trimtuner"):
+    """A run summary on Accuracy_C whose own pick reaches 98% of the optimum at
+    ``pick_cost_98`` (its credited values fixed)."""
+    return {
+        "run_key": f"{optimizer}{seed}",
+        "dataset": "t",
+        "optimizer": optimizer,
+        "params": {},
+        "seed": seed,
+        "metric": "accuracy_c",
+        "recommendation": {"accuracy_c": 0.9, "feasible": True},
+        "quality_auc": 0.1,
+        "exploration_cost_to_reach": {"acc_c>=0.9opt": 1.0, "acc_c>=0.98opt": None},
+        "pick": {"accuracy_c": 0.97, "feasible": True},
+        "pick_exploration_cost_to_reach": {"acc_c>=0.9opt": 0.5, "acc_c>=0.98opt": pick_cost_98},
+        "pick_quality_auc": 0.05,
+    }
+
+
+def test_the_pick_s_cost_to_each_accuracy_target_is_gated_and_an_older_baseline_lacks_it(
+    tmp_path,
+):
+    """TrimTuner's statistic (the exploration cost until its own pick reaches a share of the
+    optimum's Accuracy_C): its pick reaching 98% at 1.5x the cost on every seed is a
+    regression (sub-sampling priced at full size, docs/results/ablations.md); a baseline
+    recorded before these qualities reads, says "no baseline" on their rows, and a re-record
+    adds them."""
+    from optfarm.farm.gate.regress import merge_baseline
+
+    base = quality_values([_accuracy_run(s, 0.4 + 0.01 * s) for s in range(20)])
+    assert base["t / trimtuner"]["seeds"][3]["pick_cost_to_acc_c>=0.98opt"] == pytest.approx(0.43)
+    assert base["t / trimtuner"]["seeds"][3]["cost_to_acc_c>=0.98opt"] == math.inf
+    worse = quality_values([_accuracy_run(s, 1.5 * (0.4 + 0.01 * s)) for s in range(20)])
+    verdict = {r.quality: r.verdict for r in compare(base, worse)}
+    assert verdict["pick_cost_to_acc_c>=0.98opt"] == "REGRESSION"
+    assert verdict["pick_cost_to_acc_c>=0.9opt"] == verdict["final_accuracy_c"] == "ok"
+    # the file of an older farm: no seed holds the new qualities
+    new = ("pick_cost_to_acc_c>=0.9opt", "pick_cost_to_acc_c>=0.98opt", "cost_to_acc_c>=0.98opt")
+    old = {
+        "t / trimtuner": {
+            **base["t / trimtuner"],
+            "seeds": {
+                s: {q: v for q, v in vals.items() if q not in new}
+                for s, vals in base["t / trimtuner"]["seeds"].items()
+            },
+        }
+    }
+    write_baseline(tmp_path / "old.json", old, "x.yaml")
+    read = read_baseline(tmp_path / "old.json")
+    verdict = {r.quality: r.verdict for r in compare(read, worse)}
+    assert {verdict[q] for q in new} == {"no baseline"} and verdict["final_accuracy_c"] == "ok"
+    # re-recording seeds 0-9 only keeps the new qualities out (seeds 10-19 lack them)
+    part = {
+        "t / trimtuner": {
+            **base["t / trimtuner"],
+            "seeds": {s: base["t / trimtuner"]["seeds"][s] for s in range(10)},
+        }
+    }
+    merged = merge_baseline(read, part)
+    assert not any(q in merged["t / trimtuner"]["seeds"][0] for q in new)
+    write_baseline(tmp_path / "part.json", merged, "x.yaml")
+    assert set(read_baseline(tmp_path / "part.json")["t / trimtuner"]["absent"]) == set(new)
+    merged = merge_baseline(read, base)
+    write_baseline(tmp_path / "new.json", merged, "x.yaml")
+    assert read_baseline(tmp_path / "new.json") == base
 
 
 def test_a_recurring_job_gates_its_unfeasible_executions_and_keeps_them_in_the_baseline(

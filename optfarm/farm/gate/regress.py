@@ -13,12 +13,14 @@ Quality metrics per run (from its summary; worse = larger, but Accuracy_C):
     (``optfarm.farm.run.metrics.quality_auc``) -- the whole trajectory in one number, the statistic
     with most power: a regression that delays the search or makes some seeds fail moves it;
   - the end points: the final recommendation's CNO (inf without a truly feasible one) or
-    Accuracy_C, and the exploration cost to reach CNO <= 1.1 and <= 2 or 90% of the optimum's
-    Accuracy_C (inf when never reached);
+    Accuracy_C, and the exploration cost to reach CNO <= 1.1 and <= 2 or 90% and 98% of the
+    optimum's Accuracy_C (inf when never reached);
   - the optimizer's own pick (``pick_*``: what a user deploys, which the farm does not credit
     when it differs: a model's untested prediction, a mean over repeated runs), for the papers'
     optimizers (``gates_pick``): its ``pick_quality_auc`` (in the primary family) and its final
-    CNO or Accuracy_C (an end point);
+    CNO or Accuracy_C (an end point); on Accuracy_C also the exploration cost until the pick
+    reaches 90% and 98% of the optimum's (end points: TrimTuner's statistic, Fig. 1-2, by
+    which its sub-sampling pays, docs/results/ablations.md);
   - on a recurring job (the runs' summaries carry ``recurring_job``: Guindani et al.'s jobs),
     the paper's statistic, the unfeasible executions (Table 1; an end point).
 
@@ -86,7 +88,7 @@ from scipy.stats import rankdata, wilcoxon
 
 from optfarm.farm.report.analysis import variant_labels
 from optfarm.farm.run.metrics import final_quality, quantile
-from optfarm.farm.run.targets import ACC_C_90, CNO_1_1, CNO_2
+from optfarm.farm.run.targets import ACC_C_90, ACC_C_98, CNO_1_1, CNO_2
 from optfarm.farm.stats.paired import FLOAT_TOLERANCE, holm_tarone, paired_differences, same
 from optfarm.optimizers.registry import get as get_optimizer
 from optfarm.oracle.atomic_files import write_file_atomically
@@ -127,14 +129,21 @@ QUALITY = {
         ("quality_auc", "lower"),
         ("final_accuracy_c", "higher"),
         (f"cost_to_{ACC_C_90}", "lower"),
+        (f"cost_to_{ACC_C_98}", "lower"),
     ),
 }
 # the optimizer's own pick (what a user deploys, ``optfarm.farm.run.recommendation``), gated beside
 # the credited values for the optimizers whose pick can differ from them (``gates_pick``): its
-# trajectory area (the primary family) and its final quality (an end point)
+# trajectory area (the primary family), its final quality and, on Accuracy_C, its cost to each
+# target (end points)
 PICK = {
     "cno": (("pick_quality_auc", "lower"), ("pick_final_cno", "lower")),
-    "accuracy_c": (("pick_quality_auc", "lower"), ("pick_final_accuracy_c", "higher")),
+    "accuracy_c": (
+        ("pick_quality_auc", "lower"),
+        ("pick_final_accuracy_c", "higher"),
+        (f"pick_cost_to_{ACC_C_90}", "lower"),
+        (f"pick_cost_to_{ACC_C_98}", "lower"),
+    ),
 }
 # Guindani et al.'s Table 1 statistic, gated on the entries whose runs are a recurring job's
 # (their summaries' ``recurring_job``, ``optfarm.farm.run.recurring_job``): what the paper's ML
@@ -210,6 +219,8 @@ def _run_values(s: Mapping) -> dict[str, float]:
     if "pick_quality_auc" in s:
         values["pick_quality_auc"] = float(s["pick_quality_auc"])
         values[f"pick_final_{s['metric']}"] = final_quality(s, pick=True)
+        for target, cost in s["pick_exploration_cost_to_reach"].items():
+            values[f"pick_cost_to_{target}"] = math.inf if cost is None else float(cost)
     if "recurring_job" in s:
         values["unfeasible_executions"] = float(s["recurring_job"]["unfeasible_executions"])
     return values
@@ -255,7 +266,9 @@ def compare(
     for key in sorted(set(baseline) | set(current)):
         b, c = baseline.get(key), current.get(key)
         for quality, better in qualities(c or b):
-            if c is not None and (b is None or quality not in dict(qualities(b))):
+            if c is not None and (
+                b is None or quality not in dict(qualities(b)) or quality in b.get("absent", ())
+            ):
                 rows.append(
                     Comparison(
                         key,
@@ -556,21 +569,31 @@ def model_guided_share(trace) -> dict[str, float]:
 def merge_baseline(old: Mapping[str, Mapping], current: Mapping[str, Mapping]) -> dict:
     """``old`` with the seeds of ``current`` replaced or added, entry by entry (re-recording
     one part of the gate, or some seeds, keeps the others). An entry gates the pick (the
-    recurring job's statistic) when ``current`` does and every seed it keeps holds its values
-    (a part re-recorded before the others keeps it ungated until they are)."""
+    recurring job's statistic) when ``current`` does and every seed it keeps holds the pick's
+    trajectory area (the unfeasible executions): a part re-recorded before the others keeps
+    it ungated until they are. A reach target only some kept seeds hold (one added to the
+    gate since the others were recorded) is kept by none: it reads as "no baseline" until
+    every seed is re-recorded."""
     out = {k: {**e, "seeds": dict(e["seeds"])} for k, e in old.items()}
     for k, e in current.items():
         entry = out.setdefault(k, {**e, "seeds": {}})
         entry["seeds"].update(e["seeds"])
-        for flag, family in (("pick", PICK[e["metric"]]), ("recurring", RECURRING)):
+        for flag, (first, _) in (("pick", PICK[e["metric"]][0]), ("recurring", RECURRING[0])):
             entry[flag] = bool(e.get(flag)) and all(
-                q in values for values in entry["seeds"].values() for q, _ in family
+                first in values for values in entry["seeds"].values()
             )
         if not entry["recurring"]:
             del entry["recurring"]  # written only where it holds, as quality_values does
-        gated = dict(qualities(entry))
+        entry.pop("absent", None)
+        # a reach target some kept seeds lack (recorded before it was gated) is kept by none,
+        # so that the file reads it as absent ("no baseline") until every seed is re-recorded
+        held = [
+            q
+            for q, _ in qualities(entry)
+            if "cost_to_" not in q or all(q in values for values in entry["seeds"].values())
+        ]
         entry["seeds"] = {
-            s: {q: v for q, v in values.items() if q in gated}
+            s: {q: v for q, v in values.items() if q in held}
             for s, values in entry["seeds"].items()
         }
     return out
@@ -643,12 +666,21 @@ def _read_entry(path: Path, key: str, e: Any) -> dict[str, Any]:
         **({"recurring": True} if e.get("recurring") else {}),
         "seeds": {},
     }
+    # a reach target no seed holds was added to the gate after the file was recorded: its
+    # rows say "no baseline" (``compare``) until the entry is re-recorded
+    held = [
+        q
+        for q, _ in qualities(entry)
+        if "cost_to_" not in q or any(isinstance(v, dict) and q in v for v in seeds.values())
+    ]
+    if len(held) < len(qualities(entry)):
+        entry["absent"] = [q for q, _ in qualities(entry) if q not in held]
     for seed, vals in seeds.items():
         where = f"entries.{key}.seeds.{seed}"
         if not seed.lstrip("-").isdigit():
             raise BaselineError(f"baseline {path}: {where}: seed is not an integer")
         try:
-            entry["seeds"][int(seed)] = {q: _decode(vals[q]) for q, _ in qualities(entry)}
+            entry["seeds"][int(seed)] = {q: _decode(vals[q]) for q in held}
         except (KeyError, TypeError, ValueError) as exc:
             raise BaselineError(
                 f"baseline {path}: {where}: missing or non-numeric value ({exc})"

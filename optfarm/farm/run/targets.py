@@ -3,14 +3,17 @@
 quality metric, and the words figures, tables and ``farm run`` write for them.
 
 CNO thresholds are those of Lynceus Fig. 4-5 (``cno<=1``: the optimum itself), Fig. 8's
-look-ahead table reads ``cno<=1.1``; Accuracy_C's is a fraction of the feasible optimum's
-(TrimTuner Fig. 1-2). ``metrics.meets_target`` says what meeting one means.
+look-ahead table reads ``cno<=1.1``; Accuracy_C's are fractions of the feasible optimum's:
+90% is TrimTuner Fig. 1-2's, 98% the one its sub-sampling pays for on the papers' tables,
+where 13-20% of the configurations meet 90% (docs/results/ablations.md).
+``metrics.meets_target`` says what meeting one means.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "ACC_C_90",
+    "ACC_C_98",
     "CNO_1_1",
     "CNO_2",
     "CNO_OPTIMUM",
@@ -21,12 +24,12 @@ __all__ = [
 ]
 
 CNO_2, CNO_1_1, CNO_OPTIMUM = "cno<=2", "cno<=1.1", "cno<=1"
-ACC_C_90 = "acc_c>=0.9opt"
+ACC_C_90, ACC_C_98 = "acc_c>=0.9opt", "acc_c>=0.98opt"
 
 # quality metric -> {label: threshold}
 REACH_TARGETS = {
     "cno": {CNO_2: 2.0, CNO_1_1: 1.1, CNO_OPTIMUM: 1.0},
-    "accuracy_c": {ACC_C_90: 0.9},
+    "accuracy_c": {ACC_C_90: 0.9, ACC_C_98: 0.98},
 }
 TARGET_LABELS = tuple(label for targets in REACH_TARGETS.values() for label in targets)
 # the one target a single-number summary reads per metric (Lynceus Fig. 5b and 8, TrimTuner
@@ -38,6 +41,7 @@ _TEXT = {
     CNO_1_1: "CNO <= 1.1",
     CNO_OPTIMUM: "CNO <= 1 (the optimum)",
     ACC_C_90: "Accuracy_C >= 90% of the optimum's",
+    ACC_C_98: "Accuracy_C >= 98% of the optimum's",
 }
 
 
