@@ -28,6 +28,7 @@ DEFAULT_SPECS = [
     "nightly-lynceus",
     "nightly-accuracy",
     "nightly-trimtuner",
+    "nightly-trimtuner-cost",
     "nightly-guindani",
     "nightly-obol",
     "nightly-nephele",
