@@ -896,7 +896,7 @@ def test_a_halved_median_is_caught_when_the_changed_seeds_split_both_ways():
             "accuracy_c",
             final_accuracy_c=values,
             quality_auc=[0.3] * 20,
-            **{"cost_to_acc_c>=0.9opt": [2.0] * 20},
+            **{"cost_to_acc_c>=0.9opt": [2.0] * 20, "cost_to_acc_c>=0.98opt": [3.0] * 20},
         )
 
     rows = {r.quality: r for r in compare({"k": part(acc)}, {"k": part(cur)})}

@@ -666,13 +666,7 @@ def _read_entry(path: Path, key: str, e: Any) -> dict[str, Any]:
         **({"recurring": True} if e.get("recurring") else {}),
         "seeds": {},
     }
-    # a reach target no seed holds was added to the gate after the file was recorded: its
-    # rows say "no baseline" (``compare``) until the entry is re-recorded
-    held = [
-        q
-        for q, _ in qualities(entry)
-        if "cost_to_" not in q or any(isinstance(v, dict) and q in v for v in seeds.values())
-    ]
+    held = _held_qualities(entry, seeds)
     if len(held) < len(qualities(entry)):
         entry["absent"] = [q for q, _ in qualities(entry) if q not in held]
     for seed, vals in seeds.items():
@@ -686,6 +680,17 @@ def _read_entry(path: Path, key: str, e: Any) -> dict[str, Any]:
                 f"baseline {path}: {where}: missing or non-numeric value ({exc})"
             ) from None
     return entry
+
+
+def _held_qualities(entry: Mapping, seeds: Mapping) -> list[str]:
+    """The entry's qualities the file's ``seeds`` hold: all but a reach target no seed holds
+    (added to the gate after the file was recorded; its rows say "no baseline" in
+    ``compare`` until the entry is re-recorded)."""
+    return [
+        q
+        for q, _ in qualities(entry)
+        if "cost_to_" not in q or any(isinstance(v, dict) and q in v for v in seeds.values())
+    ]
 
 
 def _encode(v: float) -> float | str:
