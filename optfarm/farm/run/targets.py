@@ -4,8 +4,8 @@ quality metric, and the words figures, tables and ``farm run`` write for them.
 
 CNO thresholds are those of Lynceus Fig. 4-5 (``cno<=1``: the optimum itself), Fig. 8's
 look-ahead table reads ``cno<=1.1``; Accuracy_C's are fractions of the feasible optimum's:
-90% is TrimTuner Fig. 1-2's, 98% the one its sub-sampling pays for on the papers' tables,
-where 13-20% of the configurations meet 90% (docs/results/ablations.md).
+90% is TrimTuner Fig. 1-2's, 98% the one at which its sub-sampling pays on trimtuner-cnn
+(13-20% of the configurations there meet 90%; docs/results/ablations.md).
 ``metrics.meets_target`` says what meeting one means.
 """
 
