@@ -585,13 +585,7 @@ def merge_baseline(old: Mapping[str, Mapping], current: Mapping[str, Mapping]) -
         if not entry["recurring"]:
             del entry["recurring"]  # written only where it holds, as quality_values does
         entry.pop("absent", None)
-        # a reach target some kept seeds lack (recorded before it was gated) is kept by none,
-        # so that the file reads it as absent ("no baseline") until every seed is re-recorded
-        held = [
-            q
-            for q, _ in qualities(entry)
-            if "cost_to_" not in q or all(q in values for values in entry["seeds"].values())
-        ]
+        held = _held_qualities(entry, entry["seeds"], every=True)
         entry["seeds"] = {
             s: {q: v for q, v in values.items() if q in held}
             for s, values in entry["seeds"].items()
@@ -666,7 +660,7 @@ def _read_entry(path: Path, key: str, e: Any) -> dict[str, Any]:
         **({"recurring": True} if e.get("recurring") else {}),
         "seeds": {},
     }
-    held = _held_qualities(entry, seeds)
+    held = _held_qualities(entry, seeds, every=False)
     if len(held) < len(qualities(entry)):
         entry["absent"] = [q for q, _ in qualities(entry) if q not in held]
     for seed, vals in seeds.items():
@@ -682,14 +676,16 @@ def _read_entry(path: Path, key: str, e: Any) -> dict[str, Any]:
     return entry
 
 
-def _held_qualities(entry: Mapping, seeds: Mapping) -> list[str]:
-    """The entry's qualities the file's ``seeds`` hold: all but a reach target no seed holds
-    (added to the gate after the file was recorded; its rows say "no baseline" in
-    ``compare`` until the entry is re-recorded)."""
+def _held_qualities(entry: Mapping, seeds: Mapping, every: bool) -> list[str]:
+    """The entry's qualities kept for ``seeds`` ({seed: {quality: value}}): all but a reach
+    target (``cost_to_*``, added to the gate after the seeds were recorded) that no seed holds
+    (``every``: that some seed lacks). Such a target reads as absent: its rows say "no
+    baseline" in ``compare`` until every seed is re-recorded."""
+    holds = all if every else any
     return [
         q
         for q, _ in qualities(entry)
-        if "cost_to_" not in q or any(isinstance(v, dict) and q in v for v in seeds.values())
+        if "cost_to_" not in q or holds(isinstance(v, Mapping) and q in v for v in seeds.values())
     ]
 
 
