@@ -81,6 +81,35 @@ def test_mcmc_returns_finite_distinct_samples_and_averages_predictions():
     np.testing.assert_array_equal(again.fit(X, y).theta_, gp.theta_)
 
 
+def test_beyond_large_n_a_few_samples_are_kept_and_resampled_as_observations_grow(monkeypatch):
+    """Beyond LARGE_N observations: at most LARGE_N_SAMPLES samples, kept (and conditioned on
+    every observation) until the observations have grown by RESAMPLE_GROWTH; up to LARGE_N
+    every walker is a sample, sampled anew at every fit."""
+    monkeypatch.setattr(gp_module, "LARGE_N", 20)
+    monkeypatch.setattr(gp_module, "LARGE_N_SAMPLES", 4)
+    X, y, Xq = _data(n=40)
+    gp = GaussianProcess(hyper="mcmc", burn_in=10, chain_length=10, seed=2)
+    walkers = len(gp.fit(X[:20], y[:20]).theta_)
+    assert walkers == 3 * 5 + 1  # every walker, n = LARGE_N
+    before = gp.theta_.copy()
+    assert not np.array_equal(gp.fit(X[:20], y[:20]).theta_, before)  # sampled anew
+    sampled = gp.fit(X[:21], y[:21]).theta_.copy()  # n > LARGE_N: thinned, sampled anew
+    assert len(sampled) == 4 and gp._sampled_n == 21
+    np.testing.assert_array_equal(sampled, gp._walkers[:: -(-walkers // 4)])
+    for n in (22, 26):  # below 1.25 x 21: the same samples, conditioned on all n points
+        gp.fit(X[:n], y[:n])
+        np.testing.assert_array_equal(gp.theta_, sampled)
+        assert gp._n == n and gp._L.shape == (4, n, n)
+        means, _ = gp.predict_per_sample(Xq)
+        again = GaussianProcess(hyper="ml").fit(X[:n], y[:n])
+        again.theta_ = sampled[:1]
+        again._condition()
+        np.testing.assert_allclose(means[0], again.predict(Xq)[0], rtol=1e-10)
+    gp.fit(X[:27], y[:27])  # 27 >= 1.25 x 21: sampled anew
+    assert len(gp.theta_) == 4 and gp._sampled_n == 27
+    assert not np.array_equal(gp.theta_, sampled)
+
+
 def test_with_points_equals_conditioning_on_all_data_with_the_same_hyperparameters():
     X, y, Xq = _data()
     gp = GaussianProcess(basis="cost", seed=0).fit(X[:20], y[:20])

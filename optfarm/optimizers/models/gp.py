@@ -34,6 +34,16 @@ asks for all the walkers' log posteriors of a step in one NumPy call (``gp_poste
 george's kernels (``_log_posterior``) check. Predictions average over samples: mean of means,
 variance = mean of variances + variance of means.
 
+Beyond a few hundred observations (``n > LARGE_N``, more than any run of the papers' tables
+makes) a step would cost tens of CPU-seconds, as every walker is a sample and is re-sampled at
+every observation (an EIc step at n = 250 on 9,216 configurations: 42 CPU-s). There the MCMC
+model keeps ``LARGE_N_SAMPLES`` of the walkers' positions, evenly spaced, as Spearmint's
+integrated EI [Snoek12] keeps 10 samples, and re-samples its hyperparameters only once the
+observations have grown by ``RESAMPLE_GROWTH`` since the last sampling: in between the kept
+samples are conditioned on every observation (the exact posterior under them), as the
+hyperparameters' posterior moves little with one more point among hundreds
+(docs/results/gp-fits.md, "Large n").
+
 Numerical safety: a noise floor ``noise_floor`` and an escalating diagonal jitter make the
 Cholesky factorisation succeed with duplicate inputs; constant targets are normalised with
 scale 1.
@@ -43,6 +53,8 @@ References:
         large datasets (FABOLAS). AISTATS 2017.
     [Rasmussen06] Rasmussen, Williams. Gaussian Processes for Machine Learning, Alg. 2.1.
     [Foreman-Mackey13] emcee: the MCMC hammer. PASP 2013.
+    [Snoek12] Snoek, Larochelle, Adams. Practical Bayesian optimization of machine learning
+        algorithms. NeurIPS 2012, Sec. 3.2 (integrated acquisition over MCMC samples).
 """
 
 from __future__ import annotations
@@ -72,6 +84,11 @@ _NOISE_BOUNDS = (-14.0, 0.0)  # noise variance of the normalised targets in [8e-
 # rows per block of a prediction: more than any table of the papers has (1,440 (x, s) pairs), so
 # theirs are predicted in one block, as before the blocks
 PREDICT_BLOCK = 8192
+# Large n: beyond LARGE_N observations the MCMC model keeps at most LARGE_N_SAMPLES samples and
+# re-samples once the observations have grown by RESAMPLE_GROWTH since the last sampling.
+LARGE_N = 100
+LARGE_N_SAMPLES = 12
+RESAMPLE_GROWTH = 1.25
 
 
 def mixture_moments(means: np.ndarray, variances: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -119,6 +136,7 @@ class GaussianProcess:
         self.rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         self.theta_ = None  # (S, p) hyperparameter samples (S = 1 for ML)
         self._walkers = None  # last emcee positions (warm start)
+        self._sampled_n = 0  # observations at the last MCMC sampling
 
     # -- kernel -------------------------------------------------------------------------------
     def _build_kernel(self, d: int):
@@ -229,9 +247,24 @@ class GaussianProcess:
         std = float(y.std())
         self.y_scale_ = std if std > 1e-12 * max(1.0, abs(self.y_mean_)) else 1.0
         self._yn = (y - self.y_mean_) / self.y_scale_
-        self.theta_ = self._sample() if self.hyper == "mcmc" else self._optimise()[None, :]
+        self.theta_ = self._hyperparameters()
         self._condition()
         return self
+
+    def _hyperparameters(self) -> np.ndarray:
+        """The hyperparameter samples (S, p) for the observations just loaded: the ML optimum;
+        every walker, sampled anew; or beyond ``LARGE_N`` observations, the kept samples until
+        the observations have grown by ``RESAMPLE_GROWTH``, then ``LARGE_N_SAMPLES`` of the
+        walkers sampled anew, evenly spaced."""
+        if self.hyper == "ml":
+            return self._optimise()[None, :]
+        if self._n <= LARGE_N:
+            return self._sample()
+        kept = self.theta_ is not None and self._sampled_n > LARGE_N
+        if kept and self._n < RESAMPLE_GROWTH * self._sampled_n:
+            return self.theta_
+        walkers = self._sample()
+        return walkers[:: math.ceil(len(walkers) / LARGE_N_SAMPLES)]
 
     def _default_theta(self) -> np.ndarray:
         b = self._bounds()
@@ -287,6 +320,7 @@ class GaussianProcess:
             start, steps = self._walkers, self.chain_length
         state = sampler.run_mcmc(start, steps)
         self._walkers = np.asarray(state.coords)
+        self._sampled_n = self._n
         return self._walkers.copy()
 
     def _condition(self) -> None:
