@@ -40,10 +40,11 @@ of its evaluations, from measurements:
    does not tilt it), never below 0: a + b i^2 when they grow and 30 or more were timed (GP
    and entropy-search steps grow with the square of the observations once their fixed work no
    longer hides it), else the line a + b i (Lynceus' steps shrink with the configurations
-   left). An emcee GP's steps drop beyond ``models.gp.LARGE_N`` observations (fewer samples,
-   kept between samplings), which the curve does not see: a GP run timed below that many
-   evaluations and priced beyond it is over-priced. Replayed on lynceus-cnn's seed-0 runs profiled whole and cut at 60 CPU-s each, the
-   board's CPU reads 0.86x (the line: 0.78x), TrimTuner's run 0.79x (0.66x).
+   left). Replayed on lynceus-cnn's seed-0 runs profiled whole and cut at 60 CPU-s each, the
+   board's CPU reads 0.86x (the line: 0.78x), TrimTuner's run 0.79x (0.66x). An emcee GP's
+   steps drop beyond ``models.gp.LARGE_N`` observations (fewer samples, kept between
+   samplings), which the curve does not see: a GP run timed below that many evaluations and
+   priced beyond it is over-priced.
 4. **The board**: the sum over its runs of fixed + evaluations' CPU, plus each optimizer's
    start-up once per worker process (min(its runs, the CPUs)). Wall time on the cluster: the
    total over its CPUs, and never less than the longest single run.

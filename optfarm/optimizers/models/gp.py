@@ -34,15 +34,15 @@ asks for all the walkers' log posteriors of a step in one NumPy call (``gp_poste
 george's kernels (``_log_posterior``) check. Predictions average over samples: mean of means,
 variance = mean of variances + variance of means.
 
-Beyond a few hundred observations (``n > LARGE_N``, more than any run of the papers' tables
-makes) a step would cost tens of CPU-seconds, as every walker is a sample and is re-sampled at
-every observation (an EIc step at n = 250 on 9,216 configurations: 42 CPU-s). There the MCMC
-model keeps ``LARGE_N_SAMPLES`` of the walkers' positions, evenly spaced, as Spearmint's
-integrated EI [Snoek12] keeps 10 samples, and re-samples its hyperparameters only once the
-observations have grown by ``RESAMPLE_GROWTH`` since the last sampling: in between the kept
-samples are conditioned on every observation (the exact posterior under them), as the
-hyperparameters' posterior moves little with one more point among hundreds
-(docs/results/gp-fits.md, "Large n").
+Beyond ``LARGE_N`` = 100 observations (more than any run of the papers' tables makes; a
+board's runs on large tables make hundreds) a step would cost tens of CPU-seconds, as every
+walker is a sample and is re-sampled at every observation (an EIc step at n = 250 on 9,216
+configurations: 44 CPU-s). There the MCMC model keeps ``LARGE_N_SAMPLES`` of the walkers'
+positions, evenly spaced, as Spearmint's integrated EI [Snoek12] keeps 10 samples, and
+re-samples its hyperparameters only once the observations have grown by ``RESAMPLE_GROWTH``
+since the last sampling: in between the kept samples are conditioned on every observation (the
+exact posterior under them), as the hyperparameters' posterior moves little with one more
+point among hundreds (docs/results/gp-fits.md, "Large n").
 
 Numerical safety: a noise floor ``noise_floor`` and an escalating diagonal jitter make the
 Cholesky factorisation succeed with duplicate inputs; constant targets are normalised with
