@@ -26,6 +26,7 @@ from optfarm.farm.run.loop import run_one
 from optfarm.farm.run.spec import RunSpec
 from optfarm.farm.sweep.board_spec import resolve_board
 from optfarm.farm.sweep.spec import expand
+from optfarm.optimizers.models.gp import LARGE_N
 from optfarm.oracle.registry import load
 
 SPEC = """name: plan-board
@@ -249,8 +250,11 @@ def test_cpu_beyond_the_measured_evaluations_follows_the_guided_steps_line():
     # read from them, not the line (the line: 0.55x of the run's CPU here)
     square = [1.0 + 0.001 * i**2 for i in range(1, 41)]
     grown = _measured([1] * 41, ["init"] + ["bo"] * 40, steps=square)
-    later = [1.0 + 0.001 * i**2 for i in range(41, 120)]
-    assert run_cpu(grown, 120) == pytest.approx(0.5 + sum(square) + sum(later))
+    later = [1.0 + 0.001 * i**2 for i in range(41, LARGE_N + 1)]
+    assert run_cpu(grown, LARGE_N + 1) == pytest.approx(0.5 + sum(square) + sum(later))
+    # beyond LARGE_N evaluations (an emcee GP's steps drop there) the last timed step's level
+    beyond = [1.0 + 0.001 * 40**2] * (120 - LARGE_N - 1)
+    assert run_cpu(grown, 120) == pytest.approx(0.5 + sum(square) + sum(later) + sum(beyond))
     # Lynceus' steps shrink with the configurations left: never below 0
     shrinking = _measured([1] * 10, m.phases, steps=[1.0 - 0.1 * i for i in range(1, 10)])
     assert run_cpu(shrinking, 100) == pytest.approx(0.5 + sum(1.0 - 0.1 * i for i in range(1, 10)))

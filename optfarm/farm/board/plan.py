@@ -41,10 +41,11 @@ of its evaluations, from measurements:
    and entropy-search steps grow with the square of the observations once their fixed work no
    longer hides it), else the line a + b i (Lynceus' steps shrink with the configurations
    left). Replayed on lynceus-cnn's seed-0 runs profiled whole and cut at 60 CPU-s each, the
-   board's CPU reads 0.86x (the line: 0.78x), TrimTuner's run 0.79x (0.66x). An emcee GP's
-   steps drop beyond ``models.gp.LARGE_N`` observations (fewer samples, kept between
-   samplings), which the curve does not see: a GP run timed below that many evaluations and
-   priced beyond it is over-priced.
+   board's CPU reads 0.86x (the line: 0.78x), TrimTuner's run 0.79x (0.66x). A growing curve
+   stops growing beyond ``LARGE_N`` evaluations: there an emcee GP keeps 12 samples between
+   samplings and its steps drop (``optfarm.optimizers.models.gp``), so each is priced at the
+   level of the last timed step (TrimTuner's on lynceus-cnn: 1.3 CPU-s at its 60th evaluation,
+   0.6 on average beyond its 100th).
 4. **The board**: the sum over its runs of fixed + evaluations' CPU, plus each optimizer's
    start-up once per worker process (min(its runs, the CPUs)). Wall time on the cluster: the
    total over its CPUs, and never less than the longest single run.
@@ -72,6 +73,7 @@ from scipy.stats import kendalltau
 from optfarm.farm.run.loop import run_one
 from optfarm.farm.run.metrics import config_charges
 from optfarm.farm.run.spec import RunSpec
+from optfarm.optimizers.models.gp import LARGE_N
 from optfarm.oracle.oracle import Oracle
 from optfarm.oracle.registry import load
 
@@ -374,6 +376,8 @@ def run_cpu(m: Measurement, n: int) -> float:
         return m.fixed_s + measured
     a, b, p = _step_curve(m)
     i = np.arange(m.evaluations, n, dtype=float)
+    if p == 2:  # no longer grown beyond LARGE_N: the last timed step's level
+        i[i > LARGE_N] = m.evaluations - 1
     return m.fixed_s + measured + float(np.maximum(a + b * i**p, 0.0).sum())
 
 
