@@ -249,12 +249,16 @@ def test_cpu_beyond_the_measured_evaluations_follows_the_guided_steps_line():
     # 40 guided steps that grow with the square of their index (TrimTuner's do): the curve
     # read from them, not the line (the line: 0.55x of the run's CPU here)
     square = [1.0 + 0.001 * i**2 for i in range(1, 41)]
-    grown = _measured([1] * 41, ["init"] + ["bo"] * 40, steps=square)
+    grown = replace(_measured([1] * 41, ["init"] + ["bo"] * 40, steps=square), optimizer="eic")
     later = [1.0 + 0.001 * i**2 for i in range(41, LARGE_N + 1)]
     assert run_cpu(grown, LARGE_N + 1) == pytest.approx(0.5 + sum(square) + sum(later))
-    # beyond LARGE_N evaluations (an emcee GP's steps drop there) the last timed step's level
+    # beyond LARGE_N evaluations an emcee GP's steps drop: the last timed step's level; a
+    # GP of its own (Optuna's sampler) keeps growing
     beyond = [1.0 + 0.001 * 40**2] * (120 - LARGE_N - 1)
     assert run_cpu(grown, 120) == pytest.approx(0.5 + sum(square) + sum(later) + sum(beyond))
+    peer = replace(grown, optimizer="optuna-gp")
+    further = [1.0 + 0.001 * i**2 for i in range(41, 120)]
+    assert run_cpu(peer, 120) == pytest.approx(0.5 + sum(square) + sum(further))
     # Lynceus' steps shrink with the configurations left: never below 0
     shrinking = _measured([1] * 10, m.phases, steps=[1.0 - 0.1 * i for i in range(1, 10)])
     assert run_cpu(shrinking, 100) == pytest.approx(0.5 + sum(1.0 - 0.1 * i for i in range(1, 10)))

@@ -41,11 +41,12 @@ of its evaluations, from measurements:
    and entropy-search steps grow with the square of the observations once their fixed work no
    longer hides it), else the line a + b i (Lynceus' steps shrink with the configurations
    left). Replayed on lynceus-cnn's seed-0 runs profiled whole and cut at 60 CPU-s each, the
-   board's CPU reads 0.86x (the line: 0.78x), TrimTuner's run 0.79x (0.66x). A growing curve
-   stops growing beyond ``LARGE_N`` evaluations: there an emcee GP keeps 12 samples between
-   samplings and its steps drop (``optfarm.optimizers.models.gp``), so each is priced at the
-   level of the last timed step (TrimTuner's on lynceus-cnn: 1.3 CPU-s at its 60th evaluation,
-   0.6 on average beyond its 100th).
+   board's CPU reads 0.86x (the line: 0.78x), TrimTuner's run 0.79x (0.66x). An emcee GP's
+   growing curve (an optimizer whose ``hyper`` is ``mcmc`` by default) stops growing beyond
+   ``LARGE_N`` evaluations: there the GP keeps 12 samples between samplings and its steps drop
+   (``optfarm.optimizers.models.gp``), so each is priced at the level of the last timed step
+   (TrimTuner's on lynceus-cnn: 1.3 CPU-s at its 60th evaluation, 0.6 on average beyond its
+   100th). Other growing curves (Optuna's GP sampler, SMAC) keep growing.
 4. **The board**: the sum over its runs of fixed + evaluations' CPU, plus each optimizer's
    start-up once per worker process (min(its runs, the CPUs)). Wall time on the cluster: the
    total over its CPUs, and never less than the longest single run.
@@ -74,6 +75,7 @@ from optfarm.farm.run.loop import run_one
 from optfarm.farm.run.metrics import config_charges
 from optfarm.farm.run.spec import RunSpec
 from optfarm.optimizers.models.gp import LARGE_N
+from optfarm.optimizers.registry import get
 from optfarm.oracle.oracle import Oracle
 from optfarm.oracle.registry import load
 
@@ -376,9 +378,15 @@ def run_cpu(m: Measurement, n: int) -> float:
         return m.fixed_s + measured
     a, b, p = _step_curve(m)
     i = np.arange(m.evaluations, n, dtype=float)
-    if p == 2:  # no longer grown beyond LARGE_N: the last timed step's level
+    if p == 2 and _emcee_gp(m.optimizer):  # beyond LARGE_N: the last timed step's level
         i[i > LARGE_N] = m.evaluations - 1
     return m.fixed_s + measured + float(np.maximum(a + b * i**p, 0.0).sum())
+
+
+def _emcee_gp(optimizer: str) -> bool:
+    """Whether ``optimizer`` models with an emcee GP by default (``hyper=mcmc``), whose steps
+    stop growing as the square beyond ``LARGE_N`` observations."""
+    return any(p.name == "hyper" and p.default == "mcmc" for p in get(optimizer).params)
 
 
 @dataclass(frozen=True)
