@@ -42,6 +42,7 @@ __all__ = [
     "derive",
     "fixed",
     "decision_margin",
+    "stopped_at_cap",
 ]
 
 
@@ -218,6 +219,14 @@ def decision_margin(values) -> float:
         return math.inf
     gap = float(v[-1] - v[-2])
     return gap / abs(float(v[-1])) if gap > 0 else 0.0
+
+
+def stopped_at_cap(suggestion: Suggestion, observation: Observation) -> bool:
+    """The run was stopped by the time cap it ran under (the optimizer's own, or the
+    harness's deadline, ``optfarm.farm.run.loop.Stepper.under_deadline``): its time and cost
+    are what it spent until the cap, lower bounds of what it would have taken (censored)."""
+    cap = suggestion.time_cap
+    return cap is not None and observation.timed_out and observation.time >= cap * (1 - 1e-9)
 
 
 class Optimizer(ABC):

@@ -14,7 +14,10 @@ none feasible yet, the worst observed + 3 x the largest std (Lynceus' rule,
 ``incumbent_for_eic``). Recommendation: the best configuration observed feasible; before any,
 the model's incumbent (best predicted among predicted feasible). The models' predictions at
 the untested configurations are made once per fit: that recommendation and the next suggestion
-share them (on a table of 10^4 configurations a prediction is most of a step).
+share them (on a table of 10^4 configurations a prediction is most of a step). A run stopped at
+its time cap (a board's deadline) is censored: its time and cost are fed to the models at
+``PAR_K`` = 2 times what it spent (``models/targets.py``), so the time model reads it as
+infeasible.
 
 References:
     [Alipourfard17] Alipourfard et al. CherryPick, NSDI 2017.
@@ -40,6 +43,7 @@ from .base import (
     Suggestion,
     decision_margin,
     init_share,
+    stopped_at_cap,
 )
 from .blas import single_threaded
 from .models.gp import GaussianProcess
@@ -108,7 +112,8 @@ class EIc(Optimizer):
         observed = {
             m: np.array([o.value(m) for _, o in self.history]) for m in self._targets.metrics
         }
-        self._targets.fit(self.space.features[ids], observed)
+        censored = np.array([stopped_at_cap(s, o) for s, o in self.history])
+        self._targets.fit(self.space.features[ids], observed, censored)
 
     @single_threaded
     def suggest(self) -> Suggestion | None:

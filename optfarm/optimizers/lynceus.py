@@ -81,6 +81,7 @@ from .base import (
     derive,
     fixed,
     init_share,
+    stopped_at_cap,
 )
 from .lookahead import PathContext, Switches, explore_chunk, level_predictions
 from .models.trees import default_max_features
@@ -453,11 +454,7 @@ class Lynceus(Optimizer):
     def _observe(self, suggestion: Suggestion, observation: Observation) -> None:
         cand = self._candidate(suggestion.config_id, suggestion.fidelity)
         self._untested[cand] = False
-        capped = (
-            suggestion.time_cap is not None
-            and observation.timed_out
-            and observation.time >= suggestion.time_cap * (1 - 1e-9)
-        )
+        capped = stopped_at_cap(suggestion, observation)
         fed = self._fed_cost(suggestion, observation, cand) if capped else observation.cost
         if fed is not None:
             self._cost_rows.append(cand)

@@ -4,7 +4,9 @@ testing cheaper sub-sampled (x, s) pairs.
 Algorithm 1 of the paper, per iteration:
 1. fit the accuracy and cost models (GP with the FABOLAS kernel, or a bagging ensemble of 10
    extra-trees) on log(1 - accuracy) and log(cost) over (x, s) (s on the normalised log2
-   scale of ``SearchSpace.feature_rows``);
+   scale of ``SearchSpace.feature_rows``); a run stopped at its time cap (a board's
+   deadline) is censored, its time and cost fed at ``PAR_K`` = 2 times what it spent
+   (``models/targets.py``);
 2. filter the untested (x, s) pairs (CEA top beta by default, ``acquisition/filters.py``);
 3. on the kept pairs evaluate
        alpha_T(x, s) = P(new incumbent feasible | fantasy) x IG(x, s) / C(x, s)
@@ -76,7 +78,15 @@ from .acquisition.entropy import (
 )
 from .acquisition.filters import FILTERS, cea, select
 from .acquisition.incumbent import IncumbentScan, choose_incumbent
-from .base import MemoryUse, Optimizer, Param, Recommendation, Suggestion, decision_margin
+from .base import (
+    MemoryUse,
+    Optimizer,
+    Param,
+    Recommendation,
+    Suggestion,
+    decision_margin,
+    stopped_at_cap,
+)
 from .blas import single_threaded
 from .models.gp import GaussianProcess
 from .models.gp_fantasy import CandidateCovariances, RowPosterior
@@ -325,7 +335,7 @@ class TrimTuner(Optimizer):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._runs: list[tuple[int, float, float, float, float]] = []
+        self._runs: list[tuple[int, float, float, float, float, bool]] = []
         self._targets: Targets | None = None
         self._model_seed = drawn_seed(self.rng)
         self._model_rng = np.random.default_rng(self._model_seed)
@@ -356,7 +366,8 @@ class TrimTuner(Optimizer):
             self._targets = Targets(self._model_problem(), self._make_model)
         runs = np.array(self._runs, dtype=float)
         observed = {"time": runs[:, 2], "cost": runs[:, 3], "accuracy": runs[:, 4]}
-        self._targets.fit(self._inputs(runs[:, 0].astype(int), runs[:, 1]), observed)
+        censored = runs[:, 5] > 0  # stopped at the cap: time and cost fed at PAR_K x
+        self._targets.fit(self._inputs(runs[:, 0].astype(int), runs[:, 1]), observed, censored)
 
     # -- bootstrap ------------------------------------------------------------------------------
     def _bootstrap_plan(self) -> list[Suggestion]:
@@ -379,10 +390,13 @@ class TrimTuner(Optimizer):
                 observation.time,
                 observation.cost,
                 observation.accuracy,
+                stopped_at_cap(suggestion, observation),
             )
         )
         for s, obs in dict(observation.snapshots).items():
-            self._runs.append((suggestion.config_id, float(s), obs.time, obs.cost, obs.accuracy))
+            self._runs.append(
+                (suggestion.config_id, float(s), obs.time, obs.cost, obs.accuracy, False)
+            )
         self._fit()
 
     # -- suggestion -------------------------------------------------------------------------------

@@ -11,6 +11,15 @@ Every objective handled is then "minimise z" (max accuracy, min cost, min time),
 constraint becomes ``z op' threshold'`` (``accuracy >= a`` is ``z <= log(1 - a)``), kept in
 ``Targets.constraints`` for the acquisition functions
 (``acquisition.analytic.constraints_log_pf``).
+
+A run stopped by its time cap (``base.stopped_at_cap``: the harness's deadline on a board) is
+censored: it shows only that its time exceeds the cap T, and its cost what it spent until then.
+Fed as measured, such a run reads as one that took exactly T: on a table where most runs are
+stopped, a time model fitted on them gives every configuration P(time <= T) = 1/2 and the
+constraint stops guiding the search (docs/results/large-spaces.md, "Deadline stops"). Its
+time and cost are fed at ``PAR_K`` = 2 times what it spent instead: the penalised run time
+PAR-k of algorithm configuration's censored runs [Hutter et al., SMAC, LION 2011, Sec. 4;
+PAR-2 is the SAT competitions' score], the value a censored-data imputation is capped at.
 """
 
 from __future__ import annotations
@@ -21,9 +30,11 @@ import numpy as np
 
 from optfarm.oracle.problem import Problem, ProblemError
 
-__all__ = ["to_model_scale", "Targets"]
+__all__ = ["to_model_scale", "Targets", "PAR_K", "CENSORED"]
 
 _EPS = 1e-9
+PAR_K = 2.0  # a censored run's time and cost are fed at PAR_K x what it spent
+CENSORED = ("time", "cost")  # the metrics a run stopped at its cap leaves censored
 
 
 def to_model_scale(metric: str, values):
@@ -66,11 +77,21 @@ class Targets:
         )
         self.models = {m: make_model(_basis(m)) for m in self.metrics}
 
-    def fit(self, X: np.ndarray, observed: dict[str, np.ndarray]) -> Targets:
+    def fit(
+        self,
+        X: np.ndarray,
+        observed: dict[str, np.ndarray],
+        censored: np.ndarray | None = None,
+    ) -> Targets:
+        """Fit every model on the rows ``X`` and their ``observed`` {metric: values}; the rows
+        ``censored`` marks (stopped at their time cap) have their time and cost fed at
+        ``PAR_K`` times the observed."""
         for m, model in self.models.items():
             y = np.asarray(observed[m], dtype=float)
             if not np.all(np.isfinite(y)):
                 raise ValueError(f"observed {m} has missing values: every run must report it")
+            if censored is not None and m in CENSORED:
+                y = np.where(censored, PAR_K * y, y)
             model.fit(X, to_model_scale(m, y))
         return self
 
