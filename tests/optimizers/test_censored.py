@@ -86,3 +86,28 @@ def test_eic_reads_a_deadline_stop_as_infeasible(censor):
     else:
         assert np.all(np.abs(pf - 0.5) < 0.2), pf  # as a run that took T: a coin flip
     assert not math.isnan(pf.sum())
+
+
+def test_trimtuner_through_the_harness_deadline_feeds_its_stops_at_par_k():
+    # the entropy-search family reads the harness's deadline stops the same way: on the
+    # synthetic job (time <= its median at s = 1), runs stopped at T reach the time and cost
+    # models at PAR_K x what they spent; the sub-sampled snapshots are not censored
+    from optfarm.farm.run.loop import Stepper
+    from optfarm.oracle.oracle import Oracle
+    from optfarm.oracle.synthetic import make_synthetic
+
+    oracle = Oracle(make_synthetic())
+    opt = make_optimizer("trimtuner", oracle.space, oracle.problem, 0, hyper="ml")
+    stepper = Stepper(opt, oracle, 0, deadline=True)
+    for _ in range(12):
+        if stepper.step() is None:
+            break
+    stops = [stopped_at_cap(s, o) for s, o in opt.history]
+    assert any(stops)  # the case the rule is for occurred
+    runs = opt._runs  # (config, s, time, cost, accuracy, censored) per row the models see
+    assert sum(r[5] for r in runs) == sum(stops)
+    fed = {m: opt._targets.models[m]._y for m in ("time", "cost")}
+    for i, (_, _, t, c, _, censored) in enumerate(runs):
+        k = PAR_K if censored else 1.0
+        assert fed["time"][i] == pytest.approx(math.log(k * t))
+        assert fed["cost"][i] == pytest.approx(math.log(k * c))
