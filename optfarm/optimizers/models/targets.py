@@ -18,8 +18,9 @@ Fed as measured, such a run reads as one that took exactly T: on a table where m
 stopped, a time model fitted on them gives every configuration P(time <= T) = 1/2 and the
 constraint stops guiding the search (docs/results/large-spaces.md, "Deadline stops"). Its
 time and cost are fed at ``PAR_K`` = 2 times what it spent instead: the penalised run time
-PAR-k of algorithm configuration's censored runs [Hutter et al., SMAC, LION 2011, Sec. 4;
-PAR-2 is the SAT competitions' score], the value a censored-data imputation is capped at.
+PAR-k with which algorithm configuration scores a capped run, and at which its censored-data
+imputation is capped [Hutter, Hoos, Leyton-Brown, Bayesian optimization with censored
+response data, 2011 (SMAC); PAR-2 is the SAT competitions' score].
 """
 
 from __future__ import annotations
