@@ -6,7 +6,10 @@ first part of a recurring job that keeps running after the search stops.
 
 Algorithm 2 of the paper, over the finite space:
 
-1. ``n0`` initial configurations (Latin hypercube).
+1. ``n0`` initial configurations: a Latin hypercube (``init="lhs"``, the default), or the
+   ``n0`` of the lowest price per second (``init="cheapest"``): the paper used "the same
+   three fixed initial points" for every variant, with "a small number of cores" (Sec. 4,
+   Fig. 2), i.e. the cheapest machines of a price that grows with the cores.
 2. For iterations ``n = 1 .. N``: fit a GP (Matern 5/2) on the observed costs ``f``; retrain
    the Ridge time model ``T_hat`` on every observed time; pick the candidate outside the
    taboo queue maximising
@@ -129,10 +132,17 @@ class Guindani(Optimizer):
         Param(
             "n0",
             3,
-            "initial configurations (Latin hypercube; at most init_share of the run's evaluations)",
+            "initial configurations (as init says; at most init_share of the run's evaluations)",
             low=1,
         ),
         init_share(),
+        Param(
+            "init",
+            "lhs",
+            "initial configurations: a Latin hypercube (lhs) or the n0 of the lowest price "
+            "per second (cheapest: the paper's fixed initial points with few cores)",
+            choices=("lhs", "cheapest"),
+        ),
         Param(
             "n_iter", 30, "N: executions after the initial ones (the job runs n0 + N times)", low=0
         ),
@@ -242,12 +252,20 @@ class Guindani(Optimizer):
             return self.stopped("budget")
         if n < self.config["n0"]:
             if self._initial is None:
-                self._initial = self.lhs_configs(self.initial_design(self.config["n0"]))
+                self._initial = self._initial_configurations()
             if n < len(self._initial):
                 return Suggestion(self._initial[n], phase="init")
         if self.stopped_at is not None:
             return Suggestion(self.recommend().config_id, phase="exploit")
         return self._next_configuration()
+
+    def _initial_configurations(self) -> list[int]:
+        """Algorithm 2, step 1: the n0 initial configurations, a Latin hypercube or the
+        cheapest per second (``init``; every seed the same, as the paper's fixed points)."""
+        n = self.initial_design(self.config["n0"])
+        if self.config["init"] == "cheapest":
+            return [int(i) for i in np.argsort(self.space.price_per_s, kind="stable")[:n]]
+        return self.lhs_configs(n)
 
     def _next_configuration(self) -> Suggestion:
         """Algorithm 2, steps 4-6: fit the GP and the time model, maximise g over the
