@@ -19,6 +19,7 @@ from optfarm.farm.board.plan import (
     evaluations,
     measure,
     remaining_cost,
+    resamplings,
     run_cpu,
 )
 from optfarm.farm.cli import main
@@ -252,9 +253,13 @@ def test_cpu_beyond_the_measured_evaluations_follows_the_guided_steps_line():
     grown = replace(_measured([1] * 41, ["init"] + ["bo"] * 40, steps=square), optimizer="eic")
     later = [1.0 + 0.001 * i**2 for i in range(41, LARGE_N + 1)]
     assert run_cpu(grown, LARGE_N + 1) == pytest.approx(0.5 + sum(square) + sum(later))
-    # beyond LARGE_N evaluations an emcee GP's steps drop: the last timed step's level; a
-    # GP of its own (Optuna's sampler) keeps growing
-    beyond = [1.0 + 0.001 * 40**2] * (120 - LARGE_N - 1)
+    # beyond LARGE_N evaluations an emcee GP keeps its samples: its steps drop to the
+    # cheapest tenth of the timed guided ones, but for those that sample anew (the 101st,
+    # then as the observations grow by a quarter), on the curve; a GP of its own (Optuna's
+    # sampler) keeps growing
+    assert resamplings(200) == [LARGE_N + 1, 127, 159, 199] and resamplings(127) == [101]
+    kept = float(np.quantile(square, 0.1))
+    beyond = [1.0 + 0.001 * i**2 if i == 101 else kept for i in range(LARGE_N + 1, 120)]
     assert run_cpu(grown, 120) == pytest.approx(0.5 + sum(square) + sum(later) + sum(beyond))
     peer = replace(grown, optimizer="optuna-gp")
     further = [1.0 + 0.001 * i**2 for i in range(41, 120)]

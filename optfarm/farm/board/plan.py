@@ -41,12 +41,14 @@ of its evaluations, from measurements:
    and entropy-search steps grow with the square of the observations once their fixed work no
    longer hides it), else the line a + b i (Lynceus' steps shrink with the configurations
    left). Replayed on lynceus-cnn's seed-0 runs profiled whole and cut at 60 CPU-s each, the
-   board's CPU reads 0.86x (the line: 0.78x), TrimTuner's run 0.79x (0.66x). An emcee GP's
-   growing curve (an optimizer whose ``hyper`` is ``mcmc`` by default) stops growing beyond
-   ``LARGE_N`` evaluations: there the GP keeps 12 samples between samplings and its steps drop
-   (``optfarm.optimizers.models.gp``), so each is priced at the level of the last timed step
-   (TrimTuner's on lynceus-cnn: 1.3 CPU-s at its 60th evaluation, 0.6 on average beyond its
-   100th). Other growing curves (Optuna's GP sampler, SMAC) keep growing.
+   board's CPU reads 0.86x (the line: 0.78x), TrimTuner's run 0.79x (0.66x). An emcee GP
+   (an optimizer whose ``hyper`` is ``mcmc`` by default) beyond ``LARGE_N`` evaluations keeps
+   12 samples and samples anew only as its observations grow by a quarter
+   (``optfarm.optimizers.models.gp``): each step there is priced at the cheapest tenth of its
+   timed guided steps (no MCMC in it), and each step that samples anew (the 101st, 127th,
+   159th, ...: ``resamplings``) on the curve (EIc's on lynceus-cnn: 2.3 s at its 101st, 4.2
+   at its 127th, 0.06-0.1 in between, against 2.3 at its 95th). Other growing curves
+   (Optuna's GP sampler, SMAC) keep growing.
 4. **The board**: the sum over its runs of fixed + evaluations' CPU, plus each optimizer's
    start-up once per worker process (min(its runs, the CPUs)). Wall time on the cluster: the
    total over its CPUs, and never less than the longest single run.
@@ -74,7 +76,7 @@ from scipy.stats import kendalltau
 from optfarm.farm.run.loop import run_one
 from optfarm.farm.run.metrics import config_charges
 from optfarm.farm.run.spec import RunSpec
-from optfarm.optimizers.models.gp import LARGE_N
+from optfarm.optimizers.models.gp import LARGE_N, RESAMPLE_GROWTH
 from optfarm.optimizers.registry import get
 from optfarm.oracle.oracle import Oracle
 from optfarm.oracle.registry import load
@@ -95,6 +97,7 @@ __all__ = [
     "plan_rows",
     "price",
     "remaining_cost",
+    "resamplings",
     "run_cpu",
     "timed_cpu",
     "wall_hours",
@@ -378,9 +381,31 @@ def run_cpu(m: Measurement, n: int) -> float:
         return m.fixed_s + measured
     a, b, p = _step_curve(m)
     i = np.arange(m.evaluations, n, dtype=float)
-    if p == 2 and _emcee_gp(m.optimizer):  # beyond LARGE_N: the last timed step's level
-        i[i > LARGE_N] = m.evaluations - 1
-    return m.fixed_s + measured + float(np.maximum(a + b * i**p, 0.0).sum())
+    cpu = np.maximum(a + b * i**p, 0.0)
+    if n > LARGE_N + 1 and _emcee_gp(m.optimizer):  # beyond LARGE_N: the kept samples
+        cpu[i > LARGE_N] = _kept_samples_step(m)
+        again = np.isin(i, resamplings(n))
+        cpu[again] = np.maximum(a + b * i[again] ** p, 0.0)
+    return m.fixed_s + measured + float(cpu.sum())
+
+
+def resamplings(n: int) -> list[int]:
+    """The evaluations below ``n`` at which an emcee GP beyond ``LARGE_N`` observations
+    samples its hyperparameters anew: the first beyond it, then each time the observations
+    have grown by ``RESAMPLE_GROWTH`` (``optfarm.optimizers.models.gp``: 101, 127, 159, ...)."""
+    out = [LARGE_N + 1]
+    while (nxt := math.ceil(RESAMPLE_GROWTH * out[-1])) < n:
+        out.append(nxt)
+    return [i for i in out if i < n]
+
+
+def _kept_samples_step(m: Measurement) -> float:
+    """An emcee GP's step beyond ``LARGE_N`` between two samplings: conditioning the kept
+    samples and scoring, no MCMC; priced at the cheapest tenth of the timed model-guided
+    steps (the ones whose sampling had the fewest observations). On lynceus-cnn EIc's steps
+    there took 0.06-0.1 s against 0.28 for its first guided ones (the price errs high)."""
+    guided = np.array(m.step_s)[m.guided[1:]]
+    return float(np.quantile(guided, 0.1)) if len(guided) else 0.0
 
 
 def _emcee_gp(optimizer: str) -> bool:
