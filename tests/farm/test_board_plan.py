@@ -261,6 +261,11 @@ def test_cpu_beyond_the_measured_evaluations_follows_the_guided_steps_line():
     kept = float(np.quantile(square, 0.1))
     beyond = [1.0 + 0.001 * i**2 if i == 101 else kept for i in range(LARGE_N + 1, 120)]
     assert run_cpu(grown, 120) == pytest.approx(0.5 + sum(square) + sum(later) + sum(beyond))
+    # measured in its bootstrap only: the kept samples' steps at its steps' level
+    design = replace(grown, phases=["init"] * 41)
+    assert run_cpu(design, LARGE_N + 3) - run_cpu(design, LARGE_N + 2) == pytest.approx(
+        float(np.quantile(square, 0.1))
+    )
     peer = replace(grown, optimizer="optuna-gp")
     further = [1.0 + 0.001 * i**2 for i in range(41, 120)]
     assert run_cpu(peer, 120) == pytest.approx(0.5 + sum(square) + sum(further))

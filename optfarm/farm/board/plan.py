@@ -401,11 +401,13 @@ def resamplings(n: int) -> list[int]:
 
 def _kept_samples_step(m: Measurement) -> float:
     """An emcee GP's step beyond ``LARGE_N`` between two samplings: conditioning the kept
-    samples and scoring, no MCMC; priced at the cheapest tenth of the timed model-guided
-    steps (the ones whose sampling had the fewest observations). On lynceus-cnn EIc's steps
-    there took 0.06-0.1 s against 0.28 for its first guided ones (the price errs high)."""
-    guided = np.array(m.step_s)[m.guided[1:]]
-    return float(np.quantile(guided, 0.1)) if len(guided) else 0.0
+    samples and scoring, no MCMC; priced at the 10th percentile of the timed model-guided
+    steps (of every timed step when none was guided). On lynceus-cnn EIc's steps there took
+    0.06-0.1 s against 0.28 for its first guided ones (the price errs high)."""
+    steps = np.array(m.step_s)
+    guided = steps[m.guided[1:]]
+    timed = guided if len(guided) else steps  # none guided: the bootstrap's steps
+    return float(np.quantile(timed, 0.1)) if len(timed) else 0.0
 
 
 def _emcee_gp(optimizer: str) -> bool:
