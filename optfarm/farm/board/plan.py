@@ -44,7 +44,7 @@ of its evaluations, from measurements:
    board's CPU reads 0.86x (the line: 0.78x), TrimTuner's run 0.79x (0.66x). An emcee GP
    (an optimizer whose ``hyper`` is ``mcmc`` by default) beyond ``LARGE_N`` evaluations keeps
    12 samples and samples anew only as its observations grow by a quarter
-   (``optfarm.optimizers.models.gp``): each step there is priced at the cheapest tenth of its
+   (``optfarm.optimizers.models.gp``): each step there is priced at the 10th percentile of its
    timed guided steps (no MCMC in it), and each step that samples anew (the 101st, 127th,
    159th, ...: ``resamplings``) on the curve (EIc's on lynceus-cnn: 2.3 s at its 101st, 4.2
    at its 127th, 0.06-0.1 in between, against 2.3 at its 95th). Other growing curves
