@@ -54,11 +54,23 @@ the filter keeps at most ``max_candidates`` (x, s) pairs (the 144 that 10% of th
 incumbent may be in blocks of ``ROW_BLOCK`` (``acquisition.incumbent.IncumbentScan``); the
 GP predicts in blocks (``models.gp.PREDICT_BLOCK``).
 
+CPU on large tables. Each step scores every hyperparameter sample: the predictions at every
+configuration, the representers' joint posterior and each candidate's information gain. The
+GP keeps every emcee walker as a sample (3 x its hyperparameters, as the authors' code sets its
+walkers): 72 on a table of 22 features, where a 25-evaluation run at 9,216 configurations took
+about 110 CPU-s. On a table of more than ``LARGE_SPACE`` (x, s) pairs (none of the papers'),
+the GP keeps ``models.gp.LARGE_N_SAMPLES`` (12) of them, evenly spaced, as it does beyond
+``LARGE_N`` observations on any table and as Spearmint's integrated acquisition keeps 10
+[Snoek12]: the walkers still explore the posterior, fewer of their positions are scored
+(docs/results/scale.md).
+
 References:
     [TrimTuner] Mendes, Casimiro, Romano, Garlan. TrimTuner, MASCOTS 2020, Sec. III, Alg. 1.
     [Klein17] Klein et al. FABOLAS, AISTATS 2017, Sec. 3.3.
     [Hennig12] Hennig, Schuler. Entropy search for information-efficient global optimization.
         JMLR 2012, Sec. 2.3 (representer points).
+    [Snoek12] Snoek, Larochelle, Adams. Practical Bayesian optimization of machine learning
+        algorithms. NeurIPS 2012, Sec. 3.2.
 """
 
 from __future__ import annotations
@@ -88,15 +100,18 @@ from .base import (
     stopped_at_cap,
 )
 from .blas import single_threaded
-from .models.gp import GaussianProcess
+from .models.gp import LARGE_N_SAMPLES, GaussianProcess
 from .models.gp_fantasy import CandidateCovariances, RowPosterior
 from .models.targets import Targets
 from .models.trees import TreeEnsemble
 from .seeds import drawn_seed, keyed_generator
 
-__all__ = ["ROW_BLOCK", "TrimTuner"]
+__all__ = ["LARGE_SPACE", "ROW_BLOCK", "TrimTuner"]
 
 _CHUNK = 16  # candidates per executor item (does not change results)
+# (x, s) pairs beyond which a table is large: more than any table of the papers has (1,440).
+# There the GP keeps LARGE_N_SAMPLES of its walkers as hyperparameter samples (module docstring)
+LARGE_SPACE = 2048
 # rows per block of a fantasy's incumbent scan: more than any table of the papers has
 # configurations (384), so theirs are scanned in one block
 ROW_BLOCK = 2048
@@ -350,11 +365,13 @@ class TrimTuner(Optimizer):
         cfg = self.config
         if cfg["model"] == "dt":
             return TreeEnsemble(n_trees=cfg["n_trees"], seed=self._model_seed)
+        pairs = self.space.n_configs * len(self.space.fidelities)
         return GaussianProcess(
             basis=basis if self.space.has_fidelity else None,
             hyper=cfg["hyper"],
             burn_in=cfg["burn_in"],
             chain_length=cfg["chain_length"],
+            max_samples=LARGE_N_SAMPLES if pairs > LARGE_SPACE else None,
             seed=self._model_rng,
         )
 
@@ -449,11 +466,17 @@ class TrimTuner(Optimizer):
     def _context(self, cids, fids) -> tuple[_Context, np.ndarray]:
         t = self._targets
         X = self._inputs(cids, fids)
-        pred = t.predict(X)
+        X_full = self._inputs(np.arange(self.space.n_configs), np.ones(self.space.n_configs))
+        full_objective = None
+        if self.space.has_fidelity:
+            pred = t.predict(X)
+        else:  # every candidate is a configuration at s = 1: one prediction serves the pool too
+            full = t.predict(X_full)
+            pred = {m: (mean[cids], std[cids]) for m, (mean, std) in full.items()}
+            full_objective = full[t.objective]
         obj_mean, obj_std = pred[t.objective]
         scores = cea(t.quality(obj_mean), constraints_log_pf(t.constraints, pred))
-        X_full = self._inputs(np.arange(self.space.n_configs), np.ones(self.space.n_configs))
-        rep = self._representers(X_full)
+        rep = self._representers(X_full, full_objective)
         z = self.rng.standard_normal((self.config["n_mc"], len(rep)))
         factor = self.factor if t.constraints else "none"
         draws, rep_rows = [], None
@@ -487,12 +510,13 @@ class TrimTuner(Optimizer):
         )
         return ctx, scores
 
-    def _representers(self, X_full: np.ndarray) -> np.ndarray:
+    def _representers(self, X_full: np.ndarray, full_objective: tuple | None = None) -> np.ndarray:
         """The n_representers configurations at s = 1 most likely to be the optimum (Monte
-        Carlo p_max over the representer pool, ties by predicted mean)."""
+        Carlo p_max over the representer pool, ties by predicted mean); ``full_objective``:
+        the objective's (mean, std) at X_full when already predicted."""
         n = min(self.config["n_representers"], len(X_full))
         obj = self._targets.models[self._targets.objective]
-        pool = self._representer_pool(obj, X_full)
+        pool = self._representer_pool(obj, X_full, full_objective)
         z = self.rng.standard_normal((self.config["n_mc"], len(pool)))
         if self.config["model"] == "gp":
             mean, cov = obj.predict_joint(X_full[pool])
@@ -504,14 +528,16 @@ class TrimTuner(Optimizer):
         order = np.lexsort((mean, -p))
         return np.sort(pool[order[:n]])
 
-    def _representer_pool(self, obj, X_full: np.ndarray) -> np.ndarray:
+    def _representer_pool(
+        self, obj, X_full: np.ndarray, full_objective: tuple | None = None
+    ) -> np.ndarray:
         """The configurations (rows of X_full) the representers are drawn from: all of them
         up to ``representer_pool``, else that many with the largest expected improvement over
         the lowest predicted mean, ties by predicted mean [Hennig12 Sec. 2.3]."""
         size = self.config["representer_pool"]
         if len(X_full) <= size:
             return np.arange(len(X_full))
-        mean, std = obj.predict(X_full)
+        mean, std = obj.predict(X_full) if full_objective is None else full_objective
         ei = expected_improvement(mean, std, mean.min())
         return np.sort(np.lexsort((mean, -ei))[:size])
 

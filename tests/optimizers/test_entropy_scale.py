@@ -133,6 +133,8 @@ def test_representers_come_from_the_pool_with_the_largest_expected_improvement()
     ei = expected_improvement(mean, std, mean.min())
     pool = opt._representer_pool(obj, X_full)
     assert len(pool) == 60 and ei[pool].min() >= np.delete(ei, pool).max()
+    # the objective's prediction the context already made gives the same pool
+    np.testing.assert_array_equal(opt._representer_pool(obj, X_full, (mean, std)), pool)
     assert set(opt._representers(X_full)) <= set(pool.tolist())
     # a table no larger than the pool draws over every configuration
     everything = _driven("trimtuner", 200, 3, representer_pool=512)

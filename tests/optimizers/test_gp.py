@@ -110,6 +110,17 @@ def test_beyond_large_n_a_few_samples_are_kept_and_resampled_as_observations_gro
     assert not np.array_equal(gp.theta_, sampled)
 
 
+def test_max_samples_keeps_that_many_walkers_evenly_spaced_at_every_sampling():
+    X, y, _ = _data(n=30)
+    gp = GaussianProcess(hyper="mcmc", burn_in=10, chain_length=10, max_samples=4, seed=2)
+    walkers = len(gp.fit(X, y)._walkers)
+    assert walkers == 16 and len(gp.theta_) == 4
+    np.testing.assert_array_equal(gp.theta_, gp._walkers[::4])
+    assert gp.predict_per_sample(X[:3])[0].shape == (4, 3)
+    first = gp.theta_.copy()
+    assert len(gp.fit(X[:25], y[:25]).theta_) == 4 and not np.array_equal(gp.theta_, first)
+
+
 def test_with_points_equals_conditioning_on_all_data_with_the_same_hyperparameters():
     X, y, Xq = _data()
     gp = GaussianProcess(basis="cost", seed=0).fit(X[:20], y[:20])
@@ -177,6 +188,26 @@ def test_walkers_log_posterior_equals_georges_to_1e10(basis):
     assert 50 < inside.sum() < len(theta) - 50
     np.testing.assert_array_equal(np.isfinite(batched), inside)
     np.testing.assert_allclose(batched[inside], reference[inside], rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("basis", [None, "loss", "cost"])
+def test_kernels_of_every_sample_equal_georges_bit_for_bit(basis, monkeypatch):
+    """``kernel_per_sample`` / ``kernel_diagonal_per_sample`` (all samples in one NumPy pass)
+    give george's values exactly, one george call per sample being the reference; also when
+    the samples go through in several groups."""
+    X, y, Q = _data(n=30, d=4, seed=3)
+    gp = GaussianProcess(basis=basis, hyper="mcmc", burn_in=10, chain_length=10, seed=4)
+    gp.fit(X, y)
+    Q = np.vstack([Q, X[:3]])  # distance 0 included
+    cross, diag = [], []
+    for theta in gp.theta_:
+        gp._set(theta)
+        cross.append(gp._kernel.get_value(gp._transform(X), gp._transform(Q)))
+        diag.append(gp._kernel.get_value(gp._transform(Q), diag=True))
+    np.testing.assert_array_equal(gp.kernel_per_sample(X, Q), np.array(cross))
+    np.testing.assert_array_equal(gp.kernel_diagonal_per_sample(Q), np.array(diag))
+    monkeypatch.setattr(gp_posterior, "CROSS_BLOCK", 3 * len(X) * len(Q))  # groups of 3
+    np.testing.assert_array_equal(gp.kernel_per_sample(X, Q), np.array(cross))
 
 
 def test_walkers_out_of_bounds_get_minus_inf_without_a_likelihood(monkeypatch):

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.linalg import solve_triangular
 
 from optfarm.optimizers.models.gp import GaussianProcess
-from optfarm.optimizers.models.gp_fantasy import CandidateCovariances, RowPosterior
+from optfarm.optimizers.models.gp_fantasy import CandidateCovariances, RowPosterior, _solve_lower
 
 
 def _fitted(basis, hyper):
@@ -46,3 +47,13 @@ def test_candidate_covariances_are_the_joint_posteriors():
     np.testing.assert_allclose(mean, means[:, 6:], rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(var, np.diagonal(covs, axis1=1, axis2=2)[:, 6:], atol=1e-10)
     np.testing.assert_allclose(cross, covs[:, 6:, :6], atol=1e-10)
+
+
+def test_triangular_solves_equal_scipys_bit_for_bit():
+    """The per-sample solves call LAPACK as ``solve_triangular`` does: the same values, also
+    for a strided right-hand side (the candidates' kernel rows, transposed)."""
+    gp, rng = _fitted("loss", "mcmc")
+    X, L, _ = gp.factors()
+    K = gp.kernel_per_sample(rng.uniform(size=(6, 3)), X).transpose(0, 2, 1)  # (S, n, 6)
+    reference = np.stack([solve_triangular(L_s, K_s, lower=True) for L_s, K_s in zip(L, K)])
+    np.testing.assert_array_equal(_solve_lower(L, K), reference)

@@ -71,7 +71,7 @@ from scipy.optimize import minimize
 
 from ..linalg import cholesky_with_jitter
 from ..seeds import drawn_seed
-from .gp_posterior import HORSESHOE_SCALE, Design, log_posterior
+from .gp_posterior import HORSESHOE_SCALE, Design, cross_kernel, kernel_diagonal, log_posterior
 
 __all__ = ["PREDICT_BLOCK", "GaussianProcess", "mixture_moments"]
 
@@ -98,6 +98,13 @@ def mixture_moments(means: np.ndarray, variances: np.ndarray) -> tuple[np.ndarra
     return means.mean(axis=0), np.sqrt(np.maximum(var, 0.0))
 
 
+def _evenly_spaced(walkers: np.ndarray, most: int | None) -> np.ndarray:
+    """At most ``most`` of the walkers' positions, every k-th (all of them for None)."""
+    if most is None or len(walkers) <= most:
+        return walkers
+    return walkers[:: math.ceil(len(walkers) / most)]
+
+
 class GaussianProcess:
     """GP regressor: Matern 5/2 ARD x amplitude, optional FABOLAS basis over the last column.
 
@@ -107,6 +114,9 @@ class GaussianProcess:
         n_restarts: random restarts of the ML optimisation (besides the warm start).
         burn_in, chain_length, n_walkers: emcee settings (``n_walkers=None``: 3 x #hyper,
             even).
+        max_samples: keep at most this many of the walkers' final positions as samples,
+            evenly spaced, at every sampling (None: every walker up to ``LARGE_N``
+            observations); for a caller that scores each sample over a large table.
         noise_floor: minimum noise variance added to the normalised targets.
         seed: int or numpy Generator; the model's only source of randomness.
     """
@@ -119,6 +129,7 @@ class GaussianProcess:
         burn_in: int = 100,
         chain_length: int = 100,
         n_walkers: int | None = None,
+        max_samples: int | None = None,
         noise_floor: float = 1e-6,
         seed=0,
     ):
@@ -132,6 +143,7 @@ class GaussianProcess:
         self.burn_in = int(burn_in)
         self.chain_length = int(chain_length)
         self.n_walkers = n_walkers
+        self.max_samples = max_samples
         self.noise_floor = float(noise_floor)
         self.rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         self.theta_ = None  # (S, p) hyperparameter samples (S = 1 for ML)
@@ -253,18 +265,21 @@ class GaussianProcess:
 
     def _hyperparameters(self) -> np.ndarray:
         """The hyperparameter samples (S, p) for the observations just loaded: the ML optimum;
-        every walker, sampled anew; or beyond ``LARGE_N`` observations, the kept samples until
-        the observations have grown by ``RESAMPLE_GROWTH``, then ``LARGE_N_SAMPLES`` of the
-        walkers sampled anew, evenly spaced."""
+        every walker, sampled anew (at most ``max_samples`` of them, evenly spaced); or beyond
+        ``LARGE_N`` observations, the kept samples until the observations have grown by
+        ``RESAMPLE_GROWTH``, then ``LARGE_N_SAMPLES`` of the walkers sampled anew, evenly
+        spaced."""
         if self.hyper == "ml":
             return self._optimise()[None, :]
         if self._n <= LARGE_N:
-            return self._sample()
+            return _evenly_spaced(self._sample(), self.max_samples)
         kept = self.theta_ is not None and self._sampled_n > LARGE_N
         if kept and self._n < RESAMPLE_GROWTH * self._sampled_n:
             return self.theta_
-        walkers = self._sample()
-        return walkers[:: math.ceil(len(walkers) / LARGE_N_SAMPLES)]
+        most = (
+            LARGE_N_SAMPLES if self.max_samples is None else min(LARGE_N_SAMPLES, self.max_samples)
+        )
+        return _evenly_spaced(self._sample(), most)
 
     def _default_theta(self) -> np.ndarray:
         b = self._bounds()
@@ -414,23 +429,14 @@ class GaussianProcess:
         sample (normalised target scale, no noise): the diagonal of ``kernel_per_sample(X,
         X)`` without the (m, m) matrices."""
         self._check_fitted()
-        Xt = self._transform(X)
-        out = np.empty((len(self.theta_), len(Xt)))
-        for i, theta in enumerate(self.theta_):
-            self._set(theta)
-            out[i] = self._kernel.get_value(Xt, diag=True)
-        return out
+        return kernel_diagonal(self.theta_, self._transform(X), bool(self.basis))
 
     def kernel_per_sample(self, X, Y) -> np.ndarray:
         """The prior kernel k(X, Y) (S, m, q) under each hyperparameter sample (normalised
-        target scale, no noise)."""
+        target scale, no noise): george's values, all samples in one NumPy pass
+        (``gp_posterior.cross_kernel``)."""
         self._check_fitted()
-        Xt, Yt = self._transform(X), self._transform(Y)
-        out = np.empty((len(self.theta_), len(Xt), len(Yt)))
-        for i, theta in enumerate(self.theta_):
-            self._set(theta)
-            out[i] = self._kernel.get_value(Xt, Yt)
-        return out
+        return cross_kernel(self.theta_, self._transform(X), self._transform(Y), bool(self.basis))
 
     # -- fantasies ----------------------------------------------------------------------------
     def with_points(self, X, y) -> GaussianProcess:
