@@ -190,6 +190,17 @@ def _cost_counted_twice(original):
     return acquisition_chunk
 
 
+def _no_information_gain(original):
+    """TrimTuner's entropy term removed: every candidate's information gain about the s = 1
+    optimum set to 1, so alpha_T = P(feasible incumbent | fantasy) / C(x, s) [TrimTuner Alg. 1,
+    step 3, without IG(x, s)]."""
+
+    def gains(ctx, idx, *args):
+        return np.ones(len(idx))
+
+    return gains
+
+
 def _full_size_price(original):
     """TrimTuner's sub-sampling priced away: every candidate (x, s) divided by its
     configuration's predicted cost at s = 1 instead of its own, C(x, 1) for C(x, s), so a
@@ -468,6 +479,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         lambda: patched("optfarm.optimizers.trimtuner:acquisition_chunk", _full_size_price),
         probe=_TRIMTUNER,
         exercised_by="44 evaluations read by the cost until the pick reaches 98% of the "
+        "optimum's Accuracy_C (nightly-trimtuner-cost)",
+    ),
+    Mutation(
+        "trimtuner-no-information-gain",
+        "regression",
+        ("trimtuner", "fabolas", "fabulinus"),
+        "TrimTuner's information gain about the s = 1 optimum replaced by 1: the acquisition "
+        "is P(feasible incumbent) / C(x, s) [TrimTuner Alg. 1, step 3]",
+        _chain(
+            lambda: patched("optfarm.optimizers.trimtuner:_gains_dt", _no_information_gain),
+            lambda: patched("optfarm.optimizers.trimtuner:_gains_gp", _no_information_gain),
+        ),
+        probe=_TRIMTUNER,
+        exercised_by="44 evaluations read by the tested incumbent's cost to 90% of the "
         "optimum's Accuracy_C (nightly-trimtuner-cost)",
     ),
     Mutation(
