@@ -54,15 +54,15 @@ the filter keeps at most ``max_candidates`` (x, s) pairs (the 144 that 10% of th
 incumbent may be in blocks of ``ROW_BLOCK`` (``acquisition.incumbent.IncumbentScan``); the
 GP predicts in blocks (``models.gp.PREDICT_BLOCK``).
 
-CPU on large tables. Each step scores every hyperparameter sample: the predictions at every
-configuration, the representers' joint posterior and each candidate's information gain. The
-GP keeps every emcee walker as a sample (3 x its hyperparameters, as the authors' code sets its
-walkers): 72 on a table of 22 features, where a 25-evaluation run at 9,216 configurations took
-about 110 CPU-s. On a table of more than ``LARGE_SPACE`` (x, s) pairs (none of the papers'),
-the GP keeps ``models.gp.LARGE_N_SAMPLES`` (12) of them, evenly spaced, as it does beyond
-``LARGE_N`` observations on any table and as Spearmint's integrated acquisition keeps 10
-[Snoek12]: the walkers still explore the posterior, fewer of their positions are scored
-(docs/results/scale.md).
+CPU on large tables. Each step scores every hyperparameter sample of the GP: the predictions
+at every configuration, the representers' joint posterior and each candidate's information
+gain. The GP keeps every emcee walker as a sample, 3 x its hyperparameters as the authors' code
+sets its walkers: 72 on a table of 22 features, where a 25-evaluation run at 9,216
+configurations takes about 110 CPU-s. ``hyper_samples`` k scores at most k of them, evenly
+spaced, as the GP does beyond ``LARGE_N`` observations on any table and as Spearmint's
+integrated acquisition keeps 10 [Snoek12]: 12 makes that run about 4x cheaper, but in 4 seeds
+of 50 evaluations it found the feasible region in 2 where every walker found it in 4, so it is
+not the default (docs/results/scale.md).
 
 References:
     [TrimTuner] Mendes, Casimiro, Romano, Garlan. TrimTuner, MASCOTS 2020, Sec. III, Alg. 1.
@@ -100,18 +100,15 @@ from .base import (
     stopped_at_cap,
 )
 from .blas import single_threaded
-from .models.gp import LARGE_N_SAMPLES, GaussianProcess
+from .models.gp import GaussianProcess
 from .models.gp_fantasy import CandidateCovariances, RowPosterior
 from .models.targets import Targets
 from .models.trees import TreeEnsemble
 from .seeds import drawn_seed, keyed_generator
 
-__all__ = ["LARGE_SPACE", "ROW_BLOCK", "TrimTuner"]
+__all__ = ["ROW_BLOCK", "TrimTuner"]
 
 _CHUNK = 16  # candidates per executor item (does not change results)
-# (x, s) pairs beyond which a table is large: more than any table of the papers has (1,440).
-# There the GP keeps LARGE_N_SAMPLES of its walkers as hyperparameter samples (module docstring)
-LARGE_SPACE = 2048
 # rows per block of a fantasy's incumbent scan: more than any table of the papers has
 # configurations (384), so theirs are scanned in one block
 ROW_BLOCK = 2048
@@ -302,6 +299,14 @@ class TrimTuner(Optimizer):
             "GP hyperparameters: emcee samples or maximum likelihood",
             choices=("mcmc", "ml"),
         ),
+        Param(
+            "hyper_samples",
+            0,
+            "emcee positions scored as hyperparameter samples each step: 0 every walker (3 x "
+            "the GP's hyperparameters, as the authors' code), k at most k of them, evenly "
+            "spaced (faster on large tables, and found less: docs/results/scale.md)",
+            low=0,
+        ),
         Param("burn_in", 100, "emcee burn-in steps (first fit)", low=0),
         Param("chain_length", 100, "emcee steps per fit", low=1),
         Param("n_representers", 50, "representer configurations at s = 1", low=2),
@@ -365,13 +370,12 @@ class TrimTuner(Optimizer):
         cfg = self.config
         if cfg["model"] == "dt":
             return TreeEnsemble(n_trees=cfg["n_trees"], seed=self._model_seed)
-        pairs = self.space.n_configs * len(self.space.fidelities)
         return GaussianProcess(
             basis=basis if self.space.has_fidelity else None,
             hyper=cfg["hyper"],
             burn_in=cfg["burn_in"],
             chain_length=cfg["chain_length"],
-            max_samples=LARGE_N_SAMPLES if pairs > LARGE_SPACE else None,
+            max_samples=cfg["hyper_samples"] or None,
             seed=self._model_rng,
         )
 

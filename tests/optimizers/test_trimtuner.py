@@ -15,9 +15,8 @@ from optfarm.farm.run.spec import RunSpec
 from optfarm.optimizers.acquisition.analytic import constraints_log_pf
 from optfarm.optimizers.acquisition.entropy import joint_samples
 from optfarm.optimizers.base import Recommendation
-from optfarm.optimizers.models.gp import LARGE_N_SAMPLES
 from optfarm.optimizers.registry import make_optimizer
-from optfarm.optimizers.trimtuner import LARGE_SPACE, acquisition_chunk
+from optfarm.optimizers.trimtuner import acquisition_chunk
 from optfarm.oracle.oracle import Oracle
 from optfarm.oracle.registry import import_datasets, load
 
@@ -199,22 +198,9 @@ def test_eic_baselines_start_with_four_lhs_points_at_full_size(rnn):
     np.testing.assert_allclose(acq, ei * pf / np.exp(pred["cost"][0]), rtol=1e-9, atol=1e-300)
 
 
-@pytest.mark.parametrize(
-    "dataset,name,most",
-    [
-        ("synthetic", "trimtuner", None),
-        ("cloud-grid-9216", "trimtuner", LARGE_N_SAMPLES),
-        ("cloud-grid-9216", "fabolas", LARGE_N_SAMPLES),
-    ],
-)
-def test_on_a_large_table_the_gp_scores_a_few_of_its_walkers(dataset, name, most):
-    """Beyond LARGE_SPACE (x, s) pairs (none of the papers' tables) the entropy search's GP
-    keeps LARGE_N_SAMPLES of its walkers; on the papers' sizes every walker (synthetic: 360
-    configurations x 4 sizes)."""
-    spec = RunSpec(dataset, name, 0, {}).resolved()
-    data = load(spec.dataset)
-    oracle = Oracle(data, spec.problem(data))
-    pairs = oracle.space.n_configs * len(oracle.space.fidelities)
-    assert (pairs > LARGE_SPACE) == (most is not None)
-    opt = make_optimizer(name, oracle.space, oracle.problem, 0)
-    assert opt._make_model("cost").max_samples == most
+@pytest.mark.parametrize("name", ["trimtuner", "fabolas", "fabulinus"])
+def test_hyper_samples_scores_that_many_walkers_and_every_one_by_default(rnn, name):
+    assert make_optimizer(name, rnn.space, rnn.problem, 0)._make_model("cost").max_samples is None
+    opt, _ = _drive(rnn, name, 2, hyper_samples=4)
+    model = opt._targets.models["cost"]
+    assert model.max_samples == 4 and len(model.theta_) == 4
