@@ -85,7 +85,10 @@ def cross_kernel(theta: np.ndarray, A: np.ndarray, B: np.ndarray, basis: bool) -
     """The kernel k(A, B) (W, len(A), len(B)) under each row of ``theta`` (W, p), from the
     transformed inputs ``A`` and ``B`` (``basis``: their last column is the basis feature),
     without the noise. As george computes it: r^2 = sum_j (a_j - b_j)^2 exp(-log M_j), the
-    Matern 5/2 of 5 r^2, times the amplitude, times 1 + b phi(s) phi(s')."""
+    Matern 5/2 of 5 r^2, times the amplitude, times 1 + b phi(s) phi(s'). ``Design.gram`` is
+    the same kernel by one matrix product over precomputed squared differences, faster for
+    emcee's many walkers but equal to george only to 1e-10; the predictions need george's
+    bits (a different last bit can move an argmax and the papers' runs with it)."""
     n_x = A.shape[1] - (1 if basis else 0)
     out = np.empty((len(theta), len(A), len(B)))
     group = max(1, CROSS_BLOCK // max(1, len(A) * len(B)))
