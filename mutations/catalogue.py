@@ -479,7 +479,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         lambda: patched("optfarm.optimizers.trimtuner:acquisition_chunk", _full_size_price),
         probe=_TRIMTUNER,
         exercised_by="44 evaluations read by the cost until the pick reaches 98% of the "
-        "optimum's Accuracy_C (nightly-trimtuner-cost)",
+        "optimum's Accuracy_C (nightly-trimtuner-cost for TrimTuner-DT on CNN, "
+        "nightly-fabulinus-cost for Fabulinus on RNN)",
     ),
     Mutation(
         "trimtuner-no-information-gain",

@@ -537,8 +537,9 @@ def test_the_committed_baseline_covers_the_nightly_specs():
 
 
 def test_the_nightly_workflow_runs_every_nightly_spec_on_the_datasets_it_fetches():
-    """The nightly CI job gives ``farm regress`` the default specs and fetches every public
-    dataset they run (the Guindani part moved to another table once without it)."""
+    """The nightly CI jobs give ``farm regress`` the default specs, each once, and each job
+    fetches every public dataset its specs run (the Guindani part moved to another table once
+    without it)."""
     from pathlib import Path
 
     from optfarm.farm.cli.regress import DEFAULT_SPECS
@@ -546,17 +547,22 @@ def test_the_nightly_workflow_runs_every_nightly_spec_on_the_datasets_it_fetches
 
     root = Path(__file__).resolve().parents[2]
     workflow = (root / ".github" / "workflows" / "nightly.yml").read_text()
-    fetched = re.search(r"farm datasets fetch ([^\n]+)", workflow).group(1).split()
-    regress = (
-        re.search(r"farm regress ([\w\s\\-]+?)--baseline nightly-baseline", workflow, re.S)
-        .group(1)
-        .replace("\\", " ")
-        .split()
-    )
-    assert regress == DEFAULT_SPECS
-    for path in DEFAULT_SPECS:
-        for d in load_spec(path).dataset_entries():
-            assert d.name == "synthetic" or d.name in fetched, (path, d.name)
+    jobs = re.split(r"\n  [\w-]+:\n    runs-on:", workflow)[1:]
+    assert len(jobs) == 2
+    regressed = []
+    for job in jobs:
+        fetched = re.search(r"farm datasets fetch ([^\n]+)", job).group(1).split()
+        specs = (
+            re.search(r"farm regress ([\w\s\\-]+?)--baseline nightly-baseline", job, re.S)
+            .group(1)
+            .replace("\\", " ")
+            .split()
+        )
+        regressed += specs
+        for path in specs:
+            for d in load_spec(path).dataset_entries():
+                assert d.name == "synthetic" or d.name in fetched, (path, d.name)
+    assert regressed == DEFAULT_SPECS
 
 
 def test_the_short_gate_runs_the_nightly_runs_on_synthetic():

@@ -33,6 +33,7 @@ DEFAULT_SPECS = [
     "nightly-obol",
     "nightly-nephele",
     "nightly-lynceus-timeout",
+    "nightly-fabulinus-cost",
 ]
 
 
