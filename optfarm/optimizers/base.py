@@ -252,6 +252,9 @@ class Optimizer(ABC):
     version: ClassVar[int] = 1  # in every run key: bump only when results change on purpose
     # a run's peak memory beyond its process and the oracle (the farm places runs by it)
     memory: ClassVar[MemoryUse] = MemoryUse()
+    # its state pickles mid-run, so a run resumes from its checkpoint
+    # (optfarm.farm.run.checkpoint); False: a stopped run starts again from its first step
+    resumable: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -12,11 +12,14 @@ import time
 
 import pytest
 
+from optfarm.farm.run.checkpoint import Checkpoint
 from optfarm.farm.run.loop import run_one
 from optfarm.farm.run.spec import RunSpec
 from optfarm.farm.store.store import Store
 from optfarm.farm.sweep.runner import run_sweep
 from optfarm.farm.sweep.spec import expand, parse_spec
+from optfarm.oracle.oracle import Oracle
+from optfarm.oracle.registry import load
 
 from .conftest import LOOPBACK, descendants, listeners_of, same_trace
 
@@ -50,6 +53,37 @@ def test_sweep_traces_equal_the_serial_loop(ray_local, tmp_path):
         assert same_trace(stored, serial), run
     pids = {r["where"]["pid"] for r in store.records()}
     assert len(pids) == 2 and os.getpid() not in pids  # two actors, not this process
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_a_run_on_ray_resumes_from_its_checkpoint(ray_local, tmp_path):
+    """An actor on the driver's node resumes a run from the sweep's checkpoint of it
+    (``optfarm.farm.run.checkpoint``), counts the CPU spent before, and the store removes the
+    checkpoint once the run is stored."""
+    spec = _spec(seeds=1, iterations=12, optimizers=["lynceus"], datasets=["synthetic"])
+    (run,) = expand(spec)
+    path = tmp_path / "out" / "checkpoints" / f"{run.run_key}.pkl"
+
+    def stop(row):
+        if row["step"] == 5:
+            raise _Stop
+
+    with pytest.raises(_Stop):  # the run stopped mid-way in another process
+        run_one(run, checkpoint=Checkpoint(path, run.run_key, every_s=0), on_step=stop)
+    oracle = Oracle(load("synthetic"), load("synthetic").meta.problem)
+    state = Checkpoint(path, run.run_key).load(oracle, None)
+    state.cpu_s = 1e4  # marks the CPU of the stopped part: counted only if the run resumed
+    Checkpoint(path, run.run_key).save(state, oracle, None)
+
+    report = run_sweep(spec, tmp_path / "out", progress=False)
+    assert report.complete and report.done == 1
+    store = Store(tmp_path / "out")
+    assert store.record(run.run_key)["cpu_s"] >= 1e4
+    assert same_trace(store.trace(run.run_key), run_one(run).trace)
+    assert not path.exists()
 
 
 def test_oracle_table_is_shared_zero_copy_one_copy(ray_local):

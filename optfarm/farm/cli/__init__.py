@@ -63,6 +63,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from optfarm.farm.run.checkpoint import CheckpointSettingError
     from optfarm.optimizers.base import ParameterError
     from optfarm.oracle.dataset import DatasetError
     from optfarm.oracle.problem import ProblemError
@@ -71,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = list(sys.argv[1:] if argv is None else argv)  # `farm sweep` runs it again
     try:
         return args.func(args)
-    except (UsageError, DatasetError, ParameterError, ProblemError) as e:
+    except (UsageError, DatasetError, ParameterError, ProblemError, CheckpointSettingError) as e:
         print(f"farm: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:  # the reader went away (`farm ... | head`)

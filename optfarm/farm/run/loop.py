@@ -26,6 +26,7 @@ from typing import Literal, cast
 import numpy as np
 import pyarrow as pa
 
+from optfarm.farm.run.checkpoint import Checkpoint, RunState
 from optfarm.farm.run.metrics import recommendation_quality, summarize, target_check
 from optfarm.farm.run.recommendation import TestedIncumbent
 from optfarm.farm.run.spec import RunSpec
@@ -115,6 +116,9 @@ PICK_COLUMNS = ("pick_cno", "pick_accuracy_c", "pick_feasible")
 class RunResult:
     summary: dict
     trace: pa.Table
+    # CPU-seconds the run spent before it resumed from its checkpoint, in earlier processes
+    # (``optfarm.farm.run.checkpoint``): a run's CPU is this and what its last process measured
+    cpu_s_before: float = 0.0
 
 
 def execute(oracle: Oracle, suggestion: Suggestion, rng: np.random.Generator) -> Observation:
@@ -225,25 +229,33 @@ def run_one(
     oracle: Oracle | None = None,
     executor: Executor | None = None,
     on_step: Callable[[dict], None] | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> RunResult:
     """Run one optimizer run as ``spec`` says. ``oracle`` (already built over the spec's
     dataset and problem) saves loading; ``executor`` carries the optimizer's inner work;
-    ``on_step`` is given each trace row as it is made (progress). The run keeps every numeric
-    library of the process on one thread (``optfarm.optimizers.blas.OneThread``): the farm's
-    parallelism is across runs."""
+    ``on_step`` is given each trace row as it is made (progress); with ``checkpoint`` the run
+    resumes from it when it holds one and writes it as it goes
+    (``optfarm.farm.run.checkpoint``). The run keeps every numeric library of the process on
+    one thread (``optfarm.optimizers.blas.OneThread``): the farm's parallelism is across runs."""
     with OneThread() as threads:
-        return _run(spec, oracle, executor, on_step, threads)
+        try:
+            return _run(spec, oracle, executor, on_step, threads, checkpoint)
+        except Exception as e:
+            if checkpoint is not None and checkpoint.resumed:  # a retry starts afresh
+                checkpoint.set_aside(f"the run resumed from it failed ({type(e).__name__})")
+            raise
 
 
-def _start(
-    spec: RunSpec, oracle: Oracle | None, executor: Executor | None
-) -> tuple[Oracle, Optimizer]:
-    """The oracle (loaded when not given) and a fresh optimizer of the resolved ``spec``."""
-    if oracle is None:
-        dataset = load(spec.dataset)
-        aggregate = cast(Literal["sample", "mean"], spec.aggregate)  # Oracle checks it
-        oracle = Oracle(dataset, spec.problem(dataset), aggregate=aggregate)
-    opt = make_optimizer(
+def _oracle(spec: RunSpec) -> Oracle:
+    """The oracle over the resolved ``spec``'s dataset and problem."""
+    dataset = load(spec.dataset)
+    aggregate = cast(Literal["sample", "mean"], spec.aggregate)  # Oracle checks it
+    return Oracle(dataset, spec.problem(dataset), aggregate=aggregate)
+
+
+def _optimizer(spec: RunSpec, oracle: Oracle, executor: Executor | None) -> Optimizer:
+    """A fresh optimizer of the resolved ``spec`` over ``oracle``."""
+    return make_optimizer(
         spec.optimizer,
         oracle.space,
         oracle.problem,
@@ -252,7 +264,6 @@ def _start(
         evaluations=spec.design_evaluations,
         **spec.params,
     )
-    return oracle, opt
 
 
 def _run(
@@ -261,16 +272,19 @@ def _run(
     executor: Executor | None,
     on_step: Callable[[dict], None] | None,
     threads: OneThread,
+    checkpoint: Checkpoint | None,
 ) -> RunResult:
     spec = spec.resolved()
-    oracle, opt = _start(spec, oracle, executor)
-    stepper = Stepper(opt, oracle, spec.seed, spec.deadline)
-    credited = TestedIncumbent(oracle.problem, any_fidelity=opt.recommends_fidelity)
+    c0 = time.process_time()
+    oracle, state = _resumed(spec, oracle, executor, checkpoint)
+    opt, stepper, credited, rows = state.optimizer, state.stepper, state.credited, state.rows
+    warmup = state.warmup
     reached = None if spec.until is None else target_check(oracle, spec.until)
     run_columns = _run_columns(spec)
-    rows: list[dict] = []
-    warmup = None
     while (stop := stepper.stop_reason(spec.iterations)) is None:
+        if checkpoint is not None and checkpoint.due():
+            cpu_s = state.cpu_s + time.process_time() - c0
+            checkpoint.save(RunState(opt, stepper, credited, rows, warmup, cpu_s), oracle, executor)
         threads.refresh()  # a library the optimizer loaded last step (torch on its first ask)
         step = stepper.step()
         if step is None:
@@ -290,7 +304,26 @@ def _run(
             stop = "target"
             break
     trace = pa.Table.from_pylist(rows, schema=TRACE_SCHEMA)
-    return RunResult(summarize(spec, oracle, trace, credited, incumbent(opt), stop, warmup), trace)
+    summary = summarize(spec, oracle, trace, credited, incumbent(opt), stop, warmup)
+    return RunResult(summary, trace, state.cpu_s)
+
+
+def _resumed(
+    spec: RunSpec, oracle: Oracle | None, executor: Executor | None, checkpoint: Checkpoint | None
+) -> tuple[Oracle, RunState]:
+    """The oracle (loaded when not given) and the run's start: its checkpoint's state when it
+    holds one, else a fresh optimizer, stepper and credited incumbent."""
+    if oracle is None:
+        oracle = _oracle(spec)
+    saved = None if checkpoint is None else checkpoint.load(oracle, executor)
+    if saved is not None:
+        return oracle, saved
+    opt = _optimizer(spec, oracle, executor)
+    if checkpoint is not None and not opt.resumable:
+        checkpoint.off()
+    stepper = Stepper(opt, oracle, spec.seed, spec.deadline)
+    credited = TestedIncumbent(oracle.problem, any_fidelity=opt.recommends_fidelity)
+    return oracle, RunState(opt, stepper, credited, [], None)
 
 
 def _run_columns(spec: RunSpec) -> dict:

@@ -45,6 +45,7 @@ from ray.exceptions import (  # noqa: E402
     RayTaskError,
 )
 
+from optfarm.farm.run.checkpoint import Checkpoints  # noqa: E402
 from optfarm.farm.run.loop import RunResult, run_one  # noqa: E402
 from optfarm.farm.run.spec import RunSpec  # noqa: E402
 from optfarm.farm.runtime.capacity import (  # noqa: E402
@@ -277,11 +278,19 @@ class RunActor:
             "ip": ray.util.get_node_ip_address(),
         }
 
-    def run(self, spec: RunSpec) -> tuple[RunResult, float, float]:
-        """The run's result, and the CPU and wall time it took here."""
+    def run(
+        self, spec: RunSpec, checkpoints: tuple[str, Checkpoints] | None = None
+    ) -> tuple[RunResult, float, float]:
+        """The run's result, and the CPU and wall time it took here. ``checkpoints``: the
+        driver's node and its checkpoints: on that node the run resumes from and writes its
+        checkpoint (``optfarm.farm.run.checkpoint``)."""
         c0, t0 = time.process_time(), time.perf_counter()
-        result = run_one(spec, self._oracles.get(spec), self._executor)
-        return result, time.process_time() - c0, time.perf_counter() - t0
+        checkpoint = None
+        if checkpoints is not None and checkpoints[0] == ray.get_runtime_context().get_node_id():
+            checkpoint = checkpoints[1].for_run(spec.run_key)
+        result = run_one(spec, self._oracles.get(spec), self._executor, checkpoint=checkpoint)
+        cpu_s = result.cpu_s_before + time.process_time() - c0
+        return result, cpu_s, time.perf_counter() - t0
 
     def shared_memory_report(self, name: str) -> dict:
         """Where this actor reads dataset ``name``'s table from (``shared_memory_report``)."""
@@ -334,6 +343,7 @@ def run_on_ray(
     executor: str = "serial",
     chunk_size: int = 0,
     on_submit: Callable[[RunSpec, dict], None] | None = None,
+    checkpoints: Checkpoints | None = None,
     autoscale: bool | None = None,
     head_timeout: float = HEAD_TIMEOUT_S,
     placement_timeout: float = PLACEMENT_TIMEOUT_S,
@@ -349,7 +359,7 @@ def run_on_ray(
     ``QUEUE_DEPTH`` per actor, the least loaded first; an idle actor the sweep no longer needs
     is ended, so it holds no CPU that a queued run needs. A run whose actor died goes back to
     the queue up to ``max_retries`` times; one killed for memory goes back once, to run alone
-    on a node (``_ActorPool``); one line on stderr each, Ray's own report of it not printed.
+    on a node (``_ActorPool``; here, from its ``checkpoints``); one line on stderr each, not Ray's.
     ``autoscale`` (default: when joined to a cluster) asks the autoscaler for a CPU per run
     that could be in flight (``capacity.wanted_cpus``, ``capacity.Demand``). Every
     call to the head is bounded (``capacity.HeadWatch``); ``ClusterLost`` ends it when the head
@@ -358,8 +368,7 @@ def run_on_ray(
     Closing the generator (Ctrl-C) kills the actors; ``on_submit(spec, where)``: each run out."""
     if not runs:
         return
-    drop_driver_errors(_reported_here)
-    pool = _ActorPool(runs, executor, chunk_size, max_retries, on_submit)
+    pool = _ActorPool(runs, executor, chunk_size, max_retries, on_submit, checkpoints)
     head = HeadWatch(ray.get_runtime_context().gcs_address, head_timeout)
     asks = _joined_cluster if autoscale is None else autoscale
     watch = _ClusterWatch(head, Demand(head if asks else None), max_in_flight, placement_timeout)
@@ -408,8 +417,14 @@ class _ActorPool:
         chunk_size: int,
         max_retries: int,
         on_submit: Callable[[RunSpec, dict], None] | None,
+        checkpoints: Checkpoints | None = None,
     ):
         from optfarm.oracle.registry import load
+
+        drop_driver_errors(_reported_here)  # the pool says its actors' deaths itself
+        # a folder of this machine: the runs on other nodes write no checkpoint
+        here = ray.get_runtime_context().get_node_id()
+        self.checkpoints = None if checkpoints is None else (here, checkpoints)
 
         datasets = {name: load(name) for name in sorted({r.dataset for r in runs})}
         self.shared = {name: ray.put(d.to_table()) for name, d in datasets.items()}
@@ -522,7 +537,7 @@ class _ActorPool:
 
     def _send(self, actor: _Actor, spec: RunSpec) -> None:
         self.attempts[spec.run_key] = self.attempts.get(spec.run_key, 0) + 1
-        ref = actor.handle.run.remote(spec)
+        ref = actor.handle.run.remote(spec, self.checkpoints)
         self.in_flight[ref] = _Sent(actor, spec, time.perf_counter(), kernel_oom_kills())
         actor.refs.append(ref)
         if self.on_submit is not None:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from optfarm.farm.run.checkpoint import Checkpoints
 from optfarm.farm.run.loop import RunResult, run_one
 from optfarm.farm.run.spec import RunSpec
 from optfarm.farm.runtime.memory import available_bytes, gb, run_memory
@@ -61,8 +62,12 @@ def error_line(e: BaseException) -> str:
     return f"{type(cause).__name__}: {text[-1] if text else ''}"
 
 
-def run_serially(runs: Sequence[RunSpec]) -> Iterator[Outcome]:
-    """The same outcomes, in this process, one run after the other (no Ray). A run that needs
+def run_serially(
+    runs: Sequence[RunSpec], checkpoints: Checkpoints | None = None
+) -> Iterator[Outcome]:
+    """The same outcomes, in this process, one run after the other (no Ray); with
+    ``checkpoints`` each run resumes from its checkpoint and writes it as it goes
+    (``optfarm.farm.run.checkpoint``). A run that needs
     more memory than the machine has available as it would start
     (``optfarm.farm.runtime.memory``) is not started: it is recorded as failed, said in one
     line, and the sweep goes on (a run killed here by the kernel's OOM killer would end the
@@ -81,14 +86,24 @@ def run_serially(runs: Sequence[RunSpec]) -> Iterator[Outcome]:
             if (room := _no_room(spec, needs[pair])) is not None:
                 yield Outcome(spec, None, room, 0, 0.0, where)
                 continue
-            result = run_one(spec, oracles.get(spec))
+            result = run_one(
+                spec,
+                oracles.get(spec),
+                checkpoint=checkpoints and checkpoints.for_run(spec.run_key),
+            )
         except Exception as e:  # a failed run is recorded, the sweep goes on
             if isinstance(e, MemoryError):
                 say(f"{run_words(spec)} ran out of memory ({error_line(e)}); failed")
             yield Outcome(spec, None, error_line(e), 1, time.perf_counter() - t0, where)
             continue
         yield Outcome(
-            spec, result, None, 1, time.perf_counter() - t0, where, time.process_time() - c0
+            spec,
+            result,
+            None,
+            1,
+            time.perf_counter() - t0,
+            where,
+            result.cpu_s_before + time.process_time() - c0,
         )
 
 

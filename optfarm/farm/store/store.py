@@ -60,6 +60,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from optfarm.farm.run.checkpoint import Checkpoints, every_s_here
 from optfarm.farm.run.loop import RunResult
 from optfarm.farm.run.metrics import final_quality
 from optfarm.farm.run.spec import RunSpec
@@ -287,6 +288,15 @@ class Store:
     def record_path(self, run_key: str) -> PurePath:
         return self.runs / f"{run_key}.json"
 
+    def checkpoints(self) -> Checkpoints | None:
+        """The runs' checkpoints, in ``OUT/checkpoints`` (``optfarm.farm.run.checkpoint``),
+        written as often as ``$OPTFARM_CHECKPOINT_S`` says; a folder of this machine, so None
+        for a store elsewhere (an object store), and None when they are ``off``."""
+        every_s = every_s_here()
+        if not self.location.local or every_s is None:
+            return None
+        return Checkpoints(str(self.root / "checkpoints"), every_s)
+
     def show(self, path: PurePath) -> str:
         return self.location.show(path)
 
@@ -363,6 +373,8 @@ class Store:
         record = _sealed(record)
         self._write_json(self.record_path(key), record)
         fault_point("after-record")
+        if self.location.local:  # the run is stored: it never resumes
+            Checkpoints(str(self.root / "checkpoints")).for_run(key).remove()
         self.verified_files.add(
             key, self.signature(self.record_path(key)), self.signature(self.trace_path(key))
         )

@@ -107,6 +107,7 @@ def run_sweep(
     runs = list(keyed.values())
     _check_problems(runs)
     store = Store(out)
+    checkpoints = store.checkpoints()  # a bad $OPTFARM_CHECKPOINT_S before anything is written
     with store.lock():
         written = _write_spec(store, spec, options)
         report = SweepReport(runs, list(keyed))
@@ -120,6 +121,7 @@ def run_sweep(
                 todo if options.run else [],
                 spec,
                 store,
+                checkpoints,
                 tracker,
                 report,
                 backend,
@@ -252,9 +254,9 @@ def _intact_records(store: Store, report: SweepReport, verify: bool) -> dict[str
 
 
 def _run_todo(
-    todo, spec, store, tracker, report, backend, max_in_flight, on_submit, progress
+    todo, spec, store, checkpoints, tracker, report, backend, max_in_flight, on_submit, progress
 ) -> None:
-    outcomes = _outcomes(todo, spec, backend, max_in_flight, on_submit)
+    outcomes = _outcomes(todo, spec, backend, max_in_flight, on_submit, checkpoints)
     bar = _progress(len(report.runs), report.skipped, spec.name, progress)
     storing = None  # the run being stored: on disk, perhaps, before Ctrl-C lets it be counted
     try:
@@ -305,11 +307,11 @@ def _run_todo(
             report.mlflow_page = tracker.runs_page()
 
 
-def _outcomes(todo, spec, backend, max_in_flight, on_submit):
+def _outcomes(todo, spec, backend, max_in_flight, on_submit, checkpoints):
     from optfarm.farm.runtime.serial import run_serially
 
     if backend == "serial" or not todo:  # nothing to run: no Ray
-        return run_serially(todo)
+        return run_serially(todo, checkpoints)
     from optfarm.farm.runtime.ray_runtime import run_on_ray
 
     return run_on_ray(
@@ -319,6 +321,7 @@ def _outcomes(todo, spec, backend, max_in_flight, on_submit):
         executor=spec.runtime.executor,
         chunk_size=spec.runtime.chunk_size,
         on_submit=on_submit,
+        checkpoints=checkpoints,
     )
 
 

@@ -47,6 +47,7 @@ class SmacHPO(TablePeer):
     )
     modules = ("smac", "ConfigSpace")
     constrained = False
+    resumable = False  # SMAC's intensifier asks through a generator, which pickle cannot hold
     params = TablePeer.params + (
         Param(
             "n_trials",
