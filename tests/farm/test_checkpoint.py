@@ -196,3 +196,15 @@ def test_a_bad_checkpoint_setting_is_bad_input(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "$OPTFARM_CHECKPOINT_S='often': not a number of seconds (>= 0) or 'off'" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_checkpoint_of_a_stored_run_is_removed_when_the_sweep_runs_again(tmp_path):
+    command = _sweep_command(tmp_path / "out")[3:]
+    command[command.index("eic")] = "random"
+    assert main(command) == 0
+    (key,) = Store(tmp_path / "out").finished()
+    left = tmp_path / "out" / "checkpoints" / f"{key}.pkl"  # a driver stopped before removing it
+    left.parent.mkdir(exist_ok=True)
+    left.write_bytes(b"")
+    assert main(command) == 0
+    assert not left.exists()

@@ -33,6 +33,7 @@ import pickle
 import random
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -233,6 +234,14 @@ class Checkpoints:
 
     def for_run(self, run_key: str) -> Checkpoint:
         return Checkpoint(Path(self.folder) / f"{run_key}.pkl", run_key, self.every_s)
+
+    def drop_stored(self, stored: Iterable[str]) -> None:
+        """Remove the checkpoints of runs already stored (left when a driver stopped between
+        storing a run and removing its checkpoint)."""
+        stored = set(stored)
+        for path in Path(self.folder).glob("*.pkl"):
+            if path.stem in stored:
+                path.unlink(missing_ok=True)
 
 
 def every_s_here() -> float | None:

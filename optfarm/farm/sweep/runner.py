@@ -112,6 +112,8 @@ def run_sweep(
         written = _write_spec(store, spec, options)
         report = SweepReport(runs, list(keyed))
         todo = _left_to_run(store, keyed, report, options.verify)
+        if checkpoints is not None:
+            checkpoints.drop_stored(k for k in report.records if _finished(report.records, k))
         backend = options.backend or spec.runtime.backend
         if options.run and todo and backend != "serial":
             backend = _start_ray(options, len(todo))
