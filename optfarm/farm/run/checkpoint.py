@@ -37,11 +37,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from optfarm.oracle.atomic_files import write_file_atomically
+
+if TYPE_CHECKING:
+    from optfarm.farm.run.spec import RunSpec
 
 __all__ = ["Checkpoint", "CheckpointSettingError", "Checkpoints", "RunState", "every_s_here"]
 
@@ -142,9 +145,12 @@ def _own(oracle, executor) -> dict[str, Any]:
 class Checkpoint:
     """The checkpoint file of one run (``path``), written at most every ``every_s`` seconds."""
 
-    def __init__(self, path: str | os.PathLike, run_key: str, every_s: float = EVERY_S):
+    def __init__(
+        self, path: str | os.PathLike, run_key: str, every_s: float = EVERY_S, words: str = ""
+    ):
         self.path = Path(path)
         self.run_key = run_key
+        self.words = words or run_key  # what its lines call the run
         self.every_s = every_s
         self.resumed = False  # the run was resumed from it
         self._last = time.monotonic()
@@ -168,7 +174,7 @@ class Checkpoint:
         self._last = time.monotonic()
         self.resumed = True
         print(
-            f"farm: run {self.run_key} resumes from its checkpoint after {len(state.rows)} "
+            f"farm: run {self.words} resumes from its checkpoint after {len(state.rows)} "
             f"evaluations ({state.cpu_s:.0f} CPU-s)",
             file=sys.stderr,
             flush=True,
@@ -232,8 +238,13 @@ class Checkpoints:
     folder: str
     every_s: float = EVERY_S
 
-    def for_run(self, run_key: str) -> Checkpoint:
-        return Checkpoint(Path(self.folder) / f"{run_key}.pkl", run_key, self.every_s)
+    def for_run(self, spec: RunSpec) -> Checkpoint:
+        """``spec``'s checkpoint (``RUN_KEY.pkl``), named in its lines by its words."""
+        words = f"{spec.optimizer} on {spec.dataset} seed {spec.seed}"
+        return Checkpoint(self.path(spec.run_key), spec.run_key, self.every_s, words)
+
+    def path(self, run_key: str) -> Path:
+        return Path(self.folder) / f"{run_key}.pkl"
 
     def drop_stored(self, stored: Iterable[str]) -> None:
         """Remove the checkpoints of runs already stored (left when a driver stopped between

@@ -287,7 +287,7 @@ class RunActor:
         c0, t0 = time.process_time(), time.perf_counter()
         checkpoint = None
         if checkpoints is not None and checkpoints[0] == ray.get_runtime_context().get_node_id():
-            checkpoint = checkpoints[1].for_run(spec.run_key)
+            checkpoint = checkpoints[1].for_run(spec)
         result = run_one(spec, self._oracles.get(spec), self._executor, checkpoint=checkpoint)
         cpu_s = result.cpu_s_before + time.process_time() - c0
         return result, cpu_s, time.perf_counter() - t0

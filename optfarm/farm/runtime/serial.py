@@ -89,7 +89,7 @@ def run_serially(
             result = run_one(
                 spec,
                 oracles.get(spec),
-                checkpoint=checkpoints and checkpoints.for_run(spec.run_key),
+                checkpoint=checkpoints and checkpoints.for_run(spec),
             )
         except Exception as e:  # a failed run is recorded, the sweep goes on
             if isinstance(e, MemoryError):

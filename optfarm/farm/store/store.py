@@ -278,6 +278,7 @@ class Store:
         self.fs = self.location.fs
         self.root = self.location.root
         self.runs = self.root / "runs"
+        self.checkpoint_folder = self.root / "checkpoints"  # a local store's (checkpoints())
         self.verified_files = VerifiedFiles(self.location)
         self._lock: FolderLock | None = None
         self._segment: list[tuple[str, str, pa.Table]] = []  # stored since the last segment
@@ -295,7 +296,7 @@ class Store:
         every_s = every_s_here()
         if not self.location.local or every_s is None:
             return None
-        return Checkpoints(str(self.root / "checkpoints"), every_s)
+        return Checkpoints(str(self.checkpoint_folder), every_s)
 
     def show(self, path: PurePath) -> str:
         return self.location.show(path)
@@ -374,7 +375,7 @@ class Store:
         self._write_json(self.record_path(key), record)
         fault_point("after-record")
         if self.location.local:  # the run is stored: it never resumes
-            Checkpoints(str(self.root / "checkpoints")).for_run(key).remove()
+            Checkpoints(str(self.checkpoint_folder)).path(key).unlink(missing_ok=True)
         self.verified_files.add(
             key, self.signature(self.record_path(key)), self.signature(self.trace_path(key))
         )
