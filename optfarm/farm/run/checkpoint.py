@@ -37,14 +37,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from optfarm.farm.run.spec import RunSpec, run_words
 from optfarm.oracle.atomic_files import write_file_atomically
-
-if TYPE_CHECKING:
-    from optfarm.farm.run.spec import RunSpec
 
 __all__ = ["Checkpoint", "CheckpointSettingError", "Checkpoints", "RunState", "every_s_here"]
 
@@ -150,7 +148,7 @@ class Checkpoint:
     ):
         self.path = Path(path)
         self.run_key = run_key
-        self.words = words or run_key  # what its lines call the run
+        self.words = words or f"run {run_key}"  # what its lines call the run
         self.every_s = every_s
         self.resumed = False  # the run was resumed from it
         self._last = time.monotonic()
@@ -174,7 +172,7 @@ class Checkpoint:
         self._last = time.monotonic()
         self.resumed = True
         print(
-            f"farm: run {self.words} resumes from its checkpoint after {len(state.rows)} "
+            f"farm: {self.words} resumes from its checkpoint after {len(state.rows)} "
             f"evaluations ({state.cpu_s:.0f} CPU-s)",
             file=sys.stderr,
             flush=True,
@@ -239,9 +237,8 @@ class Checkpoints:
     every_s: float = EVERY_S
 
     def for_run(self, spec: RunSpec) -> Checkpoint:
-        """``spec``'s checkpoint (``RUN_KEY.pkl``), named in its lines by its words."""
-        words = f"{spec.optimizer} on {spec.dataset} seed {spec.seed}"
-        return Checkpoint(self.path(spec.run_key), spec.run_key, self.every_s, words)
+        """``spec``'s checkpoint (``RUN_KEY.pkl``), named in its lines by ``run_words``."""
+        return Checkpoint(self.path(spec.run_key), spec.run_key, self.every_s, run_words(spec))
 
     def path(self, run_key: str) -> Path:
         return Path(self.folder) / f"{run_key}.pkl"

@@ -22,7 +22,7 @@ from optfarm.oracle.problem import (
     parse_constraint,
 )
 
-__all__ = ["MAX_SEED", "RunSpec", "changed_params", "problem_for", "spec_key"]
+__all__ = ["MAX_SEED", "RunSpec", "changed_params", "problem_for", "run_words", "spec_key"]
 
 MAX_SEED = 2**32 - 1  # the largest seed: traces store it as int64, numpy's generators take it
 
@@ -135,3 +135,8 @@ def changed_params(optimizer, resolved: dict[str, Any]) -> dict[str, Any]:
     """The parameters of ``resolved`` (all of ``optimizer``'s) that differ from its defaults."""
     defaults = optimizer.resolve_params({})
     return {k: v for k, v in resolved.items() if v != defaults[k]}
+
+
+def run_words(spec: RunSpec) -> str:
+    """How the farm's lines name a run: ``run OPTIMIZER on DATASET seed SEED``."""
+    return f"run {spec.optimizer} on {spec.dataset} seed {spec.seed}"

@@ -14,7 +14,7 @@ from typing import Any
 
 from optfarm.farm.run.checkpoint import Checkpoints
 from optfarm.farm.run.loop import RunResult, run_one
-from optfarm.farm.run.spec import RunSpec
+from optfarm.farm.run.spec import RunSpec, run_words
 from optfarm.farm.runtime.memory import available_bytes, gb, run_memory
 
 __all__ = ["OracleCache", "Outcome", "error_line", "run_serially", "run_words", "say"]
@@ -124,7 +124,3 @@ def _no_room(spec: RunSpec, need: int) -> str | None:
 def say(line: str) -> None:
     """One warning line on stderr, as the farm says what happened to a run."""
     print(f"farm: warning: {line}", file=sys.stderr, flush=True)
-
-
-def run_words(spec: RunSpec) -> str:
-    return f"run {spec.optimizer} on {spec.dataset} seed {spec.seed}"
