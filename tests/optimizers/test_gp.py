@@ -191,10 +191,12 @@ def test_walkers_log_posterior_equals_georges_to_1e10(basis):
 
 
 @pytest.mark.parametrize("basis", [None, "loss", "cost"])
-def test_kernels_of_every_sample_equal_georges_bit_for_bit(basis, monkeypatch):
-    """``kernel_per_sample`` / ``kernel_diagonal_per_sample`` (all samples in one NumPy pass)
-    give george's values exactly, one george call per sample being the reference; also when
-    the samples go through in several groups."""
+def test_kernels_of_every_sample_equal_georges_bit_for_bit(basis):
+    """``kernel_per_sample`` / ``kernel_diagonal_per_sample`` (all samples in one compiled
+    pass, ``gp_kernels``) give george's values exactly, one george call per sample being the
+    reference, also the square matrix of the training inputs the predictions factor; on a CPU
+    whose NumPy ``exp`` is vectorised differently (AVX-512) too: the kernel takes the C
+    library's."""
     X, y, Q = _data(n=30, d=4, seed=3)
     gp = GaussianProcess(basis=basis, hyper="mcmc", burn_in=10, chain_length=10, seed=4)
     gp.fit(X, y)
@@ -206,8 +208,31 @@ def test_kernels_of_every_sample_equal_georges_bit_for_bit(basis, monkeypatch):
         diag.append(gp._kernel.get_value(gp._transform(Q), diag=True))
     np.testing.assert_array_equal(gp.kernel_per_sample(X, Q), np.array(cross))
     np.testing.assert_array_equal(gp.kernel_diagonal_per_sample(Q), np.array(diag))
-    monkeypatch.setattr(gp_posterior, "CROSS_BLOCK", 3 * len(X) * len(Q))  # groups of 3
-    np.testing.assert_array_equal(gp.kernel_per_sample(X, Q), np.array(cross))
+    gp._set(gp.theta_[1])
+    np.testing.assert_array_equal(gp._cross(1, gp._Xt, gp._Xt), gp._kernel.get_value(gp._Xt))
+
+
+@pytest.mark.parametrize("basis", [None, "cost"])
+def test_predictions_are_georges_to_the_last_bit(basis):
+    """The predictions (blocks, one sample at a time) are those george's kernels give, bit
+    for bit: the papers' runs depend on an argmax over them."""
+    X, y, Q = _data(n=30, d=4, seed=5)
+    gp = GaussianProcess(basis=basis, hyper="mcmc", burn_in=10, chain_length=10, seed=6)
+    gp.fit(X, y)
+    Xt, Qt = gp._Xt, gp._transform(Q)
+    for i, theta in enumerate(gp.theta_):
+        noise = gp._set(theta)
+        L = np.linalg.cholesky(gp._kernel.get_value(Xt) + noise * np.eye(len(X)))
+        np.testing.assert_array_equal(gp._L[i], L)
+        Ks = gp._kernel.get_value(Xt, Qt)
+        V = gp_module.solve_triangular(L, Ks, lower=True)
+        means, variances = gp.predict_per_sample(Q)
+        mean = (Ks.T @ gp._alpha[i]) * gp.y_scale_ + gp.y_mean_
+        var = gp._kernel.get_value(Qt, diag=True) - np.einsum("ij,ij->j", V, V)
+        np.testing.assert_array_equal(means[i], mean)
+        np.testing.assert_array_equal(variances[i], np.maximum(var, 0.0) * gp.y_scale_**2)
+        _, cov = gp._sample_joint(i, Qt, 0.0)
+        np.testing.assert_array_equal(cov, gp._kernel.get_value(Qt) - V.T @ V)
 
 
 def test_walkers_out_of_bounds_get_minus_inf_without_a_likelihood(monkeypatch):

@@ -44,6 +44,11 @@ since the last sampling: in between the kept samples are conditioned on every ob
 exact posterior under them), as the hyperparameters' posterior moves little with one more
 point among hundreds (docs/results/gp-fits.md, "Large n").
 
+The conditioning and the predictions compute the kernel with ``gp_kernels.cross`` (compiled,
+george's values to the last bit on every CPU, without george's per-pair calls through its
+kernel tree); the maximum-likelihood fit and the reference log posterior call george's kernels
+(with their gradients).
+
 Numerical safety: a noise floor ``noise_floor`` and an escalating diagonal jitter make the
 Cholesky factorisation succeed with duplicate inputs; constant targets are normalised with
 scale 1.
@@ -71,7 +76,8 @@ from scipy.optimize import minimize
 
 from ..linalg import cholesky_with_jitter
 from ..seeds import drawn_seed
-from .gp_posterior import HORSESHOE_SCALE, Design, cross_kernel, kernel_diagonal, log_posterior
+from . import gp_kernels
+from .gp_posterior import HORSESHOE_SCALE, Design, log_posterior
 
 __all__ = ["PREDICT_BLOCK", "GaussianProcess", "mixture_moments"]
 
@@ -194,6 +200,10 @@ class GaussianProcess:
         """Load kernel parameters; returns the noise variance (floored)."""
         self._kernel.set_parameter_vector(theta[:-1])
         return math.exp(theta[-1]) + self.noise_floor
+
+    def _cross(self, i: int, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        """k(A, B) under hyperparameter sample ``i``, without the noise (george's values)."""
+        return gp_kernels.cross(self.theta_[i : i + 1], A, B, bool(self.basis))[0]
 
     # -- likelihood ---------------------------------------------------------------------------
     def _log_prior(self, theta: np.ndarray) -> float:
@@ -345,8 +355,8 @@ class GaussianProcess:
         self._alpha = np.empty((S, self._n))
         self.noise_ = np.empty(S)
         for i, theta in enumerate(self.theta_):
-            noise = self._set(theta)
-            K = self._kernel.get_value(self._Xt) + noise * np.eye(self._n)
+            noise = math.exp(theta[-1]) + self.noise_floor
+            K = self._cross(i, self._Xt, self._Xt) + noise * np.eye(self._n)
             self._L[i] = cholesky_with_jitter(K, "GP: covariance matrix")
             self._alpha[i] = cho_solve((self._L[i], True), self._yn)
             self.noise_[i] = noise
@@ -371,16 +381,17 @@ class GaussianProcess:
         means = np.empty((S, m))
         out = np.empty((S, m, m) if full_cov else (S, m))
         for i, theta in enumerate(self.theta_):
-            noise_var = self._set(theta)
+            noise_var = math.exp(theta[-1]) + self.noise_floor
             if full_cov:
                 means[i], out[i] = self._sample_joint(i, Xq, noise_var if noise else 0.0)
                 continue
             for b in range(0, m, PREDICT_BLOCK):
                 rows = slice(b, b + PREDICT_BLOCK)
-                Ks = self._kernel.get_value(self._Xt, Xq[rows])  # (n, block)
+                Ks = self._cross(i, self._Xt, Xq[rows])  # (n, block)
                 means[i, rows] = Ks.T @ self._alpha[i]
                 V = solve_triangular(self._L[i], Ks, lower=True)
-                var = self._kernel.get_value(Xq[rows], diag=True) - np.einsum("ij,ij->j", V, V)
+                prior = gp_kernels.diagonal(self.theta_[i : i + 1], Xq[rows], bool(self.basis))[0]
+                var = prior - np.einsum("ij,ij->j", V, V)
                 out[i, rows] = np.maximum(var, 0.0) + (noise_var if noise else 0.0)
         scale2 = self.y_scale_**2
         return means * self.y_scale_ + self.y_mean_, out * scale2
@@ -388,9 +399,9 @@ class GaussianProcess:
     def _sample_joint(self, i: int, Xq: np.ndarray, noise_var: float):
         """Mean (m,) and covariance (m, m) of f (+ ``noise_var`` on the diagonal) at the
         transformed rows ``Xq`` under hyperparameter sample ``i`` (loaded), normalised."""
-        Ks = self._kernel.get_value(self._Xt, Xq)  # (n, m)
+        Ks = self._cross(i, self._Xt, Xq)  # (n, m)
         V = solve_triangular(self._L[i], Ks, lower=True)
-        cov = self._kernel.get_value(Xq) - V.T @ V
+        cov = self._cross(i, Xq, Xq) - V.T @ V
         if noise_var:
             cov[np.diag_indices(len(Xq))] += noise_var
         return Ks.T @ self._alpha[i], cov
@@ -409,7 +420,7 @@ class GaussianProcess:
         means = np.empty((S, len(Xq)))
         total = np.zeros((len(Xq), len(Xq)))
         for i, theta in enumerate(self.theta_):
-            noise_var = self._set(theta)
+            noise_var = math.exp(theta[-1]) + self.noise_floor
             means[i], cov = self._sample_joint(i, Xq, noise_var if noise else 0.0)
             total += cov * self.y_scale_**2
         means = means * self.y_scale_ + self.y_mean_
@@ -429,14 +440,16 @@ class GaussianProcess:
         sample (normalised target scale, no noise): the diagonal of ``kernel_per_sample(X,
         X)`` without the (m, m) matrices."""
         self._check_fitted()
-        return kernel_diagonal(self.theta_, self._transform(X), bool(self.basis))
+        return gp_kernels.diagonal(self.theta_, self._transform(X), bool(self.basis))
 
     def kernel_per_sample(self, X, Y) -> np.ndarray:
         """The prior kernel k(X, Y) (S, m, q) under each hyperparameter sample (normalised
-        target scale, no noise): george's values, all samples in one NumPy pass
-        (``gp_posterior.cross_kernel``)."""
+        target scale, no noise): george's values, all samples in one compiled pass
+        (``gp_kernels.cross``)."""
         self._check_fitted()
-        return cross_kernel(self.theta_, self._transform(X), self._transform(Y), bool(self.basis))
+        return gp_kernels.cross(
+            self.theta_, self._transform(X), self._transform(Y), bool(self.basis)
+        )
 
     # -- fantasies ----------------------------------------------------------------------------
     def with_points(self, X, y) -> GaussianProcess:

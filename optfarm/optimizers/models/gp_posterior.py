@@ -10,11 +10,8 @@ call, instead of W walks through george's kernel tree. A vector outside the prio
 -inf without a likelihood (about half of emcee's proposals). george's kernels stay the
 reference: ``GaussianProcess._log_posterior`` agrees to 1e-10 (tests/optimizers/test_gp.py).
 
-``cross_kernel`` and ``kernel_diagonal`` give the kernel between two sets of inputs under every
-hyperparameter sample at once, in the operations and order of george's kernels, so that they
-equal george's values bit for bit (the same test): the entropy search's fantasies ask for small
-(samples x n x rows) blocks many times a step, where one george call per sample cost more in
-Python than the arithmetic.
+The kernel between two sets of inputs, as the predictions need it (george's values to the
+last bit), is ``gp_kernels``'s.
 
 References:
     [Klein17] Klein et al. FABOLAS. AISTATS 2017.
@@ -33,17 +30,12 @@ from ..linalg import cholesky_with_jitter
 __all__ = [
     "HORSESHOE_SCALE",
     "Design",
-    "cross_kernel",
-    "kernel_diagonal",
     "log_posterior",
     "log_prior",
 ]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 HORSESHOE_SCALE = 0.1  # the noise prior's scale [Klein17]
-# elements of a (samples x n x rows) temporary of ``cross_kernel``: the samples go through in
-# groups of at most this many elements (8 MB)
-CROSS_BLOCK = 1 << 20
 
 
 def log_prior(theta: np.ndarray, bounds: np.ndarray) -> np.ndarray:
@@ -79,50 +71,6 @@ class Design:
         if self.zz is not None:
             K *= 1.0 + np.exp(theta[:, 1 + n_x])[:, None, None] * self.zz
         return K
-
-
-def cross_kernel(theta: np.ndarray, A: np.ndarray, B: np.ndarray, basis: bool) -> np.ndarray:
-    """The kernel k(A, B) (W, len(A), len(B)) under each row of ``theta`` (W, p), from the
-    transformed inputs ``A`` and ``B`` (``basis``: their last column is the basis feature),
-    without the noise. As george computes it: r^2 = sum_j (a_j - b_j)^2 exp(-log M_j), the
-    Matern 5/2 of 5 r^2, times the amplitude, times 1 + b phi(s) phi(s'). ``Design.gram`` is
-    the same kernel by one matrix product over precomputed squared differences, faster for
-    emcee's many walkers but equal to george only to 1e-10; the predictions need george's
-    bits (a different last bit can move an argmax and the papers' runs with it)."""
-    n_x = A.shape[1] - (1 if basis else 0)
-    out = np.empty((len(theta), len(A), len(B)))
-    group = max(1, CROSS_BLOCK // max(1, len(A) * len(B)))
-    for g in range(0, len(theta), group):
-        t = theta[g : g + group]
-        r2 = out[g : g + group]
-        r2.fill(0.0)
-        term = np.empty_like(r2)
-        for j in range(n_x):
-            diff = A[:, None, j] - B[None, :, j]
-            np.multiply((diff * diff)[None], np.exp(-t[:, 1 + j])[:, None, None], out=term)
-            r2 += term
-        r2 *= 5.0  # from here r2 holds 5 r^2, and r its square root
-        r = np.sqrt(r2)
-        np.add(r, 1.0, out=term)
-        r2 /= 3.0
-        r2 += term  # 1 + r + r2 / 3
-        np.negative(r, out=r)
-        np.exp(r, out=r)
-        r2 *= r
-        r2 *= np.exp(t[:, 0])[:, None, None]
-        if basis:
-            r2 *= 1.0 + np.exp(t[:, 1 + n_x])[:, None, None] * np.outer(A[:, -1], B[:, -1])
-    return out
-
-
-def kernel_diagonal(theta: np.ndarray, A: np.ndarray, basis: bool) -> np.ndarray:
-    """k(a, a) (W, len(A)) at each row of ``A`` under each row of ``theta``: the amplitude,
-    times 1 + b phi(s)^2 with a basis (the Matern part is 1 at distance 0)."""
-    n_x = A.shape[1] - (1 if basis else 0)
-    K = np.repeat(np.exp(theta[:, 0])[:, None], len(A), axis=1)
-    if basis:
-        K *= 1.0 + np.exp(theta[:, 1 + n_x])[:, None] * (A[:, -1] * A[:, -1])[None]
-    return K
 
 
 def _cholesky(K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
