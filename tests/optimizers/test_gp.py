@@ -235,6 +235,20 @@ def test_predictions_are_georges_to_the_last_bit(basis):
         np.testing.assert_array_equal(cov, gp._kernel.get_value(Qt) - V.T @ V)
 
 
+def test_a_refit_moves_on_walkers_that_emcee_finds_dependent():
+    """A warm start from an ensemble emcee 3 calls dependent (it raised "Initial state has a
+    large condition number" after hundreds of observations on cloud-grid-9216, ending the run)
+    samples on, as the reference's emcee 2 did."""
+    X, y, Q = _data(n=20, d=2)
+    gp = GaussianProcess(hyper="mcmc", burn_in=10, chain_length=10, seed=2).fit(X, y)
+    walkers = gp._walkers
+    spread = np.linspace(-1e-3, 1e-3, len(walkers))[:, None] * np.ones(walkers.shape[1])
+    gp._walkers = walkers[:1] + spread  # every walker on one line
+    gp.fit(np.vstack([X, Q[:1]]), np.append(y, 0.5))
+    assert np.all(np.isfinite(gp.theta_)) and len(gp.theta_) == len(walkers)
+    assert np.all(np.isfinite(gp.predict(Q)[0]))
+
+
 def test_walkers_out_of_bounds_get_minus_inf_without_a_likelihood(monkeypatch):
     X, y, _ = _data(n=20, d=2)
     gp = GaussianProcess(basis="loss", seed=0).fit(X, y)

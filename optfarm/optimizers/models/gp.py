@@ -343,7 +343,11 @@ class GaussianProcess:
             steps = self.burn_in + self.chain_length
         else:
             start, steps = self._walkers, self.chain_length
-        state = sampler.run_mcmc(start, steps)
+        # emcee 3 refuses to start from walkers it finds nearly linearly dependent (condition
+        # number above 1e8), as the warm-started ensemble can become once hundreds of
+        # observations concentrate the posterior; the reference implementation (RoBO, on
+        # emcee 2) had no such check and moved them on, as this does
+        state = sampler.run_mcmc(start, steps, skip_initial_state_check=True)
         self._walkers = np.asarray(state.coords)
         self._sampled_n = self._n
         return self._walkers.copy()
