@@ -36,12 +36,16 @@ training run snapshots the smaller sizes, so the optimizer suggests the largest 
 with ``Suggestion.snapshots`` naming the others; the farm loop runs them for free and hands
 their observations back in ``observation.snapshots`` ({s: Observation}).
 
-Candidate evaluations go through ``self.executor.map`` in chunks (the farm's Ray executor
-runs them as Ray tasks); every random number a candidate uses is either shared (common random
-numbers in the context) or drawn from a generator keyed by the candidate's index, so the
-result does not depend on the executor. What every candidate shares is computed once per
-suggestion in the context: the representer draws of each hyperparameter sample and the GP
-posterior at the representers.
+Candidate evaluations go through ``self.executor.map``, one chunk of candidates per worker
+of the executor (the farm's Ray executor runs them as Ray tasks; serially, one chunk): a chunk
+computes the posterior at the rows its candidates' incumbents may be once for all its
+candidates, n^2 per row and hyperparameter sample, so on a large table a step costs less the
+fewer the chunks (TrimTuner's at its 1,000th evaluation on cloud-grid-9216: 14.5 CPU-s in one
+chunk, 22.8 in chunks of 16, docs/results/scale.md). Every random number a candidate uses is
+either shared (common random numbers in the context) or drawn from a generator keyed by the
+candidate's index, so the result depends neither on the executor nor on the chunks. What
+every candidate shares is computed once per suggestion in the context: the representer draws
+of each hyperparameter sample and the GP posterior at the representers.
 
 Large tables. Nothing is the size of configurations x configurations, and memory is bounded
 by (hyperparameter samples x chunk x (training points + rows of a block)): the representers
@@ -108,7 +112,6 @@ from .seeds import drawn_seed, keyed_generator
 
 __all__ = ["ROW_BLOCK", "TrimTuner"]
 
-_CHUNK = 16  # candidates per executor item (does not change results)
 # rows per block of a fantasy's incumbent scan: more than any table of the papers has
 # configurations (384), so theirs are scanned in one block
 ROW_BLOCK = 2048
@@ -463,7 +466,8 @@ class TrimTuner(Optimizer):
         )
 
     def _evaluate(self, ctx: _Context, idx: np.ndarray) -> np.ndarray:
-        chunks = [idx[i : i + _CHUNK] for i in range(0, len(idx), _CHUNK)]
+        workers = max(1, min(len(idx), getattr(self.executor, "workers", 1)))
+        chunks = np.array_split(idx, workers)
         rows = self.executor.map(acquisition_chunk, chunks, ctx)
         return np.concatenate(rows)[:, 0]
 

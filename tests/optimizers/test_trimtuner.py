@@ -46,7 +46,7 @@ def _drive(oracle, name, steps, executor=None, seed=0, **params):
     trace = []
     for _ in range(steps):
         s = stepper.step().suggestion
-        trace.append((s.config_id, s.fidelity, opt.recommend()))
+        trace.append((s.config_id, s.fidelity, s.info.get("acquisition"), opt.recommend()))
     return opt, trace
 
 
@@ -83,6 +83,27 @@ def test_same_suggestions_whatever_the_executor(rnn, model):
     _, serial = _drive(rnn, "trimtuner", 4, model=model, **FAST)
     _, other = _drive(rnn, "trimtuner", 4, PicklingReversedExecutor(), model=model, **FAST)
     assert serial == other
+
+
+class WorkersExecutor(PicklingReversedExecutor):
+    """As many workers as asked: TrimTuner hands it that many chunks of candidates."""
+
+    def __init__(self, workers):
+        self.workers, self.sizes = workers, []
+
+    def map(self, fn, items, context=None):
+        self.sizes.append([len(item) for item in items])
+        return super().map(fn, items, context)
+
+
+def test_same_suggestions_whatever_the_chunks(rnn):
+    """One chunk per worker (serially one: the rows' posterior once a step) or many, the
+    same choices and acquisition values."""
+    _, one = _drive(rnn, "trimtuner", 4, model="gp", **FAST)
+    five = WorkersExecutor(5)
+    _, many = _drive(rnn, "trimtuner", 4, five, model="gp", **FAST)
+    assert one == many
+    assert five.sizes and all(len(sizes) == 5 for sizes in five.sizes)
 
 
 def test_fantasies_do_not_leak_between_candidates(rnn):
@@ -178,8 +199,8 @@ def test_fabolas_recommends_an_evaluated_configuration_and_fabulinus_bootstraps_
 def test_eic_baselines_start_with_four_lhs_points_at_full_size(rnn):
     opt, trace = _drive(rnn, "eic", 6, hyper="ml")
     assert [h[0].phase for h in opt.history] == ["init"] * 4 + ["search"] * 2
-    assert all(f == 1.0 for _, f, _ in trace)
-    assert len({cid for cid, _, _ in trace}) == 6
+    assert all(f == 1.0 for _, f, *_ in trace)
+    assert len({cid for cid, *_ in trace}) == 6
     usd, _ = _drive(rnn, "eic-usd-gp", 5, hyper="ml")
     ids = np.flatnonzero(~usd.tested())
     acq, _, _ = usd.acquisition(ids)

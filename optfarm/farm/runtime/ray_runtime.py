@@ -234,6 +234,7 @@ class RayExecutor:
     def __init__(self, chunk_size: int = 0):
         self.chunk_size = chunk_size
         self.cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self.workers = self.cpus  # items at once (optfarm.optimizers.executor)
 
     def map(self, fn: Callable, items: Sequence, context: Any = None) -> list:
         items = list(items)
