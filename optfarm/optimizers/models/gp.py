@@ -197,8 +197,12 @@ class GaussianProcess:
         return np.array(rows)
 
     def _set(self, theta: np.ndarray) -> float:
-        """Load kernel parameters; returns the noise variance (floored)."""
+        """Load kernel parameters into george's kernel; returns the noise variance."""
         self._kernel.set_parameter_vector(theta[:-1])
+        return self._noise(theta)
+
+    def _noise(self, theta: np.ndarray) -> float:
+        """The noise variance of hyperparameter vector ``theta`` (floored)."""
         return math.exp(theta[-1]) + self.noise_floor
 
     def _cross(self, i: int, A: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -359,7 +363,7 @@ class GaussianProcess:
         self._alpha = np.empty((S, self._n))
         self.noise_ = np.empty(S)
         for i, theta in enumerate(self.theta_):
-            noise = math.exp(theta[-1]) + self.noise_floor
+            noise = self._noise(theta)
             K = self._cross(i, self._Xt, self._Xt) + noise * np.eye(self._n)
             self._L[i] = cholesky_with_jitter(K, "GP: covariance matrix")
             self._alpha[i] = cho_solve((self._L[i], True), self._yn)
@@ -385,7 +389,7 @@ class GaussianProcess:
         means = np.empty((S, m))
         out = np.empty((S, m, m) if full_cov else (S, m))
         for i, theta in enumerate(self.theta_):
-            noise_var = math.exp(theta[-1]) + self.noise_floor
+            noise_var = self._noise(theta)
             if full_cov:
                 means[i], out[i] = self._sample_joint(i, Xq, noise_var if noise else 0.0)
                 continue
@@ -424,7 +428,7 @@ class GaussianProcess:
         means = np.empty((S, len(Xq)))
         total = np.zeros((len(Xq), len(Xq)))
         for i, theta in enumerate(self.theta_):
-            noise_var = math.exp(theta[-1]) + self.noise_floor
+            noise_var = self._noise(theta)
             means[i], cov = self._sample_joint(i, Xq, noise_var if noise else 0.0)
             total += cov * self.y_scale_**2
         means = means * self.y_scale_ + self.y_mean_
