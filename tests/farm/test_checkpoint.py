@@ -122,6 +122,31 @@ def test_a_checkpoint_the_run_cannot_use_is_set_aside_and_the_run_starts_afresh(
         assert not path.exists() and (tmp_path / "run.pkl.unused").read_bytes() == data
 
 
+def test_a_checkpoint_is_announced_from_its_header_alone(tmp_path, capsys):
+    """What a driver says of a run that resumes in another process: the counts written in the
+    header, or why the run will start from its first step; the file left to the run."""
+    spec = RunSpec("synthetic", "random", seed=0, iterations=8)
+    path = tmp_path / "run.pkl"
+    Checkpoint(path, spec.run_key).announce()  # none yet: nothing said
+    assert capsys.readouterr().err == ""
+    _checkpoint_of(spec, path)
+    with path.open("rb") as f:
+        header = pickle.load(f)
+        rest = f.read()
+    Checkpoint(path, spec.run_key, words="run random").announce()
+    said = f"farm: run random resumes from its checkpoint after {header['evaluations']} "
+    assert said + f"evaluations ({header['cpu_s']:.0f} CPU-s)\n" == capsys.readouterr().err
+    assert header["evaluations"] >= 4  # the rows up to the step it stopped at
+    older = {k: v for k, v in header.items() if k not in ("evaluations", "cpu_s")}
+    path.write_bytes(pickle.dumps(older) + rest)  # written before the header kept the counts
+    Checkpoint(path, spec.run_key, words="run random").announce()
+    assert capsys.readouterr().err == "farm: run random resumes from its checkpoint\n"
+    Checkpoint(path, "another run").announce()
+    err = capsys.readouterr().err
+    assert f"written for run {spec.run_key}; the run starts from its first step" in err
+    assert path.exists()
+
+
 def test_a_run_that_fails_after_resuming_sets_its_checkpoint_aside(tmp_path, capsys):
     spec = RunSpec("synthetic", "random", seed=0, iterations=8)
     path = tmp_path / "run.pkl"

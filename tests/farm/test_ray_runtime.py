@@ -59,10 +59,10 @@ class _Stop(Exception):
     pass
 
 
-def test_a_run_on_ray_resumes_from_its_checkpoint(ray_local, tmp_path):
+def test_a_run_on_ray_resumes_from_its_checkpoint(ray_local, tmp_path, capsys):
     """An actor on the driver's node resumes a run from the sweep's checkpoint of it
     (``optfarm.farm.run.checkpoint``), counts the CPU spent before, and the store removes the
-    checkpoint once the run is stored."""
+    checkpoint once the run is stored; the driver says so (the actor's own line is Ray's)."""
     spec = _spec(seeds=1, iterations=12, optimizers=["lynceus"], datasets=["synthetic"])
     (run,) = expand(spec)
     path = tmp_path / "out" / "checkpoints" / f"{run.run_key}.pkl"
@@ -77,9 +77,12 @@ def test_a_run_on_ray_resumes_from_its_checkpoint(ray_local, tmp_path):
     state = Checkpoint(path, run.run_key).load(oracle, None)
     state.cpu_s = 1e4  # marks the CPU of the stopped part: counted only if the run resumed
     Checkpoint(path, run.run_key).save(state, oracle, None)
+    capsys.readouterr()
 
     report = run_sweep(spec, tmp_path / "out", progress=False)
     assert report.complete and report.done == 1
+    said = f"run lynceus on synthetic seed 0 resumes from its checkpoint after {len(state.rows)} "
+    assert said + "evaluations (10000 CPU-s)" in capsys.readouterr().err
     store = Store(tmp_path / "out")
     assert store.record(run.run_key)["cpu_s"] >= 1e4
     assert same_trace(store.trace(run.run_key), run_one(run).trace)

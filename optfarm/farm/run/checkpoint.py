@@ -19,7 +19,9 @@ starts from its first step, and so is one whose resumed run then fails (a retry 
 afresh). An optimizer whose state pickle cannot hold declares ``resumable = False`` and
 writes none. Checkpoints are files of this machine (a sweep's ``OUT/checkpoints/RUN_KEY.pkl``,
 ``optfarm.farm.sweep.runner``); the store removes a run's checkpoint once its result is
-stored. ARCHITECTURE.md, "Runs that resume mid-way".
+stored. A run says in one line that it resumes, or why its checkpoint was set aside; on Ray
+the driver says it from the header (``Checkpoint.announce``), as an actor's lines are not
+shown. ARCHITECTURE.md, "Runs that resume mid-way".
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ __all__ = ["Checkpoint", "CheckpointSettingError", "Checkpoints", "RunState", "e
 EVERY_S = 300.0  # a run in flight loses at most this much of its wall time when stopped
 ENVIRONMENT = "OPTFARM_CHECKPOINT_S"  # overrides EVERY_S; "off": no checkpoints
 FORMAT = 1
+AFRESH = "; the run starts from its first step"  # said of a checkpoint the run cannot use
 # the distributions whose versions a checkpoint must be read back under
 LIBRARIES = (
     "optfarm",
@@ -131,6 +134,10 @@ class _Unpickler(pickle.Unpickler):
         return self.own[pid]
 
 
+def _unreadable(e: Exception) -> str:
+    return f"unreadable ({type(e).__name__}: {e})"
+
+
 def _own(oracle, executor) -> dict[str, Any]:
     return {
         "oracle": oracle,
@@ -164,20 +171,41 @@ class Checkpoint:
                 if why is None:
                     state = _Unpickler(f, _own(oracle, executor)).load()
         except Exception as e:  # a torn, truncated or foreign file is never fatal to a run
-            why = f"unreadable ({type(e).__name__}: {e})"
+            why = _unreadable(e)
         if why is not None:
-            self.set_aside(f"{why}; the run starts from its first step")
+            self.set_aside(why + AFRESH)
             return None
         _set_global_random(state.global_random)
         self._last = time.monotonic()
         self.resumed = True
-        print(
-            f"farm: {self.words} resumes from its checkpoint after {len(state.rows)} "
-            f"evaluations ({state.cpu_s:.0f} CPU-s)",
-            file=sys.stderr,
-            flush=True,
-        )
+        self._say_resumes(len(state.rows), state.cpu_s)
         return state
+
+    def announce(self) -> None:
+        """Say, from the checkpoint's header alone, what the run will do with it: resume, or
+        start from its first step (and why); nothing without a checkpoint. For a driver whose
+        runs resume in other processes (Ray's actors), whose own lines it does not show."""
+        try:
+            with self.path.open("rb") as f:
+                header = pickle.load(f)
+        except FileNotFoundError:
+            return
+        except Exception as e:  # the run sets it aside
+            self._warn(_unreadable(e) + AFRESH)
+            return
+        if (why := self._unusable(header)) is not None:
+            self._warn(why + AFRESH)
+        else:
+            self._say_resumes(header.get("evaluations"), header.get("cpu_s"))
+
+    def _say_resumes(self, evaluations: int | None, cpu_s: float | None) -> None:
+        """One line; without the counts for a header written before they were kept."""
+        counts = (
+            "" if evaluations is None else f" after {evaluations} evaluations ({cpu_s:.0f} CPU-s)"
+        )
+        print(
+            f"farm: {self.words} resumes from its checkpoint{counts}", file=sys.stderr, flush=True
+        )
 
     def _unusable(self, header: Any) -> str | None:
         if not isinstance(header, dict) or header.get("format") != FORMAT:
@@ -190,9 +218,12 @@ class Checkpoint:
 
     def set_aside(self, why: str) -> None:
         """Say ``why`` in one line and move the checkpoint to ``*.unused``: never read again."""
-        print(f"farm: warning: checkpoint {self.path}: {why}", file=sys.stderr, flush=True)
+        self._warn(why)
         with contextlib.suppress(OSError):
             self.path.rename(self.path.with_name(self.path.name + ".unused"))
+
+    def _warn(self, why: str) -> None:
+        print(f"farm: warning: checkpoint {self.path}: {why}", file=sys.stderr, flush=True)
 
     def due(self) -> bool:
         return time.monotonic() - self._last >= self.every_s
@@ -209,7 +240,13 @@ class Checkpoint:
         state.global_random = _global_random()
         try:
             buffer = io.BytesIO()
-            header = {"format": FORMAT, "run_key": self.run_key, "written_by": written_by()}
+            header = {
+                "format": FORMAT,
+                "run_key": self.run_key,
+                "written_by": written_by(),
+                "evaluations": len(state.rows),
+                "cpu_s": state.cpu_s,
+            }
             pickle.dump(header, buffer, protocol=pickle.HIGHEST_PROTOCOL)
             _Pickler(buffer, _own(oracle, executor)).dump(state)
             self.path.parent.mkdir(parents=True, exist_ok=True)

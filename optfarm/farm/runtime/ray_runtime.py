@@ -538,6 +538,8 @@ class _ActorPool:
 
     def _send(self, actor: _Actor, spec: RunSpec) -> None:
         self.attempts[spec.run_key] = self.attempts.get(spec.run_key, 0) + 1
+        if self.checkpoints is not None and actor.node == self.checkpoints[0]:
+            self.checkpoints[1].for_run(spec).announce()  # the actor's own line is not shown
         ref = actor.handle.run.remote(spec, self.checkpoints)
         self.in_flight[ref] = _Sent(actor, spec, time.perf_counter(), kernel_oom_kills())
         actor.refs.append(ref)
