@@ -14,7 +14,9 @@ none feasible yet, the worst observed + 3 x the largest std (Lynceus' rule,
 ``incumbent_for_eic``). Recommendation: the best configuration observed feasible; before any,
 the model's incumbent (best predicted among predicted feasible). The models' predictions at
 the untested configurations are made once per fit: that recommendation and the next suggestion
-share them (on a table of 10^4 configurations a prediction is most of a step). A run stopped at
+share them (on a table of 10^4 configurations a prediction is most of a step); beyond 100
+observations the GPs keep their variances at every configuration from fit to fit
+(``GaussianProcess.predict_rows``). A run stopped at
 its time cap (a board's deadline) is censored: its time and cost are fed to the models at
 ``PAR_K`` = 2 times what it spent (``models/targets.py``), so the time model reads it as
 infeasible.
@@ -145,7 +147,7 @@ class EIc(Optimizer):
         once per fit."""
         if self._untested_pred is None or self._untested_pred[0] != len(self.history):
             ids = np.flatnonzero(~self.tested())
-            pred = self._targets.predict(self.space.features[ids])
+            pred = self._targets.predict_rows(self.space.features, ids)
             self._untested_pred = (len(self.history), ids, pred)
         return self._untested_pred[1], self._untested_pred[2]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["cholesky_with_jitter", "diagonal_scale"]
+__all__ = ["cholesky_jittered", "cholesky_with_jitter", "diagonal_scale"]
 
 
 def diagonal_scale(A: np.ndarray) -> float:
@@ -21,12 +21,19 @@ def cholesky_with_jitter(
     ``diagonal_scale(A)``), then ``1e-10 s`` if that was 0, ten times more after each
     failure, ``tries`` attempts in all. Raises ``LinAlgError`` naming ``what`` when none
     succeeds (non-finite inputs, typically)."""
+    return cholesky_jittered(A, what, jitter, tries)[0]
+
+
+def cholesky_jittered(
+    A: np.ndarray, what: str, jitter: float = 0.0, tries: int = 8
+) -> tuple[np.ndarray, float]:
+    """``cholesky_with_jitter`` and the jitter ``j`` it added (0: the factor of ``A``)."""
     scale = diagonal_scale(A)
     j = jitter * scale
     eye = np.eye(len(A))
     for _ in range(tries):
         try:
-            return np.linalg.cholesky(A + j * eye)
+            return np.linalg.cholesky(A + j * eye), j
         except np.linalg.LinAlgError:
             j = 1e-10 * scale if j == 0.0 else 10.0 * j
     raise np.linalg.LinAlgError(

@@ -107,6 +107,11 @@ class Targets:
         """{metric: (mean, std)} on the model scale."""
         return {m: model.predict(X) for m, model in self.models.items()}
 
+    def predict_rows(self, table: np.ndarray, rows: np.ndarray) -> dict:
+        """``predict(table[rows])`` by models that keep what they can of their predictions at
+        ``table`` from fit to fit (``GaussianProcess.predict_rows``)."""
+        return {m: model.predict_rows(table, rows) for m, model in self.models.items()}
+
     def quality(self, mean_objective: np.ndarray) -> np.ndarray:
         """Predicted quality to maximise in CEA: accuracy 1 - exp(z); for cost/time 1/value."""
         if self.objective == "accuracy":
