@@ -479,7 +479,7 @@ class TrimTuner(Optimizer):
         if self.space.has_fidelity:
             pred = t.predict(X)
         else:  # every candidate is a configuration at s = 1: one prediction serves the pool too
-            full = t.predict(X_full)
+            full = t.predict_rows(X_full, slice(None))  # variances kept beyond 100 observations
             pred = {m: (mean[cids], std[cids]) for m, (mean, std) in full.items()}
             full_objective = full[t.objective]
         obj_mean, obj_std = pred[t.objective]

@@ -107,7 +107,7 @@ class Targets:
         """{metric: (mean, std)} on the model scale."""
         return {m: model.predict(X) for m, model in self.models.items()}
 
-    def predict_rows(self, table: np.ndarray, rows: np.ndarray) -> dict:
+    def predict_rows(self, table: np.ndarray, rows: np.ndarray | slice) -> dict:
         """``predict(table[rows])`` by models that keep what they can of their predictions at
         ``table`` from fit to fit (``GaussianProcess.predict_rows``)."""
         return {m: model.predict_rows(table, rows) for m, model in self.models.items()}

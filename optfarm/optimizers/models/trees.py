@@ -43,7 +43,7 @@ def default_max_features(d: int, max_features: int | None = None) -> int:
 
 class TreeEnsemble:
     """Bagging ensemble of extra-trees with Gaussian predictions (the model protocol:
-    ``fit``, ``predict -> (mean, std)``, ``with_points``).
+    ``fit``, ``predict -> (mean, std)``, ``predict_rows``, ``with_points``).
 
     Args:
         n_trees: ensemble size (Lynceus 10, Nephele 5).
@@ -107,6 +107,10 @@ class TreeEnsemble:
         mean, std = np.empty(out.shape[1]), np.empty(out.shape[1])
         gaussian_summary(out, self.floor_, mean, std)
         return mean, std
+
+    def predict_rows(self, table, rows):
+        """``predict(table[rows])``: the trees keep nothing of it from one fit to the next."""
+        return self.predict(np.asarray(table)[rows])
 
     def with_points(self, X, y) -> TreeEnsemble:
         """A copy refitted on the training set plus the (fantasised) points (X, y)."""
