@@ -313,3 +313,33 @@ def test_head_watch_gives_up_once_the_head_stops_answering():
     time.sleep(0.6)
     with pytest.raises(ClusterLost, match="no answer"):
         watch.check()
+
+
+def test_head_watch_warns_once_of_a_silence_and_not_of_one_missed_call(capsys, monkeypatch):
+    """A loaded machine's GCS misses a call and answers the next: no warning. A head silent
+    for HEAD_WARN_S is warned of once, then given up at the timeout."""
+    import socket
+
+    import optfarm.farm.runtime.capacity as capacity
+
+    now = [100.0]
+    monkeypatch.setattr(capacity.time, "monotonic", lambda: now[0])
+    server = socket.create_server(("127.0.0.1", 0))
+    watch = capacity.HeadWatch(f"127.0.0.1:{server.getsockname()[1]}", timeout=10.0)
+    for _ in range(3):  # one missed GCS call, then an answer
+        watch.missed("RpcError from its GCS")
+        now[0] += 1.0
+        assert watch.check()
+    assert capsys.readouterr().err == ""
+    server.close()
+    for _ in range(9):  # silent from t = 0 to t = 8 s
+        assert not watch.check()
+        now[0] += 1.0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"farm: warning: the Ray head {watch.address} has not answered for "
+        f"{capacity.HEAD_WARN_S:.0f} s; giving up in {10 - capacity.HEAD_WARN_S:.0f} s"
+    ]
+    now[0] += 1.0
+    with pytest.raises(capacity.ClusterLost, match="no answer for 10 s"):
+        watch.check()

@@ -23,7 +23,10 @@ flight, what to ask the autoscaler for, and when the cluster is lost.
   not answer within ``HEAD_CALL_S``, for ``HEAD_TIMEOUT_S`` seconds -> ``ClusterLost``. Every
   call the sweep makes to the head goes through it, each bounded: Ray's own calls
   (``ray.cluster_resources()``, ``request_resources``) wait up to Ray's 60 s GCS timeout, and
-  Ray then ends the driver without a word.
+  Ray then ends the driver without a word. A head silent for ``HEAD_WARN_S`` is warned of
+  once: on a loaded machine a GCS misses a call now and then and answers the next (a
+  leaderboard beside a test suite at load 40: 113 warnings of one missed call each, and no
+  head lost).
 
 This module imports Ray only when asked to talk to it (the CLI imports ``ClusterLost``).
 """
@@ -39,6 +42,7 @@ __all__ = [
     "AHEAD",
     "HEAD_CALL_S",
     "HEAD_TIMEOUT_S",
+    "HEAD_WARN_S",
     "PLACEMENT_TIMEOUT_S",
     "POLL_S",
     "ClusterLost",
@@ -52,6 +56,7 @@ __all__ = [
 POLL_S = 1.0  # how often the cluster's CPUs and its head are checked
 HEAD_TIMEOUT_S = 10.0  # the head does not answer this long: it is lost
 HEAD_CALL_S = 2.0  # one call to the head's GCS gives up after this long
+HEAD_WARN_S = 3.0  # the head has not answered this long: say so
 PLACEMENT_TIMEOUT_S = 300.0  # runs wait and no actor could be placed this long: give up
 STEP = 10  # the autoscaler request moves by a tenth of itself at least
 AHEAD = 200  # CPUs asked beyond the cluster's at least (Ray Tune's 200 pending)
@@ -81,14 +86,16 @@ def wanted_cpus(max_in_flight: int, cpus: int, runs_left: int) -> int:
 
 class HeadWatch:
     """The head's GCS at ``host:port``: whether it answers, and its bounded calls. Raises
-    ``ClusterLost`` once it has not answered for ``timeout`` seconds; ``quiet``: no warning
-    at the first miss (the watching parent of a driver, ``optfarm.farm.runtime.driver``)."""
+    ``ClusterLost`` once it has not answered for ``timeout`` seconds, after one warning at
+    ``HEAD_WARN_S`` (the silence is over at an answer); ``quiet``: no warning
+    (the watching parent of a driver, ``optfarm.farm.runtime.driver``)."""
 
     def __init__(self, gcs_address: str, timeout: float = HEAD_TIMEOUT_S, quiet: bool = False):
         host, _, port = gcs_address.rpartition(":")
         self.address = gcs_address
         self.host, self.port, self.timeout, self.quiet = host, int(port), timeout, quiet
         self.lost_since: float | None = None
+        self.warned = False  # of the present silence
         self._gcs = None
 
     def reachable(self) -> bool:
@@ -110,17 +117,19 @@ class HeadWatch:
         """The head did not answer (a refused connection, a call that timed out)."""
         now = time.monotonic()
         if self.lost_since is None:
-            self.lost_since = now
-            if not self.quiet:
-                print(
-                    f"farm: warning: the Ray head {self.host}:{self.port} does not answer; "
-                    f"giving up in {self.timeout:.0f} s",
-                    file=sys.stderr,
-                )
-        elif now - self.lost_since >= self.timeout:
+            self.lost_since, self.warned = now, False
+            return
+        silent = now - self.lost_since
+        if silent >= self.timeout:
             raise ClusterLost(
-                f"lost the Ray head {self.host}:{self.port} ({why} for "
-                f"{now - self.lost_since:.0f} s)"
+                f"lost the Ray head {self.host}:{self.port} ({why} for {silent:.0f} s)"
+            )
+        if silent >= HEAD_WARN_S and not (self.quiet or self.warned):
+            self.warned = True
+            print(
+                f"farm: warning: the Ray head {self.host}:{self.port} has not answered for "
+                f"{silent:.0f} s; giving up in {self.timeout - silent:.0f} s",
+                file=sys.stderr,
             )
 
     # -- bounded calls to the GCS (they need Ray) ------------------------------------------
