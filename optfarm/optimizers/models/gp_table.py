@@ -18,7 +18,7 @@ for a few hundred rows; here the rows are a whole table and only their variances
 
 The variances are kept unclamped in the model's normalised units (they do not depend on the
 targets, only on the inputs and the hyperparameters), with the inputs and hyperparameters they
-hold for; ``TableVariances.drop_for`` says whether a fit can update them. A factor that needed a
+hold for; ``TableVariances.holds_for`` says whether a fit can update them. A factor that needed a
 diagonal jitter (``linalg.cholesky_jittered``) is not the factor of the first n0 observations
 under the same matrix: its variances are computed afresh.
 
