@@ -369,14 +369,15 @@ class GaussianProcess:
         self._L = np.empty((S, self._n, self._n))
         self._alpha = np.empty((S, self._n))
         self.noise_ = np.empty(S)
-        self._jittered = np.empty(S, dtype=bool)
+        jittered = False
         for i, theta in enumerate(self.theta_):
             noise = self._noise(theta)
             K = self._cross(i, self._Xt, self._Xt) + noise * np.eye(self._n)
             self._L[i], jitter = cholesky_jittered(K, "GP: covariance matrix")
-            self._jittered[i] = jitter > 0.0
+            jittered |= jitter > 0.0
             self._alpha[i] = cho_solve((self._L[i], True), self._yn)
             self.noise_[i] = noise
+        self._jittered = jittered  # some factor is not that of its matrix
 
     # -- prediction ---------------------------------------------------------------------------
     def _check_fitted(self):
@@ -440,9 +441,8 @@ class GaussianProcess:
         ``Xq``: the variances brought up to date from the kept ones when they hold for these
         observations (``TableVariances.holds_for``), else computed afresh; kept in turn."""
         S, m = len(self.theta_), len(Xq)
-        jittered = bool(self._jittered.any())
         kept = self._table
-        if jittered or kept is None or not kept.holds_for(Xq, self.theta_, self._Xt):
+        if self._jittered or kept is None or not kept.holds_for(Xq, self.theta_, self._Xt):
             kept = None
         means, variances = np.empty((S, m)), np.empty((S, m))
         for i in range(S):
@@ -456,7 +456,7 @@ class GaussianProcess:
                     drop = variance_drop(self._L[i], len(kept.observed), Ks)
                     variances[i, rows] = kept.variances[i, rows] - drop
         fresh = TableVariances(Xq.copy(), self.theta_, self._Xt, variances)
-        self._table = None if jittered else fresh
+        self._table = None if self._jittered else fresh
         return means, variances
 
     def _sample_joint(self, i: int, Xq: np.ndarray, noise_var: float):
@@ -543,8 +543,7 @@ class GaussianProcess:
 
     def __setstate__(self, state):
         state.setdefault("_table", None)  # saved before predict_rows kept variances
-        if "_L" in state:
-            state.setdefault("_jittered", np.ones(len(state["_L"]), dtype=bool))  # unknown
+        state.setdefault("_jittered", True)  # unknown: the variances computed afresh
         self.__dict__.update(state)
         if "_d" in state:
             self._kernel = self._build_kernel(self._d)

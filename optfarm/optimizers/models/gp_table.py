@@ -50,14 +50,10 @@ class TableVariances:
     def holds_for(self, table: np.ndarray, theta: np.ndarray, observed: np.ndarray) -> bool:
         """Whether these variances can be brought up to ``observed``: the same table and
         hyperparameters, and observations that begin with the ones they were computed from."""
-        n0 = len(self.observed)
         return (
-            table.shape == self.table.shape
-            and theta.shape == self.theta.shape
-            and n0 <= len(observed)
-            and np.array_equal(table, self.table)
+            np.array_equal(table, self.table)
             and np.array_equal(theta, self.theta)
-            and np.array_equal(observed[:n0], self.observed)
+            and np.array_equal(observed[: len(self.observed)], self.observed)
         )
 
 
