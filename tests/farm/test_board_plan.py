@@ -274,8 +274,10 @@ def test_cpu_beyond_the_measured_evaluations_follows_the_guided_steps_line():
     assert run_cpu(shrinking, 100) == pytest.approx(0.5 + sum(1.0 - 0.1 * i for i in range(1, 10)))
 
 
-def _record(optimizer: str, seed: int, cpu: float, wall: float, pid: int) -> tuple[str, dict]:
-    """(run key, stored record) of a done run on table ``t``."""
+def _record(
+    optimizer: str, seed: int, cpu: float, wall: float, pid: int, end: float = 1000.0
+) -> tuple[str, dict]:
+    """(run key, stored record) of a done run on table ``t``, ended at ``end``."""
     run = RunSpec("t", optimizer, seed)
     spec = {"optimizer": optimizer, "dataset": "t", "params": {}, "seed": seed}
     return run.run_key, {
@@ -283,6 +285,7 @@ def _record(optimizer: str, seed: int, cpu: float, wall: float, pid: int) -> tup
         "spec": spec,
         "cpu_s": cpu,
         "duration_s": wall,
+        "finished_at": end,
         "where": {"node_id": "n", "pid": pid},
     }
 
@@ -306,6 +309,32 @@ def test_the_resume_estimate_prices_the_runs_left_at_their_own_optimizers_pace()
         remaining_cost(records, first, runs).cpu_s,
     ) == (5, 401.0)
     assert remaining_cost({}, first, runs) is None
+
+
+def test_the_resume_estimate_counts_the_workers_that_ran_at_one_time_and_a_resumed_runs_cpu():
+    """A first seed run one run at a time by three processes (a board stopped and resumed
+    twice) had one worker, not three; a run resumed from a checkpoint records its last
+    attempt's wall time (10 s) and its CPU over every attempt (100 s): it takes at least its
+    CPU (before, '3 workers' and the 10 s gave a wall time a sixth of the truth)."""
+    names = ("random", "lynceus", "eic")
+    runs = [RunSpec("t", name, seed) for seed in range(3) for name in names]
+    first = [r.run_key for r in runs if r.seed == 0]
+    records = dict(
+        [
+            _record("random", 0, 1.0, 2.0, pid=1, end=100.0),
+            _record("lynceus", 0, 50.0, 60.0, pid=2, end=200.0),
+            _record("eic", 0, 100.0, 10.0, pid=3, end=300.0),  # resumed
+        ]
+    )
+    left = remaining_cost(records, first, runs)
+    assert (left.runs, left.workers, left.cpu_s) == (6, 1, 302.0)
+    assert left.wall_s == 2 * (2.0 + 60.0 + 100.0)
+    # two at one time: the wall time halved, never below the longest run's
+    records.update([_record("lynceus", 0, 50.0, 60.0, pid=2, end=305.0)])
+    left = remaining_cost(records, first, runs)
+    assert left.workers == 2 and left.wall_s == 162.0
+    one = [r for r in runs if r.optimizer == "eic" and r.seed == 1]
+    assert remaining_cost(records, first, one).wall_s == 100.0
 
 
 def test_a_resumed_board_estimates_what_is_left_from_its_stored_first_seed(spec, capsys):

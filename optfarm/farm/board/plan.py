@@ -68,6 +68,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -607,14 +608,16 @@ def remaining_cost(
     """The CPU and wall time of the runs of ``runs`` not done in ``records`` (every stored
     record), each at what its own variant's (optimizer, table, parameters) first-seed run
     took (``first``: the first seed's run keys; an optimizer whose first seed failed, at their
-    mean), the wall time shared by the worker processes that ran the first seed. The same
-    stored records give the same estimate whichever call ran them. None when no first-seed run
-    is done or none is left."""
+    mean): its CPU, and its wall time (at least its CPU: a run resumed from a checkpoint
+    records its last attempt's wall time, its CPU over every attempt), that wall time shared
+    by as many workers as ran first-seed runs at one time, at least the longest run's. The
+    same stored records give the same estimate whichever call ran them. None when no
+    first-seed run is done or none is left."""
     done = [records[k] for k in first if records.get(k, {}).get("status") == "done"]
     took = {
         _variant(r["spec"]["optimizer"], r["spec"]["dataset"], r["spec"]["params"]): (
             r["cpu_s"],
-            r["duration_s"],
+            max(r["duration_s"], r["cpu_s"]),
         )
         for r in done
     }
@@ -623,11 +626,22 @@ def remaining_cost(
         return None
     mean = tuple(float(np.mean(column)) for column in zip(*took.values(), strict=True))
     each = [took.get(_variant(r.optimizer, r.dataset, r.params), mean) for r in todo]
-    workers = len({(r["where"].get("node_id"), r["where"].get("pid")) for r in done})
+    workers = _most_at_once(done)
     return RemainingCost(
         runs=len(todo),
         cpu_s=sum(cpu for cpu, _ in each),
-        wall_s=sum(wall for _, wall in each) / max(workers, 1),
+        wall_s=max(sum(wall for _, wall in each) / workers, max(wall for _, wall in each)),
         workers=workers,
         first_cpu_s=sum(cpu for cpu, _ in took.values()),
     )
+
+
+def _most_at_once(records: Sequence[dict]) -> int:
+    """The most of ``records``' runs that ran at one time, their last attempts' spans
+    (``finished_at`` less ``duration_s``): the workers the board had, however many processes
+    ran its runs across restarts. At least 1."""
+    edges = sorted(
+        [(r["finished_at"] - r["duration_s"], 1) for r in records]
+        + [(r["finished_at"], -1) for r in records]
+    )  # a run ending as another starts: the end first
+    return max(1, max(accumulate(step for _, step in edges), default=0))
