@@ -194,20 +194,22 @@ def test_walkers_log_posterior_equals_georges_to_1e10(basis):
 def test_kernels_of_every_sample_equal_georges_bit_for_bit(basis):
     """``kernel_per_sample`` / ``kernel_diagonal_per_sample`` (all samples in one compiled
     pass, ``gp_kernels``) give george's values exactly, one george call per sample being the
-    reference, also the square matrix of the training inputs the predictions factor; on a CPU
-    whose NumPy ``exp`` is vectorised differently (AVX-512) too: the kernel takes the C
-    library's."""
+    reference, also the square matrix of the training inputs the predictions factor and the
+    walkers' Gram matrices (``gp_kernels.gram``, each pair computed once); on a CPU whose
+    NumPy ``exp`` is vectorised differently (AVX-512) too: the kernel takes the C library's."""
     X, y, Q = _data(n=30, d=4, seed=3)
     gp = GaussianProcess(basis=basis, hyper="mcmc", burn_in=10, chain_length=10, seed=4)
     gp.fit(X, y)
     Q = np.vstack([Q, X[:3]])  # distance 0 included
-    cross, diag = [], []
+    cross, diag, gram = [], [], []
     for theta in gp.theta_:
         gp._set(theta)
         cross.append(gp._kernel.get_value(gp._transform(X), gp._transform(Q)))
         diag.append(gp._kernel.get_value(gp._transform(Q), diag=True))
+        gram.append(gp._kernel.get_value(gp._Xt))
     np.testing.assert_array_equal(gp.kernel_per_sample(X, Q), np.array(cross))
     np.testing.assert_array_equal(gp.kernel_diagonal_per_sample(Q), np.array(diag))
+    np.testing.assert_array_equal(Design(gp._Xt, bool(basis)).gram(gp.theta_), np.array(gram))
     gp._set(gp.theta_[1])
     np.testing.assert_array_equal(gp._cross(1, gp._Xt, gp._Xt), gp._kernel.get_value(gp._Xt))
 

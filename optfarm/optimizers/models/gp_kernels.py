@@ -14,7 +14,10 @@ arguments, and a different last bit can move an argmax, and a paper's run with i
 
 The predictions at every configuration of a large table ask for (training points x rows)
 kernel blocks under every hyperparameter sample at each step; ``cross`` gives all samples in
-one compiled pass, without george's per-pair calls through its kernel tree.
+one compiled pass, without george's per-pair calls through its kernel tree. emcee's walkers ask
+for the square matrices of the training inputs under every walker of a half-step
+(``gp_posterior``); ``gram`` gives them, each pair computed once and mirrored, the values
+``cross`` gives for the same inputs.
 
 References:
     [Klein17] Klein et al. FABOLAS. AISTATS 2017, Sec. 3.2.
@@ -27,7 +30,7 @@ import math
 import numba as nb
 import numpy as np
 
-__all__ = ["cross", "diagonal"]
+__all__ = ["cross", "diagonal", "gram"]
 
 
 def _scalars(theta: np.ndarray, n_x: int, basis: bool) -> tuple[np.ndarray, ...]:
@@ -63,6 +66,33 @@ def _cross(A, BT, n_x, amp, inv, b, out):  # pragma: no cover - compiled
                 out[w, i, k] = value
 
 
+@nb.njit(cache=True)
+def _gram(AT, n_x, amp, inv, b, out):  # pragma: no cover - compiled
+    """``out[w]`` = k(A, A) under sample w, ``AT`` = A transposed: the lower triangle computed
+    as ``_cross`` computes it (the pair's squared differences are the same either way round),
+    then mirrored."""
+    basis = len(b) > 0
+    n = AT.shape[1]
+    r2 = np.empty(n)
+    for w in range(len(amp)):
+        for i in range(n):
+            r2[: i + 1] = 0.0
+            for j in range(n_x):
+                a, v, column = AT[j, i], inv[w, j], AT[j]
+                for k in range(i + 1):
+                    d = a - column[k]
+                    r2[k] += d * d * v
+            for k in range(i + 1):
+                r = math.sqrt(5.0 * r2[k])
+                value = amp[w] * ((1.0 + r + 5.0 * r2[k] / 3.0) * math.exp(-r))
+                if basis:
+                    value = value * (1.0 + b[w] * (AT[n_x, i] * AT[n_x, k]))
+                out[w, i, k] = value
+        for i in range(n):
+            for k in range(i):
+                out[w, k, i] = out[w, i, k]
+
+
 def cross(theta: np.ndarray, A: np.ndarray, B: np.ndarray, basis: bool) -> np.ndarray:
     """The kernel k(A, B) (W, len(A), len(B)) under each row of ``theta`` (W, p), from the
     transformed inputs ``A`` and ``B`` (``basis``: their last column is the basis feature),
@@ -73,6 +103,17 @@ def cross(theta: np.ndarray, A: np.ndarray, B: np.ndarray, basis: bool) -> np.nd
     A = np.ascontiguousarray(A, dtype=float)
     BT = np.ascontiguousarray(np.asarray(B, dtype=float).T)
     _cross(A, BT, n_x, *_scalars(theta, n_x, basis), out)
+    return out
+
+
+def gram(theta: np.ndarray, A: np.ndarray, basis: bool) -> np.ndarray:
+    """``cross(theta, A, A, basis)``, symmetric by construction, at half the kernel
+    evaluations: the Gram matrices (W, len(A), len(A)) of the transformed inputs ``A``."""
+    theta = np.atleast_2d(np.asarray(theta, dtype=float))
+    n_x = A.shape[1] - (1 if basis else 0)
+    out = np.empty((len(theta), len(A), len(A)))
+    AT = np.ascontiguousarray(np.asarray(A, dtype=float).T)
+    _gram(AT, n_x, *_scalars(theta, n_x, basis), out)
     return out
 
 

@@ -5,13 +5,17 @@ The model is ``gp.GaussianProcess``'s (see its docstring): kernel ``amp * k52(x,
 squared length scales, times ``1 + b phi_2(s) phi_2(s')`` with FABOLAS' basis [Klein17, Sec.
 3.2], plus the noise variance on the diagonal; the log marginal likelihood is
 [Rasmussen06, Alg. 2.1]'s. Written once for a batch of W vectors, the Gram matrices are one
-matrix product over the inputs' squared differences, the Cholesky factors one batched LAPACK
-call, instead of W walks through george's kernel tree. A vector outside the prior's bounds gets
--inf without a likelihood (about half of emcee's proposals). george's kernels stay the
-reference: ``GaussianProcess._log_posterior`` agrees to 1e-10 (tests/optimizers/test_gp.py).
+compiled pass (``gp_kernels.gram``: george's values, each pair of inputs once), the Cholesky
+factors one batched LAPACK call and ``L^-1 y`` one BLAS triangular solve per walker, instead of
+W walks through george's kernel tree. A vector outside the prior's bounds gets -inf without a
+likelihood (about half of emcee's proposals). george's kernels stay the reference:
+``GaussianProcess._log_posterior`` agrees to 1e-10 (tests/optimizers/test_gp.py).
 
-The kernel between two sets of inputs, as the predictions need it (george's values to the
-last bit), is ``gp_kernels``'s.
+At hundreds of observations (a board's runs on a large table) the Gram matrices and the solve
+were NumPy's: (W, n^2) temporaries of the inputs' squared differences and a general batched
+solve (an LU factorisation per walker besides the Cholesky), three quarters of a walker's
+likelihood at n = 1,000; compiled, the Cholesky factorisation is most of it
+(docs/results/gp-fits.md, "The walkers' likelihood at large n").
 
 References:
     [Klein17] Klein et al. FABOLAS. AISTATS 2017.
@@ -24,8 +28,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.linalg.blas import dtrsv
 
 from ..linalg import cholesky_with_jitter
+from . import gp_kernels
 
 __all__ = [
     "HORSESHOE_SCALE",
@@ -50,27 +56,17 @@ def log_prior(theta: np.ndarray, bounds: np.ndarray) -> np.ndarray:
 
 
 class Design:
-    """The training inputs as the kernel reads them, computed once per fit: the squared
-    differences per Matern dimension (n_x, n * n) and, with a basis, the outer product of the
-    basis feature phi_2(s) (last column of the transformed inputs ``Xt``)."""
+    """The training inputs as the kernel reads them: the transformed inputs ``Xt`` (with a
+    basis, its last column is the basis feature phi_2(s))."""
 
     def __init__(self, Xt: np.ndarray, basis: bool):
         self.n = len(Xt)
-        n_x = Xt.shape[1] - (1 if basis else 0)
-        diff = Xt[None, :, :n_x] - Xt[:, None, :n_x]
-        self.sq = np.ascontiguousarray((diff * diff).reshape(self.n * self.n, n_x).T)
-        self.zz = np.outer(Xt[:, -1], Xt[:, -1]) if basis else None
+        self.Xt = np.asarray(Xt, dtype=float)
+        self.basis = basis
 
     def gram(self, theta: np.ndarray) -> np.ndarray:
         """Kernel matrices (W, n, n) of the rows of ``theta``, without the noise."""
-        n_x = len(self.sq)
-        r2 = 5.0 * ((1.0 / np.exp(theta[:, 1 : 1 + n_x])) @ self.sq)  # (W, n * n)
-        r2 = r2.reshape(len(theta), self.n, self.n)
-        r = np.sqrt(r2)
-        K = np.exp(theta[:, 0])[:, None, None] * ((1.0 + r + r2 / 3.0) * np.exp(-r))
-        if self.zz is not None:
-            K *= 1.0 + np.exp(theta[:, 1 + n_x])[:, None, None] * self.zz
-        return K
+        return gp_kernels.gram(theta, self.Xt, self.basis)
 
 
 def _cholesky(K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -94,7 +90,8 @@ def _log_likelihood(K: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Log marginal likelihood of ``y`` under each covariance of ``K`` (W, n, n)
     [Rasmussen06, Alg. 2.1]; -inf where the covariance has no Cholesky factor."""
     L, found = _cholesky(K)
-    v = np.linalg.solve(L, y)  # L^-1 y, (W, n)
+    # L^-1 y, (W, n): each C-ordered factor read by BLAS as its transpose, without a copy
+    v = np.array([dtrsv(factor.T, y, lower=0, trans=1) for factor in L])
     log_det = np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1)
     ll = -0.5 * np.einsum("wi,wi->w", v, v) - log_det - 0.5 * len(y) * _LOG_2PI
     return np.where(found, ll, -np.inf)
