@@ -43,6 +43,14 @@ def _scalars(theta: np.ndarray, n_x: int, basis: bool) -> tuple[np.ndarray, ...]
     return amp, inv.reshape(len(theta), n_x), b
 
 
+@nb.njit(cache=True, inline="always")
+def _matern52(amp, r2):  # pragma: no cover - compiled
+    """``amp`` times the Matern 5/2 at the scaled squared distance ``r2``, in george's order
+    of operations: r = sqrt(5 r^2), ``(1 + r + 5 r^2 / 3) exp(-r)``."""
+    r = math.sqrt(5.0 * r2)
+    return amp * ((1.0 + r + 5.0 * r2 / 3.0) * math.exp(-r))
+
+
 @nb.njit(cache=True)
 def _cross(A, BT, n_x, amp, inv, b, out):  # pragma: no cover - compiled
     """``out[w, i, k]`` = k(A[i], B[k]) under sample w, ``BT`` = B transposed (columns x
@@ -59,8 +67,7 @@ def _cross(A, BT, n_x, amp, inv, b, out):  # pragma: no cover - compiled
                     d = a - column[k]
                     r2[k] += d * d * v
             for k in range(len(r2)):
-                r = math.sqrt(5.0 * r2[k])
-                value = amp[w] * ((1.0 + r + 5.0 * r2[k] / 3.0) * math.exp(-r))
+                value = _matern52(amp[w], r2[k])
                 if basis:
                     value = value * (1.0 + b[w] * (A[i, n_x] * BT[n_x, k]))
                 out[w, i, k] = value
@@ -83,8 +90,7 @@ def _gram(AT, n_x, amp, inv, b, out):  # pragma: no cover - compiled
                     d = a - column[k]
                     r2[k] += d * d * v
             for k in range(i + 1):
-                r = math.sqrt(5.0 * r2[k])
-                value = amp[w] * ((1.0 + r + 5.0 * r2[k] / 3.0) * math.exp(-r))
+                value = _matern52(amp[w], r2[k])
                 if basis:
                     value = value * (1.0 + b[w] * (AT[n_x, i] * AT[n_x, k]))
                 out[w, i, k] = value
